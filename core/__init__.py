@@ -1,0 +1,101 @@
+"""harnessgrid: Harness Scaling for agentic RL.
+
+``import harnessgrid as hg`` is cheap: the public names below are imported on first use, so
+a script that only builds a design never loads the runtime, and nothing here imports torch,
+transformers or litellm.
+
+Example::
+
+    import harnessgrid as hg
+
+    space = hg.FactorSpace.default()
+    design = hg.orthogonal_design(space)          # 18 of the 243 configurations
+    print([c.code for c in design.configs])
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+__version__ = "0.1.0"
+
+#: Decorator for plugin hook implementations (``@hg.hookimpl``).
+hookimpl = pluggy.HookimplMarker("harnessgrid")
+
+# public name → module that defines it
+_LAZY: dict[str, str] = {
+    "HarnessgridError": "harnessgrid.errors",
+    "ConfigError": "harnessgrid.errors",
+    "FactorSpace": "harnessgrid.space",
+    "HarnessConfig": "harnessgrid.space",
+    "FACTORS": "harnessgrid.space",
+    "Design": "harnessgrid.designs",
+    "full_design": "harnessgrid.designs",
+    "single_design": "harnessgrid.designs",
+    "first_order_design": "harnessgrid.designs",
+    "random_design": "harnessgrid.designs",
+    "orthogonal_design": "harnessgrid.designs",
+    "holdout": "harnessgrid.designs",
+    "Schedule": "harnessgrid.schedule",
+    "get_registry": "harnessgrid.registry",
+    "PluginManager": "harnessgrid.registry",
+    "registry_space": "harnessgrid.compose",
+    "compose": "harnessgrid.compose",
+    "run_agent": "harnessgrid.api",
+    "arun_agent": "harnessgrid.api",
+    "resolve_harness": "harnessgrid.api",
+    "resolve_policy": "harnessgrid.api",
+    "run_episode": "harnessgrid.runtime",
+    "run_episodes": "harnessgrid.runtime",
+    "EpisodeLimits": "harnessgrid.runtime",
+    "Task": "harnessgrid.tasks",
+    "TaskSuite": "harnessgrid.tasks",
+    "load_suite": "harnessgrid.tasks",
+    "Trajectory": "harnessgrid.trajectory",
+    "TrajectoryStore": "harnessgrid.trajectory",
+    "Action": "harnessgrid.models",
+    "make_policy": "harnessgrid.policies",
+    "Workspace": "harnessgrid.workspace",
+}
+
+__all__ = ["__version__", "hookimpl", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harnessgrid' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from harnessgrid.api import arun_agent, resolve_harness, resolve_policy, run_agent
+    from harnessgrid.compose import compose, registry_space
+    from harnessgrid.models import Action
+    from harnessgrid.policies import make_policy
+    from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
+    from harnessgrid.tasks import Task, TaskSuite, load_suite
+    from harnessgrid.trajectory import Trajectory, TrajectoryStore
+    from harnessgrid.workspace import Workspace
+    from harnessgrid.designs import (
+        Design,
+        first_order_design,
+        full_design,
+        holdout,
+        orthogonal_design,
+        random_design,
+        single_design,
+    )
+    from harnessgrid.errors import ConfigError, HarnessgridError
+    from harnessgrid.registry import PluginManager, get_registry
+    from harnessgrid.schedule import Schedule
+    from harnessgrid.space import FACTORS, FactorSpace, HarnessConfig

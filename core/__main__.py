@@ -1,0 +1,5 @@
+"""``python -m harnessgrid`` is the same as the ``harnessgrid`` command."""
+
+from harnessgrid.cli import main
+
+main()

@@ -1,0 +1,92 @@
+"""The small embedding API: run any harness with any policy on an ad-hoc task.
+
+Example::
+
+    import harnessgrid as hg
+
+    traj = hg.run_agent(
+        "Summarise the errors in app.log into errors.md",
+        workspace="./my-project",          # worked on in a copy unless in_place=True
+        harness="S1-T0-O2-C1-W0",          # or "adapter:claude-code"
+        policy="litellm:openai/gpt-4o-mini",
+    )
+    print(traj.termination, len(traj.turns), traj.tokens_in, traj.tokens_out)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harnessgrid.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harnessgrid.harness import Harness
+    from harnessgrid.policies import Policy
+    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.space import FactorSpace
+    from harnessgrid.trajectory import Trajectory
+
+
+def resolve_harness(spec: str | Harness, space: FactorSpace | None = None) -> Harness:
+    """``"S1-T0-O2-C1-W0"`` → the composed harness; ``"adapter:NAME"`` → that adapter."""
+    from harnessgrid.compose import compose
+    from harnessgrid.registry import get_registry
+    from harnessgrid.space import FactorSpace
+
+    if not isinstance(spec, str):
+        return spec
+    if spec.startswith("adapter:"):
+        adapter: Harness = get_registry().adapter(spec.removeprefix("adapter:")).create()
+        return adapter
+    return compose((space or FactorSpace.default()).parse(spec))
+
+
+def resolve_policy(spec: str | Policy, options: Mapping[str, Any] | None = None) -> Policy:
+    from harnessgrid.policies import make_policy
+
+    return spec if not isinstance(spec, str) else make_policy(spec, options)
+
+
+async def arun_agent(instruction: str, workspace: str | Path, *, harness: str | Harness,
+                     policy: str | Policy, policy_options: Mapping[str, Any] | None = None,
+                     in_place: bool = False, keep_copy: bool = False,
+                     mount_path: str = "/workspace",
+                     limits: EpisodeLimits | None = None) -> Trajectory:
+    """Async form of :func:`run_agent`."""
+    from harnessgrid.runtime import run_episode
+    from harnessgrid.tasks import Task
+    from harnessgrid.workspace import Workspace
+
+    if not instruction.strip():
+        raise ConfigError("the instruction is empty", hint="say what the agent should do")
+    ws = Workspace.open(Path(workspace), mount_path=mount_path, in_place=in_place)
+    task = Task(id="adhoc", instruction=instruction, mount_path=mount_path, suite="adhoc")
+    try:
+        traj = await run_episode(resolve_harness(harness), task,
+                                 resolve_policy(policy, policy_options), limits, workspace=ws)
+    except BaseException:
+        if not in_place:
+            ws.cleanup()
+        raise
+    if keep_copy or in_place:
+        traj.meta["workspace"] = str(ws.root)
+    else:
+        ws.cleanup()
+    return traj
+
+
+def run_agent(instruction: str, workspace: str | Path, *, harness: str | Harness,
+              policy: str | Policy, policy_options: Mapping[str, Any] | None = None,
+              in_place: bool = False, keep_copy: bool = False, mount_path: str = "/workspace",
+              limits: EpisodeLimits | None = None) -> Trajectory:
+    """Run one episode on a user's own directory, without a grader, and return the trajectory.
+
+    The directory is copied first unless ``in_place=True`` (then the agent's changes stay);
+    ``keep_copy=True`` keeps the copy and records its path in ``traj.meta["workspace"]``.
+    """
+    return asyncio.run(arun_agent(instruction, workspace, harness=harness, policy=policy,
+                                  policy_options=policy_options, in_place=in_place,
+                                  keep_copy=keep_copy, mount_path=mount_path, limits=limits))

@@ -1,0 +1,63 @@
+"""The ``harnessgrid`` command line.
+
+Sub-commands live in their own modules and import heavy things (numpy, torch, litellm) only
+inside the command bodies, so ``harnessgrid --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from harnessgrid.errors import HarnessgridError
+
+app = typer.Typer(
+    name="harnessgrid",
+    help="Harness Scaling for agentic RL: designs over harness factors, sandboxed episodes, "
+    "training and evaluation.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _add_subcommands() -> None:
+    from harnessgrid.cli.design_cmd import design_app, schedule_app
+    from harnessgrid.cli.model_cmd import model_app
+    from harnessgrid.cli.plugins_cmd import plugins_app
+    from harnessgrid.cli.run_cmd import run
+
+    app.add_typer(design_app, name="design")
+    app.add_typer(schedule_app, name="schedule")
+    app.add_typer(plugins_app, name="plugins")
+    app.add_typer(model_app, name="model")
+    app.command("run")(run)
+
+
+_add_subcommands()
+
+
+def main() -> None:
+    """Entry point: user mistakes print a message and a hint, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except HarnessgridError as exc:
+        from rich.console import Console
+
+        err = Console(stderr=True)
+        err.print(f"[bold red]error:[/] {exc.message}", highlight=False)
+        if exc.hint:
+            err.print(f"[yellow]hint:[/] {exc.hint}", highlight=False)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(1)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

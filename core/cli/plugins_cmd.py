@@ -1,0 +1,48 @@
+"""``harnessgrid plugins``: what is registered and where it came from."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+plugins_app = typer.Typer(help="Inspect registered plugins.", no_args_is_help=True)
+
+
+@plugins_app.command("list")
+def list_plugins(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")
+                 ) -> None:
+    """List plugins, the factor levels, adapters, task suites and policies they register, and
+    any third-party plugin that was skipped because it is broken."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from harnessgrid.registry import get_registry
+
+    reg = get_registry()
+    rows = [("factor level", f"{f}:{n}", cls.description, reg.origin[("factor level", f"{f}:{n}")])
+            for (f, n), cls in reg.factor_levels.items()]
+    rows += [("adapter", f"adapter:{n}", a.description, reg.origin[("adapter", n)])
+             for n, a in reg.adapters.items()]
+    rows += [("task suite", n, s.description, reg.origin[("task suite", n)])
+             for n, s in reg.task_suites.items()]
+    rows += [("policy", f"{n}:" if n not in {"scripted", "null"} else n, p.description,
+              reg.origin[("policy backend", n)]) for n, p in reg.policies.items()]
+    if as_json:
+        typer.echo(json.dumps({
+            "plugins": [{"name": p.name, "source": p.source} for p in reg.plugins],
+            "registrations": [{"kind": k, "name": n, "description": d, "plugin": p}
+                              for k, n, d, p in rows],
+            "problems": [{"plugin": p.plugin, "error": p.error} for p in reg.problems],
+        }, indent=2))
+        return
+    console = Console()
+    table = Table(title="harnessgrid plugins", show_lines=False)
+    for col in ("kind", "name", "description", "plugin"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    for problem in reg.problems:
+        console.print(f"[red]skipped broken plugin[/] {problem.plugin}: {problem.error}",
+                      highlight=False)

@@ -1,0 +1,135 @@
+"""``harnessgrid run``: one episode, any harness, any policy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from harnessgrid.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harnessgrid.tasks import Task
+    from harnessgrid.trajectory import Trajectory
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``["api_base=http://x", "temperature=0.7"]`` → dict; values parsed as JSON when they
+    are JSON (numbers, booleans), else kept as strings."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"bad option {pair!r}", hint="write KEY=VALUE, e.g. temperature=0.7")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def find_task(ref: str) -> Task:
+    """``SUITE/ID`` (suite may be ``clawgym:/data/suite``): the task's id is after the last /."""
+    from harnessgrid.tasks import load_suite
+
+    suite, sep, task_id = ref.rpartition("/")
+    if not sep or not suite or not task_id:
+        raise ConfigError(f"bad task reference {ref!r}", hint="write SUITE/ID, e.g. grid-bench/csv-sum-0001")
+    return load_suite(suite).get(task_id)
+
+
+def summary(traj: Trajectory) -> dict[str, Any]:
+    return {"harness": traj.harness, "task": traj.task_id, "policy": traj.policy,
+            "score": traj.score, "passed": traj.passed, "subscores": traj.subscores,
+            "termination": traj.termination, "error": traj.error,
+            "grade_error": traj.grade_error, "turns": len(traj.turns),
+            "tokens_in": traj.tokens_in, "tokens_out": traj.tokens_out,
+            "wall_s": round(traj.wall_s, 3), "model_s": round(traj.model_s, 3),
+            "tools_s": round(traj.tools_s, 3), "harness_s": round(traj.harness_s, 3)}
+
+
+def show_conversation(traj: Trajectory) -> None:
+    """Print what the model saw each turn: the whole view at a segment start, then only what
+    was appended since, and what the model wrote."""
+    from rich.console import Console
+    from rich.panel import Panel
+
+    console = Console()
+    seen = 0
+    for turn in traj.turns:
+        start = 0 if (turn.index == 0 or turn.new_segment) else seen
+        if turn.new_segment:
+            console.rule("[yellow]context rewritten: new segment[/]")
+        for m in turn.view[start:]:
+            console.print(Panel(m.content or "(empty)", title=f"{m.role}"
+                                + (f" · {m.kind}" if m.kind else ""), title_align="left",
+                                border_style="blue" if m.role != "system" else "dim"),
+                          highlight=False, markup=False)
+        calls = "".join(f"\n→ {c.name}({json.dumps(c.arguments)[:300]})"
+                        for c in turn.assistant.tool_calls)
+        console.print(Panel((turn.assistant.content or "") + calls or "(empty)",
+                            title=f"assistant · turn {turn.index + 1}", title_align="left",
+                            border_style="green"), highlight=False, markup=False)
+        seen = len(turn.view) + 1
+
+
+def run(
+    task: str | None = typer.Option(None, "--task", help="SUITE/ID of a task to run."),
+    instruction: str | None = typer.Option(None, "--instruction", help="An ad-hoc task."),
+    workspace: Path | None = typer.Option(None, "--workspace", help="Directory for an ad-hoc "
+                                          "task (worked on in a copy unless --in-place)."),
+    in_place: bool = typer.Option(False, "--in-place", help="Let the agent change --workspace."),
+    harness: str = typer.Option(..., "--harness", help="Configuration code (S1-T0-O2-C1-W0) or "
+                                "adapter:NAME."),
+    policy: str = typer.Option(..., "--policy", help="scripted, null, litellm:MODEL, "
+                               "anthropic:MODEL, hf:PATH, vllm:NAME."),
+    policy_opt: list[str] = typer.Option([], "--policy-opt", help="KEY=VALUE for the policy "
+                                         "backend, e.g. api_base=http://127.0.0.1:8000/v1."),
+    max_turns: int = typer.Option(30, "--max-turns", min=1),
+    wall_s: float = typer.Option(600.0, "--wall-s", min=1),
+    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run commands "
+                                           "without bubblewrap (no isolation!)."),
+    save: Path | None = typer.Option(None, "--save", help="Append the trajectory to this JSONL."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    show: bool = typer.Option(False, "--show", help="Render the conversation as the model saw it."),
+) -> None:
+    """Run one episode and print its score, termination reason, turns and costs."""
+    from harnessgrid.api import arun_agent, resolve_harness, resolve_policy
+    from harnessgrid.runtime import EpisodeLimits, run_episode
+    from harnessgrid.trajectory import TrajectoryStore
+
+    if (task is None) == (instruction is None):
+        raise ConfigError("give either --task SUITE/ID or --instruction TEXT (with --workspace)")
+    limits = EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
+                           unsafe_no_sandbox=unsafe_no_sandbox)
+    if unsafe_no_sandbox:
+        typer.secho("warning: --unsafe-no-sandbox: commands run on this machine unisolated",
+                    fg="red", err=True)
+    options = parse_options(policy_opt)
+    if task is not None:
+        traj = asyncio.run(run_episode(resolve_harness(harness), find_task(task),
+                                       resolve_policy(policy, options), limits))
+    else:
+        if workspace is None:
+            raise ConfigError("--instruction needs --workspace DIR")
+        traj = asyncio.run(arun_agent(instruction or "", workspace, harness=harness,
+                                      policy=policy, policy_options=options,
+                                      in_place=in_place, limits=limits))
+    if save is not None:
+        TrajectoryStore(save).append(traj)
+    if show:
+        show_conversation(traj)
+    result = summary(traj)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_header=False, title=f"{traj.task_id} through {traj.harness}")
+    for key, value in result.items():
+        table.add_row(key, str(value))
+    Console().print(table)

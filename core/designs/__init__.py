@@ -1,0 +1,1 @@
+"""Experimental designs over a factor space."""

@@ -1,0 +1,158 @@
+"""Factor levels: the plugin unit of the harness space.
+
+A level is a class with three class attributes (``factor``, ``name``, ``description``) and the
+behaviour methods of its factor's base class. Plugins register level *classes* through
+``harnessgrid_factor_levels``; the composer instantiates one per harness.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar
+
+from harnessgrid.episode import (
+    ContextBudget,
+    Decision,
+    EpisodeState,
+    PromptContext,
+    TurnOutcome,
+    WorkflowProtocol,
+)
+from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall, ToolResult, ToolSpec
+
+from harnessgrid.space import FACTORS
+
+
+class FactorLevel(ABC):
+    """Base of every level. Subclass one of the five factor bases below, never this directly."""
+
+    factor: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    @classmethod
+    def key(cls) -> tuple[str, str]:
+        return (cls.factor, cls.name)
+
+    def __repr__(self) -> str:
+        return f"<{self.factor}:{self.name}>"
+
+
+class SystemPromptLevel(FactorLevel):
+    """How the system prompt is written (role, rules, procedure)."""
+
+    factor = "system_prompt"
+
+    @abstractmethod
+    def render(self, ctx: PromptContext) -> str:
+        """The whole system prompt; must include ``ctx.tool_section`` and
+        ``ctx.workflow_section`` (the other factors' instructions) verbatim."""
+
+
+class ToolInterfaceLevel(FactorLevel):
+    """Which tools the model sees and how calls are written and parsed.
+
+    ``native_tools`` interfaces pass :meth:`tools` through the API's ``tools=`` parameter (or the
+    chat template's tool format for token policies); the others describe them in
+    :meth:`prompt_section` and parse calls out of the turn's text. :meth:`render` is the inverse
+    of :meth:`parse` + :meth:`to_action`: ``to_action(parse(render(a))[0]) == a``.
+    """
+
+    factor = "tool_interface"
+    native_tools: ClassVar[bool] = False
+
+    @abstractmethod
+    def tools(self) -> list[ToolSpec]:
+        """The tools, with JSON schemas for their arguments."""
+
+    @abstractmethod
+    def prompt_section(self) -> str:
+        """Text for the system prompt: the tools and how to call them ('' if nothing to say)."""
+
+    @abstractmethod
+    def supports(self, kind: str) -> bool:
+        """Whether an abstract action kind has a tool of its own in this interface."""
+
+    @abstractmethod
+    def parse(self, turn: ModelTurn) -> list[ToolCall]:
+        """The calls written in a turn ([] for a text-only turn); :class:`FormatError` when the
+        turn tries to call a tool but gets it wrong."""
+
+    @abstractmethod
+    def to_action(self, call: ToolCall) -> Action:
+        """What a call means; :class:`FormatError` for an unknown tool or invalid arguments."""
+
+    @abstractmethod
+    def render(self, action: Action, call_id: str) -> ModelTurn:
+        """The model turn that performs ``action`` in this interface."""
+
+    def example(self, action: Action) -> str:
+        """``action`` as the model would write it, for examples in prompts."""
+        turn = self.render(action, "call_example")
+        calls = ", ".join(f"{c.name}({json.dumps(c.arguments)})" for c in turn.tool_calls)
+        return turn.content or f"a {calls} tool call"
+
+    def observation_message(self, call: ToolCall, text: str) -> Message:
+        """How a formatted observation goes back: a user message unless tools are native."""
+        if self.native_tools:
+            return Message(role="tool", content=text, tool_call_id=call.id, name=call.name,
+                           kind="observation")
+        return Message(role="user", content=text, kind="observation")
+
+
+class ObservationLevel(FactorLevel):
+    """How a tool result is shown to the model. Must be total: any result formats."""
+
+    factor = "observation"
+
+    @abstractmethod
+    def format(self, action: Action, result: ToolResult) -> str:
+        """The observation text for one executed action."""
+
+    @abstractmethod
+    def format_error(self, error: FormatError) -> str:
+        """The observation text for a turn the tool interface rejected."""
+
+
+class ContextLevel(FactorLevel):
+    """Which part of the history the model sees on the next turn.
+
+    A view that is not the previous view plus what was appended since is a *history rewrite*;
+    token policies start a new segment there (the runtime checks this itself, so a level cannot
+    get it wrong). The task message (``kind == "task"``), the system prompt and pinned messages
+    must always be kept.
+    """
+
+    factor = "context"
+
+    @abstractmethod
+    def view(self, history: Sequence[Message], budget: ContextBudget) -> list[Message]:
+        """The messages the model sees, within ``budget.max_tokens`` where at all possible."""
+
+
+class WorkflowLevel(FactorLevel):
+    """What the loop does between turns: plan, recover, verify, decide when it is finished."""
+
+    factor = "workflow"
+    protocol: ClassVar[WorkflowProtocol] = WorkflowProtocol()
+
+    @abstractmethod
+    def prompt_section(self) -> str:
+        """Text for the system prompt describing the loop's rules."""
+
+    @abstractmethod
+    def on_start(self, state: EpisodeState) -> list[Message]:
+        """Messages appended after the task message before the first turn."""
+
+    @abstractmethod
+    def on_turn(self, state: EpisodeState, outcome: TurnOutcome) -> Decision:
+        """After a turn was executed and observed: finished or not, and what to append."""
+
+
+FACTOR_BASES: dict[str, type[FactorLevel]] = {
+    cls.factor: cls
+    for cls in (SystemPromptLevel, ToolInterfaceLevel, ObservationLevel, ContextLevel, WorkflowLevel)
+}
+assert tuple(FACTOR_BASES) == FACTORS

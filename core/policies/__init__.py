@@ -1,0 +1,73 @@
+"""Policies: what produces the next assistant turn.
+
+A policy is addressed by a spec string whose scheme names a backend registered through the
+``harnessgrid_policies`` hook: ``scripted``, ``null``, ``litellm:<model>``,
+``anthropic:<model>``, ``hf:<path-or-hub-name>``, ``vllm:<name>``. Backends import their heavy
+libraries only when created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from harnessgrid.errors import ConfigError
+from harnessgrid.models import Message, ModelTurn, ToolSpec
+
+if TYPE_CHECKING:
+    from harnessgrid.episode import EpisodeState
+    from harnessgrid.harness import Harness
+    from harnessgrid.tasks import Task
+
+
+@dataclass
+class PolicyRequest:
+    """Everything a policy may use to produce one turn.
+
+    ``messages`` is the context view; ``tools`` are given when the harness declares them
+    natively (``native_tools``), otherwise the tools are described in the system prompt.
+    ``new_segment`` is True when the view is not an extension of the previous turn's view plus
+    the policy's own output (a context level rewrote history): token policies then start a new
+    token segment instead of extending the previous prompt ids.
+    """
+
+    messages: Sequence[Message]
+    tools: Sequence[ToolSpec]
+    native_tools: bool
+    harness: Harness
+    task: Task
+    state: EpisodeState
+    new_segment: bool
+    segment: int = 0
+    max_tokens: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Produces the next assistant turn; ``spec`` is how it was addressed."""
+
+    spec: str
+
+    async def act(self, request: PolicyRequest) -> ModelTurn: ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """A policy that knows its tokenizer counts context tokens exactly."""
+
+    def count_tokens(self, messages: Sequence[Message]) -> int: ...
+
+
+def make_policy(spec: str, options: Mapping[str, Any] | None = None) -> Policy:
+    """Create a policy from its spec string through the plugin registry."""
+    from harnessgrid.registry import get_registry
+
+    scheme, _, rest = spec.partition(":")
+    backend = get_registry().policy(scheme)
+    policy = backend.create(rest, dict(options or {}))
+    if not isinstance(policy, Policy):
+        raise ConfigError(f"policy backend {scheme!r} returned {type(policy).__name__}, "
+                          "which has no async act(request) method")
+    return policy

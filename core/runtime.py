@@ -1,0 +1,209 @@
+"""The episode loop: any harness, any policy, one sandboxed workspace per episode.
+
+The loop itself is small on purpose (mini-swe-agent's lesson): ask the harness for the view,
+ask the policy for a turn, let the harness execute and observe it, stop when the workflow says
+so or a limit is hit. Everything else (what the prompt says, how calls are written, what the
+model sees) belongs to the harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from harnessgrid.episode import ContextBudget, EpisodeState, estimate_tokens
+from harnessgrid.errors import SandboxError
+from harnessgrid.models import Message
+from harnessgrid.policies import Policy, PolicyRequest, TokenCounter
+from harnessgrid.sandbox import Sandbox, SandboxLimits
+from harnessgrid.tasks import GraderError, Task, validate_scores
+from harnessgrid.tools import Environment
+from harnessgrid.trajectory import CallRecord, Termination, Trajectory, TurnRecord
+from harnessgrid.workspace import Workspace
+
+if TYPE_CHECKING:
+    from harnessgrid.harness import Harness
+
+
+class EpisodeLimits(BaseModel):
+    """Limits of one episode. A task's own limits apply when stricter."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_turns: int = 30
+    max_context_tokens: int = 32_768
+    max_total_tokens: int | None = None
+    wall_s: float = 600.0
+    max_format_errors: int = 5
+    grader_timeout_s: float = 120.0
+    sandbox: SandboxLimits = SandboxLimits()
+    unsafe_no_sandbox: bool = False
+
+
+def _effective(limits: EpisodeLimits, task: Task) -> EpisodeLimits:
+    update: dict[str, Any] = {}
+    if task.limits.max_turns is not None:
+        update["max_turns"] = min(limits.max_turns, task.limits.max_turns)
+    if task.limits.wall_s is not None:
+        update["wall_s"] = min(limits.wall_s, task.limits.wall_s)
+    return limits.model_copy(update=update) if update else limits
+
+
+def _continues(previous: list[Message] | None, view: list[Message]) -> bool:
+    """Whether ``view`` extends the previous view + the assistant message that answered it."""
+    if previous is None:
+        return True
+    return view[: len(previous)] == previous
+
+
+async def run_episode(harness: Harness, task: Task, policy: Policy,
+                      limits: EpisodeLimits | None = None, *,
+                      workspace: Workspace | None = None,
+                      episode_id: str | None = None) -> Trajectory:
+    """Run one episode and return its trajectory; never raises for agent or infrastructure
+    failures (they become the trajectory's ``termination`` and ``error``)."""
+    limits = _effective(limits or EpisodeLimits(), task)
+    episode_id = episode_id or uuid.uuid4().hex[:12]
+    started = time.time()
+    clock = time.perf_counter()
+    own_workspace = workspace is None
+    ws = workspace or Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
+    state = harness.start(task, episode_id)
+    traj = Trajectory(episode_id=episode_id, harness=harness.name,
+                      config=getattr(getattr(harness, "config", None), "levels", None),
+                      task_id=task.id, suite=task.suite, policy=policy.spec,
+                      mount_path=ws.mount_path, termination="max_turns", started_at=started)
+    count: Callable[[Sequence[Message]], int] = (
+        policy.count_tokens if isinstance(policy, TokenCounter) else estimate_tokens)
+    budget = ContextBudget(max_tokens=limits.max_context_tokens, count=count)
+    try:
+        async with Sandbox(ws, limits.sandbox, unsafe_no_sandbox=limits.unsafe_no_sandbox) as sb:
+            env = Environment(workspace=ws, sandbox=sb)
+            try:
+                async with asyncio.timeout(limits.wall_s):
+                    traj.termination = await _loop(harness, task, policy, limits, state, env,
+                                                   budget, traj)
+            except TimeoutError:
+                traj.termination = "timeout"
+    except SandboxError as exc:
+        traj.termination, traj.error = "sandbox_error", exc.message
+    except _PolicyFailure as exc:
+        traj.termination, traj.error = "policy_error", str(exc)
+    traj.history = list(state.history)
+    traj.tokens_in = sum(t.tokens_in for t in traj.turns)
+    traj.tokens_out = sum(t.tokens_out for t in traj.turns)
+    for part in ("model_s", "tools_s", "harness_s"):
+        setattr(traj, part, sum(getattr(t, part) for t in traj.turns))
+    traj.segments = 1 + sum(t.new_segment for t in traj.turns[1:])
+    if not traj.infra_failure and task.grader is not None:
+        await _grade(task, ws, traj, limits.grader_timeout_s)
+    traj.wall_s = time.perf_counter() - clock
+    if own_workspace:
+        ws.cleanup()
+    return traj
+
+
+class _PolicyFailure(Exception):
+    """The policy raised: an infrastructure failure (API down, model crashed)."""
+
+
+async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
+                state: EpisodeState, env: Environment, budget: ContextBudget,
+                traj: Trajectory) -> Termination:
+    previous: list[Message] | None = None
+    segment = 0
+    total_tokens = 0
+    for index in range(limits.max_turns):
+        t0 = time.perf_counter()
+        view = harness.view(state, budget)
+        if budget.count(view) > budget.max_tokens:
+            return "context_overflow"
+        new_segment = not _continues(previous, view)
+        segment += new_segment
+        request = PolicyRequest(messages=view, tools=harness.tools() if harness.native_tools
+                                else [], native_tools=harness.native_tools, harness=harness,
+                                task=task, state=state, new_segment=new_segment,
+                                segment=segment)
+        t1 = time.perf_counter()
+        try:
+            turn = await policy.act(request)
+        except (asyncio.CancelledError, TimeoutError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - any policy failure is infrastructure
+            raise _PolicyFailure(f"{type(exc).__name__}: {exc}\n"
+                                 f"{traceback.format_exc(limit=3)}") from exc
+        t2 = time.perf_counter()
+        before = len(state.history)
+        outcome, decision = await harness.step(state, turn, env)
+        t3 = time.perf_counter()
+        tools_s = sum(e.result.duration_s for e in outcome.executed)
+        traj.turns.append(TurnRecord(
+            index=index, view=list(view), assistant=turn.message(), tokens=turn.tokens,
+            tokens_in=turn.tokens_in, tokens_out=turn.tokens_out,
+            calls=[CallRecord(call=e.call, action=e.action, result=e.result)
+                   for e in outcome.executed],
+            format_error=outcome.format_error.message if outcome.format_error else None,
+            appended=list(state.history[before + 1:]), new_segment=new_segment,
+            model_s=t2 - t1, tools_s=tools_s, harness_s=(t1 - t0) + (t3 - t2 - tools_s)))
+        previous = list(view) + [state.history[before]]  # the assistant message as stored
+        total_tokens += turn.tokens_in + turn.tokens_out
+        if decision.finished:
+            return "finished"
+        if state.consecutive_format_errors >= limits.max_format_errors:
+            return "format_errors"
+        if limits.max_total_tokens is not None and total_tokens >= limits.max_total_tokens:
+            return "token_budget"
+    return "max_turns"
+
+
+async def _grade(task: Task, ws: Workspace, traj: Trajectory, timeout_s: float) -> None:
+    """Grade on a copy of the final workspace, off the event loop, with a timeout."""
+    assert task.grader is not None
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="hg-grade-") as tmp:
+        copy = ws.copy_to(Path(tmp) / "ws")
+        try:
+            scores = await asyncio.wait_for(
+                asyncio.to_thread(task.grader.grade, copy.root, traj.transcript()), timeout_s)
+            traj.subscores = validate_scores(scores)
+            traj.score = sum(traj.subscores.values()) / len(traj.subscores)
+            traj.passed = traj.score == 1.0
+        except TimeoutError:
+            traj.grade_error = f"grader timed out after {timeout_s:g}s"
+        except GraderError as exc:
+            traj.grade_error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a grader bug must not crash the run
+            traj.grade_error = f"grader raised {type(exc).__name__}: {exc}"
+    traj.grade_s = time.perf_counter() - t0
+
+
+async def run_episodes(jobs: Iterable[tuple[Harness, Task]], policy: Policy,
+                       limits: EpisodeLimits | None = None, *, concurrency: int = 4,
+                       on_done: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
+    """Run many episodes concurrently (at most ``concurrency`` at once). One failing episode
+    never takes the others down: an unexpected exception becomes that episode's
+    ``sandbox_error`` trajectory."""
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(harness: Harness, task: Task) -> Trajectory:
+        async with sem:
+            try:
+                traj = await run_episode(harness, task, policy, limits)
+            except Exception as exc:  # noqa: BLE001
+                traj = Trajectory(episode_id=uuid.uuid4().hex[:12], harness=harness.name,
+                                  task_id=task.id, suite=task.suite, policy=policy.spec,
+                                  termination="sandbox_error",
+                                  error=f"{type(exc).__name__}: {exc}")
+            if on_done is not None:
+                on_done(traj)
+            return traj
+
+    return list(await asyncio.gather(*(one(h, t) for h, t in jobs)))

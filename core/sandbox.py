@@ -1,0 +1,1111 @@
+"""Shell commands of an episode, run inside one long-lived bubblewrap sandbox.
+
+Why one sandbox per episode: starting ``bwrap`` costs several milliseconds per command, more than
+the commands agents usually run. So :meth:`Sandbox.start` launches ``bwrap`` once with a tiny
+command server (``_SERVER_SOURCE``) as the sandbox's PID 1, and every :meth:`Sandbox.run` is one
+request/response on a pipe: the server forks the command, applies the limits, streams back
+bounded output and kills whatever the command left behind. Episodes never share a sandbox: each
+sees only its own workspace.
+
+What the sandbox enforces (see ``SandboxLimits``):
+
+- **Isolation** - new pid, net, ipc, uts (and cgroup) namespaces; no network but loopback; the
+  system (``/usr``, the ``/lib*`` and ``/bin`` links, a short allow-list of ``/etc``) read-only;
+  the interpreter's install prefix read-only when it lives outside ``/usr``; a private size-capped
+  tmpfs ``/tmp``; the workspace read-write at ``mount_path``. Nothing else of the host (``/root``,
+  ``/home``, ``/work``, ``/tmp``, other workspaces) exists inside.
+- **Unprivileged commands** - run as root, the server keeps only CAP_SETUID/SETGID/KILL/
+  DAC_READ_SEARCH and runs each command as a uid of its own (leased from a range with a lock
+  file, the workspace chowned to it while the sandbox runs): the command has no capabilities,
+  ``no_new_privs`` is set (setuid binaries are inert), it cannot signal the server, and
+  RLIMIT_NPROC, which the kernel ignores for root, is enforced. Run as a normal user, ``bwrap``
+  uses a user namespace instead; RLIMIT_NPROC still holds there (it is counted per namespace),
+  but the command shares the server's uid.
+- **Limits per command** - wall clock (then SIGKILL to everything in the sandbox but the server),
+  RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC (fork bombs stop at ``max_procs``), RLIMIT_FSIZE, no core
+  files, total RSS of the command's processes (polled), and output: the first ``output_bytes`` of
+  stdout+stderr are kept, the rest is read and dropped, and a command that prints more than
+  ``_DISCARD_FACTOR`` times the cap is killed - memory stays bounded whatever it prints.
+- **Disk** - RLIMIT_FSIZE caps each file; the workspace as a whole is held to ``workspace_mb`` by
+  the server: a cheap ``statvfs`` check every tick, confirmed by a walk of the workspace, kills a
+  command that grows it past the quota (overshoot is bounded by what the disk can absorb in one
+  tick, ~50 ms). ``/tmp`` is a tmpfs of ``tmp_mb``.
+- **No leftovers** - when a command ends, every other process in the sandbox is killed
+  (``kill(-1)`` from PID 1 reaches the whole pid namespace, daemons included).
+
+If the server dies underneath (infrastructure failure) :meth:`Sandbox.run` raises
+:class:`SandboxError`, so the runtime can mark the episode ``sandbox_error`` instead of scoring it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import functools
+import json
+import logging
+import os
+import secrets
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, NoReturn, Self, TypeVar
+
+from harnessgrid.errors import HarnessgridError, SandboxError
+from harnessgrid.workspace import Workspace
+
+logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+MB = 1024 * 1024
+INSTALL_HINT = (
+    "install bubblewrap: `apt-get install -y bubblewrap` (Debian/Ubuntu) or "
+    "`dnf install bubblewrap` (Fedora/RHEL). There is none for macOS (brew has none): pass "
+    "--unsafe-no-sandbox (Sandbox(unsafe_no_sandbox=True)) to run commands unsandboxed. "
+    "If bwrap is installed but fails, allow unprivileged user namespaces "
+    "(sysctl kernel.unprivileged_userns_clone=1) or run as root."
+)
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_UID_BASE = 2_000_000_000
+"""Sandboxed commands run as ``_UID_BASE + slot``: far from real accounts and subuid ranges."""
+_UID_SLOTS = 100_000
+_DISCARD_FACTOR = 32
+_HOST_GRACE_S = 15.0
+"""How much longer than the command's timeout the host waits before declaring the server dead."""
+_START_TIMEOUT_S = 30.0
+_MAX_HEADER_BYTES = 1 << 20
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+_FORBIDDEN_MOUNTS = (*_SYSTEM_DIRS, "/proc", "/dev", "/sys")
+_ETC_ALLOWLIST = (
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "group",
+    "host.conf",
+    "hosts",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "passwd",
+    "protocols",
+    "services",
+    "ssl",
+    "timezone",
+)
+"""/etc entries commands commonly need (dynamic linker, names, certificates, /usr/bin/awk links).
+The rest of the host's /etc (credentials, service configs) stays out."""
+_SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_DAC_READ_SEARCH")
+
+_SERVER_SOURCE = r'''
+"""Command server, PID 1 of an episode sandbox.
+
+Started by _BOOTSTRAP, which reads this source and CFG from the first line of stdin. Protocol:
+one JSON request per line on stdin; per request one JSON header line on stdout, followed by
+out_len bytes of stdout and err_len bytes of stderr.
+"""
+import json, os, resource, select, signal, sys, time
+
+ROOT, UID, GID, PIDNS, QUOTA = CFG["root"], CFG["uid"], CFG["gid"], CFG["pidns"], CFG["quota"]
+DISCARD_FACTOR = CFG["discard_factor"]
+TICK = 0.05
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MB = 1024 * 1024
+
+
+def send(header, out=b"", err=b""):
+    header["out_len"], header["err_len"] = len(out), len(err)
+    data = memoryview(json.dumps(header).encode() + b"\n" + out + err)
+    while data:
+        data = data[os.write(1, data):]
+
+
+def usage(top):
+    """Bytes the tree occupies on disk; hard links counted once, symlinks not followed."""
+    total, seen, stack = 0, set(), [top]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_nlink > 1:
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return total
+
+
+class Disk:
+    """Workspace quota: a statvfs estimate each tick, confirmed by a (throttled) full walk."""
+
+    def __init__(self):
+        self.walk()
+
+    def free(self):
+        st = os.statvfs(ROOT)
+        return st.f_bavail * st.f_frsize
+
+    def walk(self):
+        began = time.monotonic()
+        self.used = usage(ROOT)
+        self.ref = self.free()
+        self.walked = time.monotonic()
+        self.cost = self.walked - began
+
+    def estimate(self):
+        return self.used + self.ref - self.free()
+
+    def floor(self):
+        """Usage when a command starts: exact when we may already be over the quota."""
+        if self.estimate() > QUOTA:
+            self.walk()
+        return max(self.used, self.estimate())
+
+    def refresh(self):
+        """Walk when the estimate says over quota or the last walk is old; never too often."""
+        since = time.monotonic() - self.walked
+        if since >= max(0.05, 20 * self.cost):
+            if since > max(5.0, 50 * self.cost) or self.estimate() > QUOTA:
+                self.walk()
+
+    def over(self, floor):
+        """Over quota and grown past ``floor``: a command that only deletes is never killed."""
+        self.refresh()
+        return self.used > QUOTA and self.used > floor
+
+
+def rss_total():
+    total = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit() and name != "1":
+            try:
+                with open("/proc/%s/statm" % name, "rb") as fh:
+                    total += int(fh.read().split()[1]) * PAGE
+            except (OSError, IndexError, ValueError):
+                pass
+    return total
+
+
+def children():
+    try:
+        with open("/proc/self/task/%d/children" % os.getpid()) as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:
+        return []
+
+
+def kill_all(pid, reaped):
+    """Kill the command and everything it started."""
+    if PIDNS:  # we are PID 1: kill(-1) reaches every other process in the namespace
+        while True:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if not reaped:
+        os.waitpid(pid, 0)
+    for _ in range(1000):  # subreaper: orphans that left the process group come to us
+        kids = children()
+        if not kids:
+            break
+        for kid in kids:
+            try:
+                os.kill(kid, signal.SIGKILL)
+                os.waitpid(kid, 0)
+            except OSError:
+                pass
+
+
+def child(req, w_out, w_err):
+    try:
+        os.setsid()
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(w_out, 1)
+        os.dup2(w_err, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        lim = req["limits"]
+        cpu = int(lim["cpu_s"] + 0.999)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU, then SIGKILL
+        for res, value in (
+            (resource.RLIMIT_AS, lim["memory_mb"] * MB),
+            (resource.RLIMIT_NPROC, lim["max_procs"]),
+            (resource.RLIMIT_FSIZE, lim["file_size_mb"] * MB),
+            (resource.RLIMIT_CORE, 0),
+        ):
+            resource.setrlimit(res, (int(value), int(value)))
+        os.umask(0o022)
+        if UID is not None:
+            os.setgroups([])
+            os.setgid(GID)
+            os.setuid(UID)
+        os.chdir(req["cwd"])
+        env = dict(CFG["env"], PWD=req["cwd"])
+        env.update(req["env"])
+        os.execve("/bin/sh", ["sh", "-c", req["cmd"]], env)
+    except BaseException as exc:
+        os.write(2, ("sandbox: cannot start the command: %s\n" % exc).encode())
+    finally:
+        os._exit(127)
+
+
+SIGNAL_REASONS = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size"}
+
+
+def notes_for(killed, lim, timeout, disk, truncated, cap):
+    notes = []
+    if killed == "timeout":
+        notes.append("command killed: it ran longer than the %g s time limit" % timeout)
+    elif killed == "output_limit":
+        notes.append("command killed: it printed more than %d bytes" % (cap * DISCARD_FACTOR))
+    elif killed == "memory":
+        notes.append("command killed: its processes used more than %d MB of memory" % lim["memory_mb"])
+    elif killed == "disk_quota":
+        notes.append(
+            "command killed: the workspace grew past its %d MB quota (%d MB used); delete files"
+            % (QUOTA // MB, disk.used // MB)
+        )
+    elif killed == "cpu":
+        notes.append("command killed: it used more than %d s of CPU time" % lim["cpu_s"])
+    elif killed == "file_size":
+        notes.append("command killed: it wrote a file larger than %d MB" % lim["file_size_mb"])
+    if truncated:
+        notes.append("output truncated to the first %d bytes" % cap)
+    return notes
+
+
+def run(req, disk):
+    start = time.monotonic()
+    deadline = start + req["timeout"]
+    cap = req["limits"]["output_bytes"]
+    floor = disk.floor()
+    r_out, w_out = os.pipe()
+    r_err, w_err = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        child(req, w_out, w_err)
+    os.close(w_out)
+    os.close(w_err)
+    pidfd = os.pidfd_open(pid)
+    kept = {r_out: bytearray(), r_err: bytearray()}
+    live = [r_out, r_err]
+    seen, status, killed = 0, None, None
+    next_tick = start + TICK
+
+    def pump(fd):
+        nonlocal seen
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return False
+        if not data:
+            live.remove(fd)
+            os.close(fd)
+            return False
+        seen += len(data)
+        room = cap - len(kept[r_out]) - len(kept[r_err])
+        if room > 0:
+            kept[fd] += data[:room]
+        return True
+
+    while status is None:
+        now = time.monotonic()
+        if now >= deadline:
+            killed = "timeout"
+            break
+        if now >= next_tick:
+            if PIDNS and rss_total() > req["limits"]["memory_mb"] * MB:
+                killed = "memory"
+                break
+            if disk.over(floor):
+                killed = "disk_quota"
+                break
+            next_tick = now + TICK
+        ready = select.select(live + [pidfd], [], [], max(0.0, min(deadline, next_tick) - now))[0]
+        for fd in ready:
+            if fd == pidfd:
+                status = os.waitpid(pid, 0)[1]
+            else:
+                pump(fd)
+        if seen > cap * DISCARD_FACTOR:
+            killed = "output_limit"
+            break
+    os.close(pidfd)
+    kill_all(pid, status is not None)
+    for fd in list(live):  # what the command wrote before it ended; writers are gone now
+        os.set_blocking(fd, False)
+        while fd in live and pump(fd):
+            pass
+        if fd in live:
+            os.close(fd)
+    exit_code = None
+    if killed is None and status is not None:
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            exit_code = 128 + sig
+            killed = SIGNAL_REASONS.get(sig)
+        else:
+            exit_code = os.waitstatus_to_exitcode(status)
+    truncated = seen > cap
+    notes = notes_for(killed, req["limits"], req["timeout"], disk, truncated, cap)
+    disk.refresh()
+    if killed is None and disk.used > QUOTA:
+        notes.append(
+            "the workspace uses %d MB, over its %d MB quota: commands that grow it will be killed"
+            % (disk.used // MB, QUOTA // MB)
+        )
+    header = {
+        "exit_code": exit_code,
+        "killed": killed,
+        "truncated": truncated,
+        "duration_s": time.monotonic() - start,
+        "notes": notes,
+    }
+    return header, bytes(kept[r_out]), bytes(kept[r_err])
+
+
+def main():
+    if PIDNS and os.getpid() != 1:  # kill(-1) outside a pid namespace would hit the host
+        sys.exit("sandbox server: expected to be PID 1 of its own pid namespace")
+    if not PIDNS:
+        import ctypes
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    disk = Disk()
+    send({"ready": True})
+    for line in sys.stdin.buffer:
+        try:
+            req = json.loads(line)
+        except ValueError as exc:
+            send({"error": "bad request: %s" % exc})
+            continue
+        send(*run(req, disk))
+
+
+main()
+'''
+
+
+_BOOTSTRAP = (
+    "import json,sys;B=json.loads(sys.stdin.buffer.readline());CFG=B['config'];exec(B['source'])"
+)
+"""The server's command line: the source and config come down the pipe, keeping argv short."""
+
+# ---------------------------------------------------------------------------- public data types
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Per-command limits (``workspace_mb`` and ``tmp_mb`` hold for the sandbox's lifetime).
+
+    ``cpu_s`` and ``memory_mb`` (address space) hold per process; the polled RSS check applies
+    ``memory_mb`` to the command's processes together. ``wall_s`` bounds the whole command.
+    """
+
+    wall_s: float = 60.0
+    cpu_s: int = 60
+    memory_mb: int = 2048
+    max_procs: int = 256
+    file_size_mb: int = 256
+    output_bytes: int = 1_000_000
+    workspace_mb: int = 1024
+    tmp_mb: int = 256
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise HarnessgridError(
+                    f"SandboxLimits.{item.name}={value!r} must be a positive number",
+                    hint=f"pass a positive {item.type} (default {item.default!r})",
+                )
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one shell command produced.
+
+    ``exit_code`` is None when the sandbox killed the command (``killed`` says why: ``timeout``,
+    ``output_limit``, ``memory``, ``disk_quota``); a command that died of a signal reports
+    128 + signal like a shell, with ``killed`` set to ``cpu`` / ``file_size`` for SIGXCPU /
+    SIGXFSZ. The sandbox's explanations end ``stderr``, prefixed ``[sandbox]``.
+    """
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    truncated: bool
+    duration_s: float
+    killed: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The command ran to completion and exited 0."""
+        return self.exit_code == 0
+
+
+# ---------------------------------------------------------------------------- availability
+
+
+def _namespace_flags() -> list[str]:
+    """As root we skip the user namespace so the server can drop each command to its own uid."""
+    if os.geteuid() == 0:
+        return [
+            "--unshare-ipc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ]
+    return ["--unshare-all"]
+
+
+@functools.lru_cache(maxsize=1)
+def check_bwrap() -> str | None:
+    """Why episode sandboxes cannot run here, or None when ``bwrap`` works (cached)."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return "bubblewrap (bwrap) is not installed or not on PATH; it sandboxes shell commands"
+    argv = [exe, *_namespace_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    try:
+        proc = subprocess.run([*argv, "true"], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap ({exe}) could not be run: {exc}"
+    if proc.returncode != 0:
+        detail = proc.stderr.decode(errors="replace").strip()
+        return f"bwrap ({exe}) is installed but cannot create a sandbox here: {detail}"
+    return None
+
+
+def sandbox_available() -> bool:
+    """True when commands can run sandboxed (``bwrap`` present and allowed to create namespaces)."""
+    return check_bwrap() is None
+
+
+_warned_unsafe = False
+
+
+def _warn_unsafe() -> None:
+    global _warned_unsafe
+    if _warned_unsafe:
+        return
+    _warned_unsafe = True
+    message = (
+        "harnessgrid: running shell commands WITHOUT a sandbox (unsafe_no_sandbox=True): "
+        "commands see the whole host, its network and your files; only time, CPU, memory, "
+        "file-size and output limits apply"
+    )
+    logger.warning(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+# ---------------------------------------------------------------------------- internals
+
+
+class _UidLease:
+    """A uid no other live sandbox on this host uses, held through an flock'ed lock file.
+
+    A private uid makes RLIMIT_NPROC count this sandbox's processes only, and keeps one
+    episode's commands from signalling another's. The lock dies with the process holding it.
+    """
+
+    def __init__(self, uid: int, fd: int) -> None:
+        self.uid = uid
+        self._fd = fd
+
+    @classmethod
+    def acquire(cls) -> _UidLease:
+        lock_dir = Path(tempfile.gettempdir()) / "harnessgrid-sandbox-uids"
+        lock_dir.mkdir(mode=0o700, exist_ok=True)
+        first = secrets.randbelow(_UID_SLOTS)
+        for attempt in range(512):
+            uid = _UID_BASE + (first + attempt) % _UID_SLOTS
+            fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            return cls(uid, fd)
+        raise SandboxError(
+            "no free sandbox uid after 512 attempts",
+            hint=f"too many live sandboxes? stale locks live in {lock_dir}",
+        )
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+Frame = tuple[dict[str, Any], bytes, bytes]
+
+
+class _Channel:
+    """Framed responses from the server's stdout, readable from sync code or any event loop."""
+
+    def __init__(self, read_fd: int, write_fd: int, max_payload: int) -> None:
+        os.set_blocking(read_fd, False)
+        self._rfd = read_fd
+        self._wfd = write_fd
+        self._max_payload = max_payload
+        self._buf = bytearray()
+        self._eof = False
+
+    def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._wfd, view) :]
+
+    def _parse(self) -> Frame | None:
+        newline = self._buf.find(b"\n")
+        if newline < 0:
+            if len(self._buf) > _MAX_HEADER_BYTES:
+                raise SandboxError("the sandbox server sent a malformed response")
+            return None
+        try:
+            header = json.loads(self._buf[:newline])
+            out_len, err_len = int(header.get("out_len", 0)), int(header.get("err_len", 0))
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise SandboxError(f"the sandbox server sent a malformed response: {exc}") from exc
+        if out_len < 0 or err_len < 0 or out_len + err_len > self._max_payload:
+            raise SandboxError("the sandbox server sent an oversized response")
+        end = newline + 1 + out_len + err_len
+        if len(self._buf) < end:
+            return None
+        out = bytes(self._buf[newline + 1 : newline + 1 + out_len])
+        err = bytes(self._buf[newline + 1 + out_len : end])
+        del self._buf[:end]
+        return header, out, err
+
+    def _fill(self) -> None:
+        while not self._eof:
+            try:
+                chunk = os.read(self._rfd, 1 << 20)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self._eof = True
+            self._buf += chunk
+
+    def _next(self, deadline: float) -> tuple[Frame | None, float]:
+        frame = self._parse()
+        if frame is None and self._eof:
+            raise EOFError
+        remaining = deadline - time.monotonic()
+        if frame is None and remaining <= 0:
+            raise TimeoutError
+        return frame, remaining
+
+    def read_sync(self, deadline: float) -> Frame:
+        while True:
+            frame, remaining = self._next(deadline)
+            if frame is not None:
+                return frame
+            select.select([self._rfd], [], [], remaining)
+            self._fill()
+
+    async def read_async(self, deadline: float) -> Frame:
+        loop = asyncio.get_running_loop()
+        while True:
+            frame, remaining = self._next(deadline)
+            if frame is not None:
+                return frame
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(self._rfd, _resolve, ready)
+            try:
+                async with asyncio.timeout(remaining):
+                    await ready
+            except TimeoutError:
+                pass
+            finally:
+                loop.remove_reader(self._rfd)
+            self._fill()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _kill_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the bwrap process group; --die-with-parent takes the sandbox down with it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, 9)
+        except OSError:
+            proc.kill()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        logger.warning("sandbox process %d did not exit after SIGKILL", proc.pid)
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+def _normalise_sandbox_path(path: str, what: str) -> str:
+    parts = [p for p in str(path).split("/") if p not in ("", ".")]
+    if not str(path).startswith("/") or not parts or ".." in parts or "\0" in str(path):
+        raise HarnessgridError(
+            f"{what} {path!r} is not an absolute sandbox path below '/'",
+            hint="pass an absolute path such as '/workspace/reward'",
+        )
+    return "/" + "/".join(parts)
+
+
+# ---------------------------------------------------------------------------- the sandbox
+
+
+class Sandbox:
+    """One episode's shell: a long-lived bubblewrap sandbox around ``workspace``.
+
+    Use ``async with Sandbox(ws) as sb: await sb.run("pytest -q")`` (or ``with`` and
+    :meth:`run_sync`). Commands run one at a time and share the workspace, not processes.
+    ``extra_ro_binds`` maps host paths to sandbox paths mounted read-only (graders mount a task's
+    ``reward/`` folder at ``<mount_path>/reward``). ``unsafe_no_sandbox`` runs commands as plain
+    subprocesses in the workspace directory, for hosts without bubblewrap.
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        limits: SandboxLimits | None = None,
+        *,
+        unsafe_no_sandbox: bool = False,
+        extra_ro_binds: Mapping[Path, str] | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.limits = limits if limits is not None else SandboxLimits()
+        self.unsafe_no_sandbox = unsafe_no_sandbox
+        self._binds = self._validate_binds(extra_ro_binds or {})
+        if unsafe_no_sandbox:
+            _warn_unsafe()
+        else:
+            problem = check_bwrap()
+            if problem is not None:
+                raise SandboxError(problem, hint=INSTALL_HINT)
+            for system_dir in _FORBIDDEN_MOUNTS:
+                if _under(workspace.mount_path, system_dir):
+                    raise HarnessgridError(
+                        f"mount_path {workspace.mount_path!r} would hide the system "
+                        f"directory {system_dir}",
+                        hint="mount the workspace elsewhere, e.g. '/workspace'",
+                    )
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._channel: _Channel | None = None
+        self._stderr: IO[bytes] | None = None
+        self._lease: _UidLease | None = None
+        self._original_owner: tuple[int, int] | None = None
+        self._made_mountpoints: list[Path] = []
+        self._dead: str | None = None
+        self._closed = False
+        self._busy = False
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
+        self._locks = weakref.WeakKeyDictionary()
+
+    def _validate_binds(self, binds: Mapping[Path, str]) -> list[tuple[str, str]]:
+        out = []
+        for src, dst in binds.items():
+            if not Path(src).exists():
+                raise HarnessgridError(
+                    f"extra_ro_binds source {str(src)!r} does not exist",
+                    hint="pass an existing host file or directory",
+                )
+            out.append(
+                (os.path.realpath(src), _normalise_sandbox_path(dst, "extra_ro_binds target"))
+            )
+        return out
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def running(self) -> bool:
+        """Whether the server is up and usable."""
+        return self._proc is not None and self._dead is None and not self._closed
+
+    @property
+    def server_pid(self) -> int | None:
+        """Host pid of the command server (the sandbox's PID 1), for diagnostics."""
+        if self._proc is None or self._proc.poll() is not None:
+            return None
+        if self.unsafe_no_sandbox:
+            return self._proc.pid
+        try:
+            kids = Path(f"/proc/{self._proc.pid}/task/{self._proc.pid}/children").read_text()
+        except OSError:
+            return None
+        return int(kids.split()[0]) if kids.split() else None
+
+    async def start(self) -> None:
+        """Launch the sandbox and wait until its server answers."""
+        channel = self._launch()
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        self._check_ready(await self._guard(channel.read_async(deadline)))
+
+    def start_sync(self) -> None:
+        """:meth:`start` for synchronous callers."""
+        channel = self._launch()
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        self._check_ready(self._guard_sync(lambda: channel.read_sync(deadline)))
+
+    def _check_ready(self, frame: Frame) -> None:
+        if not frame[0].get("ready"):
+            self._fail(f"the sandbox server did not start: {frame[0]!r}")
+
+    def _launch(self) -> _Channel:
+        if self._closed:
+            raise SandboxError("this sandbox was closed", hint="create a new Sandbox")
+        if self._proc is not None:
+            raise SandboxError("this sandbox is already started")
+        root = self.workspace.root
+        uid = gid = None
+        if not self.unsafe_no_sandbox and os.geteuid() == 0:
+            self._lease = _UidLease.acquire()
+            uid = gid = self._lease.uid
+            st = root.stat()
+            self._original_owner = (st.st_uid, st.st_gid)
+            self.workspace.assign_owner(uid, gid)
+        config = {
+            "root": str(root) if self.unsafe_no_sandbox else self.workspace.mount_path,
+            "uid": uid,
+            "gid": gid,
+            "pidns": not self.unsafe_no_sandbox,
+            "quota": self.limits.workspace_mb * MB,
+            "discard_factor": _DISCARD_FACTOR,
+            "env": self._base_env(),
+        }
+        python = os.path.realpath(sys.executable)
+        server = [python, "-I", "-S", "-c", _BOOTSTRAP]
+        argv = server if self.unsafe_no_sandbox else self._bwrap_argv(python) + server
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the sandbox
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                env={"PATH": _PATH, "LANG": "C.UTF-8"},
+                cwd=root,
+                close_fds=True,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._release_host_state()
+            raise SandboxError(f"cannot launch the sandbox: {exc}", hint=INSTALL_HINT) from exc
+        assert proc.stdin is not None and proc.stdout is not None
+        self._proc = proc
+        weakref.finalize(self, _kill_process, proc)
+        self._channel = _Channel(
+            proc.stdout.fileno(), proc.stdin.fileno(), self.limits.output_bytes + 4096
+        )
+        boot = {"source": _SERVER_SOURCE, "config": config}
+        self._guard_sync(lambda: self._usable_channel().send(json.dumps(boot).encode() + b"\n"))
+        return self._channel
+
+    def _base_env(self) -> dict[str, str]:
+        if self.unsafe_no_sandbox:
+            path = os.environ.get("PATH", _PATH)
+            return {"PATH": path, "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
+        return {"PATH": _PATH, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb"}
+
+    def _bwrap_argv(self, python: str) -> list[str]:
+        bwrap = shutil.which("bwrap") or "bwrap"
+        args = [bwrap, *_namespace_flags(), "--die-with-parent", "--new-session", "--as-pid-1"]
+        args += ["--hostname", "sandbox"]
+        if os.geteuid() == 0:
+            args += ["--cap-drop", "ALL"]
+            for cap in _SERVER_CAPS:
+                args += ["--cap-add", cap]
+        for system_dir in _SYSTEM_DIRS[:-1]:
+            path = Path(system_dir)
+            if path.is_symlink():
+                args += ["--symlink", os.readlink(path), system_dir]
+            elif path.is_dir():
+                args += ["--ro-bind", system_dir, system_dir]
+        for name in _ETC_ALLOWLIST:
+            if os.path.exists(f"/etc/{name}"):
+                args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--perms", "1777", "--size", str(self.limits.tmp_mb * MB), "--tmpfs", "/tmp"]
+        prefixes = [os.path.realpath(sys.base_prefix)]  # the server's interpreter, read-only
+        if not _under(os.path.dirname(python), prefixes[0]):
+            prefixes.append(os.path.dirname(python))
+        for prefix in prefixes:
+            if not _under(prefix, "/usr"):
+                args += ["--ro-bind", prefix, prefix]
+        mount = self.workspace.mount_path
+        args += ["--bind", str(self.workspace.root), mount]
+        for src, dst in self._binds:
+            if _under(dst, mount) and dst != mount:
+                host_path = self.workspace.root / os.path.relpath(dst, mount)
+                if not os.path.lexists(host_path):
+                    self._made_mountpoints.append(host_path)
+            args += ["--ro-bind", src, dst]
+        args += ["--chdir", mount, "--remount-ro", "/", "--"]
+        return args
+
+    async def close(self) -> None:
+        """Stop the sandbox (killing anything still running) and hand the workspace back."""
+        proc = self._begin_close()
+        if proc is not None:
+            for _ in range(200):
+                if proc.poll() is not None:
+                    break
+                await asyncio.sleep(0.005)
+            _kill_process(proc)
+        self._release_host_state()
+
+    def close_sync(self) -> None:
+        """:meth:`close` for synchronous callers."""
+        proc = self._begin_close()
+        if proc is not None:
+            try:
+                proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+            _kill_process(proc)
+        self._release_host_state()
+
+    def _begin_close(self) -> subprocess.Popen[bytes] | None:
+        if self._closed:
+            return None
+        self._closed = True
+        proc = self._proc
+        if proc is not None and proc.stdin is not None:
+            try:
+                proc.stdin.close()  # EOF: the server exits, and with PID 1 the whole sandbox
+            except OSError:
+                pass
+        return proc
+
+    def _release_host_state(self) -> None:
+        if self._proc is not None and self._proc.stdout is not None:
+            self._proc.stdout.close()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        for mountpoint in self._made_mountpoints:
+            try:
+                mountpoint.rmdir()
+            except OSError:
+                pass
+        self._made_mountpoints = []
+        if self._original_owner is not None:
+            self.workspace.release_owner(*self._original_owner)
+            self._original_owner = None
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __enter__(self) -> Self:
+        self.start_sync()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close_sync()
+
+    # ------------------------------------------------------------------ commands
+
+    async def run(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """Run ``command`` with ``sh -c`` in the sandbox; starts the sandbox on first use.
+
+        ``cwd`` is confined like any workspace path (relative, or absolute under mount_path);
+        ``timeout_s`` overrides ``limits.wall_s``; ``env`` adds to a minimal environment (the
+        host's environment, API keys included, never reaches the command).
+        """
+        request, timeout = self._request(command, timeout_s, cwd, env)
+        loop = asyncio.get_running_loop()
+        lock = self._locks.setdefault(loop, asyncio.Lock())
+        async with lock:
+            if self._proc is None:
+                await self.start()
+            channel = self._usable_channel()
+            deadline = time.monotonic() + timeout + _HOST_GRACE_S
+            self._busy = True
+            try:
+                self._guard_sync(lambda: channel.send(request))
+                frame = await self._guard(channel.read_async(deadline))
+            finally:
+                self._busy = False
+        return self._result(frame)
+
+    def run_sync(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """:meth:`run` for synchronous callers (CLI, tests); not while an async run is pending."""
+        request, timeout = self._request(command, timeout_s, cwd, env)
+        if self._busy:
+            raise SandboxError("run_sync() called while another command runs in this sandbox")
+        if self._proc is None:
+            self.start_sync()
+        channel = self._usable_channel()
+        deadline = time.monotonic() + timeout + _HOST_GRACE_S
+        self._guard_sync(lambda: channel.send(request))
+        return self._result(self._guard_sync(lambda: channel.read_sync(deadline)))
+
+    def _request(
+        self,
+        command: str,
+        timeout_s: float | None,
+        cwd: str | None,
+        env: Mapping[str, str] | None,
+    ) -> tuple[bytes, float]:
+        if not isinstance(command, str) or "\0" in command:
+            raise HarnessgridError(
+                f"command {command!r:.80} must be a string without NUL bytes",
+                hint="pass the shell command line as text",
+            )
+        timeout = self.limits.wall_s if timeout_s is None else timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise HarnessgridError(
+                f"timeout_s={timeout_s!r} must be a positive number of seconds",
+                hint="pass e.g. timeout_s=30, or None for limits.wall_s",
+            )
+        target = self.workspace.resolve(cwd if cwd is not None else ".")
+        if not target.is_dir():
+            raise HarnessgridError(
+                f"cwd {cwd!r} is not a directory in the workspace",
+                hint="pass an existing directory, relative to the workspace",
+            )
+        rel = self.workspace.relative(target)
+        if self.unsafe_no_sandbox:
+            sandbox_cwd = str(target)
+        else:
+            sandbox_cwd = self.workspace.mount_path + ("" if rel == "." else "/" + rel)
+        extra = dict(env or {})
+        for key, value in extra.items():
+            bad_key = not isinstance(key, str) or not key or "=" in key or "\0" in key
+            if bad_key or not isinstance(value, str) or "\0" in value:
+                raise HarnessgridError(
+                    f"environment entry {key!r}={value!r} is not a valid variable",
+                    hint="keys need no '=' or NUL; keys and values must be strings",
+                )
+        limits = {f.name: getattr(self.limits, f.name) for f in fields(self.limits)}
+        request = {"cmd": command, "cwd": sandbox_cwd, "env": extra, "timeout": timeout}
+        request["limits"] = limits
+        return json.dumps(request).encode() + b"\n", float(timeout)
+
+    def _result(self, frame: Frame) -> CommandResult:
+        header, out, err = frame
+        if "error" in header:
+            self._fail(f"the sandbox server rejected a request: {header['error']}")
+        stderr = err.decode("utf-8", errors="replace")
+        notes = [f"[sandbox] {note}" for note in header.get("notes", [])]
+        if notes:
+            stderr += ("\n" if stderr and not stderr.endswith("\n") else "") + "\n".join(notes)
+        killed = header.get("killed")
+        return CommandResult(
+            stdout=out.decode("utf-8", errors="replace"),
+            stderr=stderr,
+            exit_code=header.get("exit_code"),
+            timed_out=killed == "timeout",
+            truncated=bool(header.get("truncated")),
+            duration_s=float(header.get("duration_s", 0.0)),
+            killed=killed,
+        )
+
+    # ------------------------------------------------------------------ failure handling
+
+    def _usable_channel(self) -> _Channel:
+        if self._closed:
+            raise SandboxError("this sandbox was closed", hint="create a new Sandbox")
+        if self._dead is not None or self._channel is None:
+            raise SandboxError(f"the sandbox is not usable: {self._dead or 'never started'}")
+        return self._channel
+
+    async def _guard(self, reading: Awaitable[Frame]) -> Frame:
+        """Turn a dead or silent server into SandboxError (and a dead Sandbox)."""
+        try:
+            return await reading
+        except (EOFError, TimeoutError, OSError) as exc:
+            self._fail(self._describe(exc))
+
+    def _guard_sync(self, action: Callable[[], _T]) -> _T:
+        try:
+            return action()
+        except (EOFError, TimeoutError, OSError) as exc:
+            self._fail(self._describe(exc))
+
+    def _describe(self, exc: BaseException) -> str:
+        if isinstance(exc, TimeoutError):
+            return "the sandbox server stopped responding"
+        return f"the sandbox server exited unexpectedly ({type(exc).__name__})"
+
+    def _fail(self, reason: str) -> NoReturn:
+        """Mark the sandbox dead, kill what is left of it and raise SandboxError."""
+        self._dead = reason
+        if self._proc is not None:
+            _kill_process(self._proc)
+        detail = ""
+        if self._stderr is not None:
+            self._stderr.seek(0)
+            tail = self._stderr.read()[-2000:].decode(errors="replace").strip()
+            detail = f"; server stderr: {tail}" if tail else ""
+        raise SandboxError(
+            f"{reason}{detail}",
+            hint="this is an infrastructure failure, not the agent's; start a new Sandbox",
+        )

@@ -1,0 +1,106 @@
+"""Executing abstract actions against an episode's workspace and sandbox.
+
+File actions act on the host copy of the workspace through :class:`Workspace` (every path
+confined to it); ``shell`` runs in the episode's bubblewrap sandbox. A mistake by the agent (no
+such file, path outside the workspace, ``old`` text not found) becomes ``ToolResult.error``; a
+failure of the sandbox itself raises :class:`SandboxError` so the episode is marked as an
+infrastructure failure instead of being scored.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass
+
+from harnessgrid.errors import HarnessgridError, SandboxError
+from harnessgrid.models import Action, ToolResult
+from harnessgrid.sandbox import Sandbox
+from harnessgrid.workspace import Workspace
+
+MAX_LIST_ENTRIES = 500
+MAX_SEARCH_RESULTS = 200
+
+
+@dataclass
+class Environment:
+    """Where an episode's actions take effect."""
+
+    workspace: Workspace
+    sandbox: Sandbox
+
+
+async def execute(action: Action, env: Environment) -> ToolResult:
+    """Run one abstract action and report what happened."""
+    start = time.perf_counter()
+    try:
+        if action.kind == "shell":
+            return await _shell(action.args["command"], env)
+        output = _file_action(action, env.workspace)
+    except SandboxError:
+        raise
+    except HarnessgridError as exc:
+        return ToolResult(error=exc.message, duration_s=time.perf_counter() - start)
+    return ToolResult(output=output, duration_s=time.perf_counter() - start)
+
+
+async def _shell(command: str, env: Environment) -> ToolResult:
+    res = await env.sandbox.run(command)
+    return ToolResult(output=res.stdout, stderr=res.stderr, exit_code=res.exit_code,
+                      truncated=res.truncated, timed_out=res.timed_out,
+                      duration_s=res.duration_s)
+
+
+def _file_action(action: Action, ws: Workspace) -> str:
+    a = action.args
+    match action.kind:
+        case "read":
+            return ws.read_text(a["path"])
+        case "write":
+            ws.write_text(a["path"], a["content"])
+            return f"wrote {len(a['content'].encode())} bytes to {a['path']}"
+        case "edit":
+            n = ws.edit(a["path"], a["old"], a["new"])
+            return f"replaced {n} occurrence{'s' if n != 1 else ''} in {a['path']}"
+        case "list":
+            entries = ws.list_dir(a["path"])
+            more = len(entries) - MAX_LIST_ENTRIES
+            shown = "\n".join(entries[:MAX_LIST_ENTRIES])
+            return shown + (f"\n... {more} more entries" if more > 0 else "")
+        case "search":
+            hits = ws.search(a["pattern"], a["path"], max_results=MAX_SEARCH_RESULTS + 1)
+            lines = [f"{f}:{n}:{text}" for f, n, text in hits[:MAX_SEARCH_RESULTS]]
+            if len(hits) > MAX_SEARCH_RESULTS:
+                lines.append(f"... more matches; narrow the pattern or path")
+            return "\n".join(lines) if lines else "no matches"
+        case "finish":
+            return a["message"]
+    raise AssertionError(f"unhandled action kind {action.kind}")
+
+
+def as_shell(action: Action) -> Action:
+    """The same effect as a shell command, for interfaces with a single shell tool
+    (``bash_only``) and for the oracle acting through them."""
+    a = action.args
+    q = shlex.quote
+    match action.kind:
+        case "shell" | "finish":
+            return action
+        case "read":
+            cmd = f"cat {q(a['path'])}"
+        case "write":
+            cmd = (f"mkdir -p \"$(dirname {q(a['path'])})\" && "
+                   f"printf '%s' {q(a['content'])} > {q(a['path'])}")
+        case "edit":
+            script = ("import sys,pathlib;p=pathlib.Path(sys.argv[1]);t=p.read_text();"
+                      "n=t.count(sys.argv[2]);"
+                      "sys.exit('old text found %d times, expected 1' % n) if n!=1 else "
+                      "p.write_text(t.replace(sys.argv[2],sys.argv[3]))")
+            cmd = f"python3 -c {q(script)} {q(a['path'])} {q(a['old'])} {q(a['new'])}"
+        case "list":
+            cmd = f"ls -1Ap {q(a['path'])}"
+        case "search":
+            cmd = f"grep -rnE -- {q(a['pattern'])} {q(a['path'])}"
+        case _:
+            raise AssertionError(f"unhandled action kind {action.kind}")
+    return Action.of("shell", command=cmd)

@@ -1,0 +1,596 @@
+"""The per-episode workspace: a host directory where tools act, with every path confined to it.
+
+Tool calls carry paths chosen by a model. A model that writes ``../../root/.ssh/id_rsa`` or plants
+``ln -s /etc leak`` through the shell must not reach outside its episode, so every path goes
+through :meth:`Workspace.resolve`, which maps sandbox paths (``/workspace/x``) and relative paths
+onto the host directory and refuses anything that ends up outside it, symlinks included.
+
+The file operations return plain data (strings, lists, tuples) so that tool interfaces format
+them however their harness likes, and raise :class:`WorkspaceError` with a message a model can act
+on (the path, what was wrong, what to do instead).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from harnessgrid.errors import HarnessgridError
+
+DEFAULT_MOUNT_PATH = "/workspace"
+MAX_READ_BYTES = 5_000_000
+"""Largest file (or slice) the file tools load into memory; the shell handles bigger ones."""
+MAX_LINE_CHARS = 2_000
+"""Search results cut longer lines: one minified file must not flood an observation."""
+_BINARY_SNIFF_BYTES = 8_192
+_SKIPPED_DIRS = frozenset({".git"})
+
+
+class WorkspaceError(HarnessgridError):
+    """A file operation failed for a reason the caller (often a model) can fix."""
+
+
+class PathEscapeError(WorkspaceError):
+    """A path points outside the workspace: through ``..``, an absolute path or a symlink."""
+
+
+def _validate_mount_path(mount_path: str) -> str:
+    """Normalise ``mount_path``; it must be an absolute path other than ``/``."""
+    if not isinstance(mount_path, str) or not mount_path.startswith("/") or "\0" in mount_path:
+        raise HarnessgridError(
+            f"mount_path {mount_path!r} is not an absolute path",
+            hint="pass an absolute sandbox path such as '/workspace'",
+        )
+    parts = [p for p in mount_path.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise HarnessgridError(
+            f"mount_path {mount_path!r} must name a directory below '/' without '..'",
+            hint="pass an absolute sandbox path such as '/workspace'",
+        )
+    return "/" + "/".join(parts)
+
+
+class Workspace:
+    """A directory on the host that one episode's tools and shell commands act on.
+
+    Build one with :meth:`create` (fresh temp dir) or :meth:`open` (an existing directory, copied
+    unless ``in_place=True``). ``mount_path`` is where the directory appears inside the sandbox;
+    tools may name files relative to the workspace, as absolute paths under ``mount_path``, or as
+    absolute host paths under :attr:`root`.
+    """
+
+    def __init__(self, root: Path, *, mount_path: str = DEFAULT_MOUNT_PATH, owned: bool) -> None:
+        """Wrap ``root``; prefer :meth:`create` / :meth:`open`. ``owned`` roots are deleted by cleanup()."""
+        self.root = Path(os.path.realpath(root))
+        if not self.root.is_dir():
+            raise HarnessgridError(
+                f"workspace directory {str(root)!r} does not exist or is not a directory",
+                hint="create the directory first, or use Workspace.create()",
+            )
+        self.mount_path = _validate_mount_path(mount_path)
+        self._owned = owned
+        self._owner: tuple[int, int] | None = None
+
+    # ------------------------------------------------------------------ construction / lifetime
+
+    @classmethod
+    def create(
+        cls,
+        files: Mapping[str, str | bytes] | None = None,
+        source_dir: Path | None = None,
+        *,
+        base_dir: Path | None = None,
+        mount_path: str = DEFAULT_MOUNT_PATH,
+    ) -> Workspace:
+        """Make a fresh temp directory holding a copy of ``source_dir`` and then ``files``.
+
+        ``files`` maps workspace-relative paths (or paths under ``mount_path``) to contents; str
+        contents are written as UTF-8. Symlinks in ``source_dir`` are copied as links, never
+        followed, so a stray link cannot pull host files into the episode.
+        """
+        mount_path = _validate_mount_path(mount_path)
+        if source_dir is not None and not Path(source_dir).is_dir():
+            raise HarnessgridError(
+                f"source_dir {str(source_dir)!r} is not a directory",
+                hint="pass an existing directory to copy into the workspace",
+            )
+        if base_dir is not None:
+            Path(base_dir).mkdir(parents=True, exist_ok=True)
+        root = Path(tempfile.mkdtemp(prefix="hg-ws-", dir=base_dir))
+        ws = cls(root, mount_path=mount_path, owned=True)
+        try:
+            if source_dir is not None:
+                shutil.copytree(
+                    source_dir, ws.root, symlinks=True, dirs_exist_ok=True, ignore=_ignore_special
+                )
+            for rel, content in (files or {}).items():
+                data = content.encode("utf-8") if isinstance(content, str) else content
+                ws.write_bytes(rel, data)
+        except BaseException:
+            ws.cleanup()
+            raise
+        return ws
+
+    @classmethod
+    def open(
+        cls, directory: Path, *, mount_path: str = DEFAULT_MOUNT_PATH, in_place: bool = False
+    ) -> Workspace:
+        """Use an existing directory: a copy of it by default, the directory itself if ``in_place``.
+
+        Working on a copy is the default because an agent may delete or rewrite anything in its
+        workspace; only ask for ``in_place`` when that is what you want.
+        """
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise HarnessgridError(
+                f"workspace directory {str(directory)!r} does not exist or is not a directory",
+                hint="pass an existing directory, or use Workspace.create()",
+            )
+        if in_place:
+            return cls(directory, mount_path=mount_path, owned=False)
+        return cls.create(source_dir=directory, mount_path=mount_path)
+
+    def copy_to(self, dest: Path | None = None) -> Workspace:
+        """Snapshot the workspace into ``dest`` (must not exist) or a new temp dir; the copy owns it.
+
+        Graders run on such a copy so that grading cannot disturb, or be disturbed by, the
+        episode's own directory.
+        """
+        if dest is None:
+            target = Path(tempfile.mkdtemp(prefix="hg-ws-copy-"))
+            target.rmdir()
+        else:
+            target = Path(dest)
+            if target.exists():
+                raise HarnessgridError(
+                    f"copy destination {str(target)!r} already exists",
+                    hint="pass a path that does not exist yet, or None for a temp dir",
+                )
+        shutil.copytree(self.root, target, symlinks=True, ignore=_ignore_special)
+        return Workspace(target, mount_path=self.mount_path, owned=True)
+
+    def cleanup(self) -> None:
+        """Delete the directory if this workspace created it; leave a user's in-place dir alone."""
+        if not self._owned or not self.root.exists():
+            return
+        shutil.rmtree(self.root, ignore_errors=True)
+        if self.root.exists():  # an agent may leave unreadable dirs behind: open them, retry
+            for dirpath, _dirs, _files in os.walk(self.root):
+                os.chmod(dirpath, stat.S_IRWXU)
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cleanup()
+
+    def __repr__(self) -> str:
+        return f"Workspace(root={str(self.root)!r}, mount_path={self.mount_path!r})"
+
+    # ------------------------------------------------------------------ ownership (for Sandbox)
+
+    def assign_owner(self, uid: int, gid: int) -> None:
+        """Hand every entry to ``uid:gid`` and keep doing so for files the tools create later.
+
+        The sandbox runs commands as an unprivileged uid; files that host-side tools write while
+        it runs must stay writable by that uid. Symlinks are re-owned, never followed.
+        """
+        for path in self._walk_all():
+            os.chown(path, uid, gid, follow_symlinks=False)
+        self._owner = (uid, gid)
+
+    def release_owner(self, uid: int, gid: int) -> None:
+        """Give everything back to ``uid:gid`` (the original owner) and stop re-owning new files."""
+        self._owner = None
+        for path in self._walk_all():
+            os.chown(path, uid, gid, follow_symlinks=False)
+
+    def _walk_all(self) -> Iterator[str]:
+        yield str(self.root)
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            for name in dirnames + filenames:
+                yield os.path.join(dirpath, name)
+
+    def _adopt(self, path: Path) -> None:
+        if self._owner is not None:
+            os.chown(path, *self._owner, follow_symlinks=False)
+
+    # ------------------------------------------------------------------ path confinement
+
+    def resolve(self, path: str) -> Path:
+        """Map a tool's path onto the host and prove it stays inside :attr:`root`.
+
+        Accepts a workspace-relative path, an absolute path under :attr:`mount_path`, or an
+        absolute host path under :attr:`root`. ``..`` may not climb above the workspace and
+        symlinks anywhere in the chain must land inside it; the fully resolved path is returned,
+        so later operations cannot be redirected by the links that were checked.
+        """
+        if not isinstance(path, str):
+            raise WorkspaceError(f"path {path!r} is not a string", hint="pass the path as a string")
+        if "\0" in path:
+            raise PathEscapeError(
+                f"path {path!r} contains a NUL byte", hint="remove the NUL character"
+            )
+        if path == "":
+            raise PathEscapeError(
+                "path is empty", hint="pass '.' for the workspace itself or a relative path"
+            )
+        if path.startswith("~"):
+            raise PathEscapeError(
+                f"path {path!r} refers to a home directory, which is outside the workspace",
+                hint=f"use a path relative to the workspace or under {self.mount_path}",
+            )
+        parts = self._relative_parts(path)
+        kept: list[str] = []
+        for part in parts:
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not kept:
+                    raise PathEscapeError(
+                        f"path {path!r} climbs out of the workspace with '..'",
+                        hint="use a path inside the workspace",
+                    )
+                kept.pop()
+            else:
+                kept.append(part)
+        candidate = os.path.join(self.root, *kept)
+        try:
+            real = os.path.realpath(candidate)
+        except (OSError, ValueError, UnicodeError) as exc:
+            raise PathEscapeError(
+                f"path {path!r} cannot be resolved: {exc}", hint="use a plain relative path"
+            ) from exc
+        if not _is_within(real, str(self.root)):
+            raise PathEscapeError(
+                f"path {path!r} resolves through a symlink to {real!r}, outside the workspace",
+                hint="file tools do not follow links that leave the workspace",
+            )
+        return Path(real)
+
+    def _relative_parts(self, path: str) -> list[str]:
+        if not path.startswith("/"):
+            return path.split("/")
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        for prefix in (self.mount_path, str(self.root)):
+            base = [p for p in prefix.split("/") if p]
+            if parts[: len(base)] == base:
+                return parts[len(base) :]
+        raise PathEscapeError(
+            f"absolute path {path!r} is outside the workspace {self.mount_path}",
+            hint=f"use a path relative to the workspace or under {self.mount_path}",
+        )
+
+    def relative(self, host_path: Path) -> str:
+        """The workspace-relative POSIX form of a resolved host path ('.' for the root)."""
+        rel = os.path.relpath(host_path, self.root)
+        return "." if rel == "." else Path(rel).as_posix()
+
+    def sandbox_path(self, path: str) -> str:
+        """Where ``path`` (confined like :meth:`resolve`) appears inside the sandbox."""
+        rel = self.relative(self.resolve(path))
+        return self.mount_path if rel == "." else f"{self.mount_path}/{rel}"
+
+    # ------------------------------------------------------------------ file operations
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists in the workspace (escapes raise instead of answering False)."""
+        return self.resolve(path).exists()
+
+    def read_bytes(self, path: str) -> bytes:
+        """Whole file as bytes, up to :data:`MAX_READ_BYTES` (used for hashing and graders)."""
+        target = self._existing_file(path)
+        size = target.stat().st_size
+        if size > MAX_READ_BYTES:
+            raise WorkspaceError(
+                f"{path!r} is {size} bytes, over the {MAX_READ_BYTES}-byte read limit",
+                hint="read a part of it through the shell (head, tail, sed -n)",
+            )
+        return target.read_bytes()
+
+    def read_text(self, path: str, offset: int = 0, limit: int | None = None) -> str:
+        """Lines ``offset`` .. ``offset+limit`` (0-based) of a text file, newlines kept.
+
+        Binary files (a NUL byte near the start) are refused rather than dumped into a model's
+        context; files over :data:`MAX_READ_BYTES` can only be read in slices (``limit``).
+        """
+        if offset < 0 or (limit is not None and limit < 0):
+            raise WorkspaceError(
+                f"offset={offset} / limit={limit} must not be negative",
+                hint="pass offset >= 0 and limit >= 0 (or None for the rest of the file)",
+            )
+        target = self._existing_file(path)
+        size = target.stat().st_size
+        if size > MAX_READ_BYTES and limit is None:
+            raise WorkspaceError(
+                f"{path!r} is {size} bytes, over the {MAX_READ_BYTES}-byte read limit",
+                hint="pass offset and limit to read a slice of lines",
+            )
+        lines: list[bytes] = []
+        taken = 0
+        with open(target, "rb") as fh:
+            if b"\0" in fh.read(_BINARY_SNIFF_BYTES):
+                raise WorkspaceError(
+                    f"{path!r} is a binary file", hint="inspect it through the shell (xxd, file)"
+                )
+            fh.seek(0)
+            index = 0
+            # readline(cap + 1) bounds memory even for a multi-gigabyte file without newlines.
+            while chunk := fh.readline(MAX_READ_BYTES + 1):
+                if index >= offset:
+                    if limit is not None and len(lines) >= limit:
+                        break
+                    taken += len(chunk)
+                    if taken > MAX_READ_BYTES:
+                        raise WorkspaceError(
+                            f"the requested lines of {path!r} exceed {MAX_READ_BYTES} bytes",
+                            hint="pass a smaller limit, or read it through the shell",
+                        )
+                    lines.append(chunk)
+                if chunk.endswith(b"\n"):
+                    index += 1
+        return b"".join(lines).decode("utf-8", errors="replace")
+
+    def write_text(self, path: str, content: str) -> None:
+        """Write ``content`` as UTF-8, creating parent directories; replaces an existing file."""
+        self.write_bytes(path, content.encode("utf-8"))
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write raw bytes, creating parent directories (confined like every other operation)."""
+        target = self.resolve(path)
+        if target == self.root or target.is_dir():
+            raise WorkspaceError(f"{path!r} is a directory", hint="pass a file path to write to")
+        if target.exists() and not target.is_file():
+            raise WorkspaceError(
+                f"{path!r} is not a regular file (a FIFO, socket or device)",
+                hint="delete it first or write to another path",
+            )
+        self._make_parents(target.parent)
+        existed = target.exists()
+        try:
+            with open(target, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise WorkspaceError(f"cannot write {path!r}: {exc.strerror}") from exc
+        if not existed:
+            self._adopt(target)
+
+    def _make_parents(self, directory: Path) -> None:
+        missing: list[Path] = []
+        probe = directory
+        while not probe.exists():
+            missing.append(probe)
+            probe = probe.parent
+        if not probe.is_dir():
+            raise WorkspaceError(
+                f"{self.relative(probe)!r} is a file, so it cannot hold other files",
+                hint="choose a path whose parents are directories",
+            )
+        for item in reversed(missing):
+            item.mkdir()
+            self._adopt(item)
+
+    def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> int:
+        """Replace ``old`` with ``new``; returns how many occurrences were replaced.
+
+        A non-unique ``old`` is an error unless ``replace_all``: silently editing the first of
+        several matches is how agents corrupt files.
+        """
+        if old == "":
+            raise WorkspaceError(
+                "the text to replace is empty", hint="pass the exact text that should change"
+            )
+        text = self.read_text(path)
+        count = text.count(old)
+        if count == 0:
+            raise WorkspaceError(
+                f"the text to replace was not found in {path!r} (0 occurrences)",
+                hint="copy the exact current text, including whitespace, from a fresh read",
+            )
+        if count > 1 and not replace_all:
+            raise WorkspaceError(
+                f"the text to replace occurs {count} times in {path!r}",
+                hint="include more surrounding context to make it unique, or set replace_all",
+            )
+        updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+        self.write_text(path, updated)
+        return count if replace_all else 1
+
+    def list_dir(self, path: str = ".") -> list[str]:
+        """Sorted entry names of a directory; directories carry a trailing ``/``."""
+        target = self.resolve(path)
+        if not target.exists():
+            raise WorkspaceError(f"{path!r} does not exist", hint="list '.' to see what exists")
+        if not target.is_dir():
+            raise WorkspaceError(f"{path!r} is not a directory", hint="read it as a file instead")
+        names = []
+        with os.scandir(target) as entries:
+            for entry in entries:
+                names.append(
+                    entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name
+                )
+        return sorted(names)
+
+    def glob(self, pattern: str, path: str = ".") -> list[str]:
+        """Workspace-relative paths under ``path`` matching ``pattern`` (``*``, ``?``, ``[]``, ``**``).
+
+        Matching is done on a walk that never follows symlinked directories, so a link to ``/``
+        cannot make a glob enumerate the host. Directories carry a trailing ``/``.
+        """
+        if pattern.startswith("/") or ".." in pattern.split("/") or "\0" in pattern:
+            raise WorkspaceError(
+                f"glob pattern {pattern!r} must be relative and must not contain '..'",
+                hint="pass a pattern such as '**/*.py' and a directory in 'path'",
+            )
+        base = self._existing_dir(path)
+        matcher = _glob_regex(pattern)
+        found = []
+        for rel, is_dir in _walk(base):
+            if matcher.fullmatch(rel):
+                found.append(self.relative(base / rel) + ("/" if is_dir else ""))
+        return sorted(found)
+
+    def search(
+        self,
+        pattern: str,
+        path: str = ".",
+        *,
+        regex: bool = True,
+        ignore_case: bool = False,
+        max_results: int = 200,
+    ) -> list[tuple[str, int, str]]:
+        """grep: ``(file, line number, line)`` for each matching line, files in sorted order.
+
+        Pure Python so it behaves the same everywhere. Binary files, files over
+        :data:`MAX_READ_BYTES`, ``.git`` and symlinks are skipped; lines are cut at
+        :data:`MAX_LINE_CHARS`.
+        """
+        flags = re.IGNORECASE if ignore_case else 0
+        try:
+            compiled = re.compile(pattern if regex else re.escape(pattern), flags)
+        except re.error as exc:
+            raise WorkspaceError(
+                f"search pattern {pattern!r} is not a valid regular expression: {exc}",
+                hint="fix the pattern or pass regex=False for a literal search",
+            ) from exc
+        target = self.resolve(path)
+        if not target.exists():
+            raise WorkspaceError(f"{path!r} does not exist", hint="search '.' or an existing path")
+        if target.is_file():
+            files = [target]
+        else:
+            files = [target / rel for rel, is_dir in _walk(target) if not is_dir]
+        results: list[tuple[str, int, str]] = []
+        for file in files:
+            if file.is_symlink() or not file.is_file():
+                continue
+            for number, line in _matching_lines(file, compiled):
+                results.append((self.relative(file), number, line))
+                if len(results) >= max_results:
+                    return results
+        return results
+
+    def snapshot_files(self) -> dict[str, bytes]:
+        """Every regular file (relative POSIX path → content); symlinks are not followed."""
+        out: dict[str, bytes] = {}
+        for rel, is_dir in _walk(self.root):
+            full = self.root / rel
+            if not is_dir and not full.is_symlink() and full.is_file():
+                out[Path(rel).as_posix()] = full.read_bytes()
+        return out
+
+    # ------------------------------------------------------------------ helpers
+
+    def _existing_file(self, path: str) -> Path:
+        target = self.resolve(path)
+        if not target.exists():
+            raise WorkspaceError(
+                f"{path!r} does not exist", hint="list the directory to see which files exist"
+            )
+        if target.is_dir():
+            raise WorkspaceError(f"{path!r} is a directory", hint="list it instead of reading it")
+        if not target.is_file():
+            raise WorkspaceError(
+                f"{path!r} is not a regular file (a FIFO, socket or device)",
+                hint="only regular files can be read",
+            )
+        return target
+
+    def _existing_dir(self, path: str) -> Path:
+        target = self.resolve(path)
+        if not target.is_dir():
+            raise WorkspaceError(
+                f"{path!r} is not an existing directory", hint="pass a directory in the workspace"
+            )
+        return target
+
+
+def _is_within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _walk(base: Path) -> Iterator[tuple[str, bool]]:
+    """(relative path, is_dir) for everything under ``base``, sorted, symlinks never descended."""
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
+        rel_dir = os.path.relpath(dirpath, base)
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        for name in dirnames:
+            yield prefix + name, True
+        for name in sorted(filenames):
+            yield prefix + name, False
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """Translate a glob into a regex over '/'-separated relative paths; ``**`` spans directories."""
+    parts = [p for p in pattern.split("/") if p not in ("", ".")]
+    out: list[str] = []
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        if part == "**":
+            out.append(".*" if last else "(?:[^/]+/)*")
+            continue
+        out.append(_segment_regex(part) + ("" if last else "/"))
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _segment_regex(segment: str) -> str:
+    """One path segment of a glob: ``*`` and ``?`` stop at '/', ``[...]``/``[!...]`` are classes."""
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        end = segment.find("]", i + 2) if char == "[" else -1
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif end != -1:
+            body = segment[i + 1 : end]
+            negate = body.startswith("!")
+            members = re.escape(body[1:] if negate else body).replace("\\-", "-")
+            out.append("[" + ("^" if negate else "") + members + "]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def _matching_lines(file: Path, compiled: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+    try:
+        if file.stat().st_size > MAX_READ_BYTES:
+            return
+        with open(file, "rb") as fh:
+            if b"\0" in fh.read(_BINARY_SNIFF_BYTES):
+                return
+            fh.seek(0)
+            for number, raw in enumerate(fh, start=1):
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if compiled.search(line):
+                    yield number, line[:MAX_LINE_CHARS]
+    except OSError:
+        return
+
+
+def _ignore_special(directory: str, names: list[str]) -> list[str]:
+    """copytree filter: skip FIFOs, sockets and devices, which copying would block on or fail."""
+    skipped = []
+    for name in names:
+        mode = os.lstat(os.path.join(directory, name)).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            skipped.append(name)
+    return skipped

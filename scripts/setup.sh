@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh machine: virtualenv, CPU torch first (no GPU), the project with
+# its extras, and bubblewrap for the sandbox. Re-running it does nothing when all is in place.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${HARNESSGRID_VENV:-.venv}
+EXTRAS=${HARNESSGRID_EXTRAS:-dev}
+PY=${PYTHON:-python3}
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+if ! command -v bwrap >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    say "installing bubblewrap (the episode sandbox)"
+    apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null
+  elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1; then
+    say "installing bubblewrap with sudo"
+    sudo apt-get update -qq >/dev/null && sudo apt-get install -y -qq bubblewrap >/dev/null
+  else
+    say "bubblewrap (bwrap) is missing and cannot be installed here; install it with your"
+    say "package manager, or run episodes with --unsafe-no-sandbox (no isolation)."
+  fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating virtualenv $VENV"
+  "$PY" -m venv "$VENV"
+fi
+PIP="$VENV/bin/python -m pip"
+
+# Skip the install when pyproject.toml and the extras are unchanged since the last success.
+stamp="$VENV/.harnessgrid-installed"
+want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$EXTRAS"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+
+$PIP install -q --upgrade pip >/dev/null 2>&1 || true
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  # Without a GPU, take the CPU wheel (it lies on disk on our machines) before anything pulls in
+  # a multi-GB CUDA build of torch.
+  if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
+    say "installing torch==2.13.0 (CPU build)"
+    $PIP install -q "torch==2.13.0"
+  fi
+fi
+say "installing harnessgrid[$EXTRAS] (editable)"
+$PIP install -q -e ".[$EXTRAS]"
+echo "$want" > "$stamp"

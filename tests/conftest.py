@@ -1,0 +1,34 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from harnessgrid.registry import reset_registry
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests' helper modules (servers, plugin_dist)
+
+
+@pytest.fixture
+def on_sys_path() -> Iterator[Callable[[Path], None]]:
+    """Put folders on sys.path for one test; undo it and drop the registry cache afterwards."""
+    added: list[str] = []
+    before = set(sys.modules)
+
+    def add(path: Path) -> None:
+        sys.path.insert(0, str(path))
+        added.append(str(path))
+        reset_registry()
+
+    yield add
+    for p in added:
+        sys.path.remove(p)
+    for name in set(sys.modules) - before:
+        mod = sys.modules.get(name)
+        if any(str(getattr(mod, "__file__", "") or "").startswith(p) for p in added):
+            del sys.modules[name]
+    reset_registry()

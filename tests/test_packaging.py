@@ -1,0 +1,83 @@
+"""Packaging: the import package assembled from top-level folders works as a wheel, and the
+command line starts without heavy imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIRS = {"harnessgrid": "core", "harnessgrid.plugins": "plugins",
+                "harnessgrid.trainer": "trainer", "harnessgrid.evaluation": "evaluation"}
+
+
+def _packages_on_disk() -> set[str]:
+    found = set()
+    for package, folder in PACKAGE_DIRS.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder)
+            found.add(".".join([package, *rel.parts]))
+    return found
+
+
+def test_pyproject_lists_every_package_folder() -> None:
+    """A folder with an __init__.py that pyproject.toml forgets would be missing from wheels."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert set(config["packages"]) == _packages_on_disk()
+
+
+def test_wheel_imports_every_subpackage(tmp_path: Path) -> None:
+    """Build a real wheel, unpack it, and import every subpackage from it (not the checkout)."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path / "dist"), str(ROOT)], check=True)
+    (wheel,) = (tmp_path / "dist").glob("harnessgrid-*.whl")
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    script = (
+        "import importlib, json, pkgutil, harnessgrid\n"
+        "mods = [m.name for m in pkgutil.walk_packages(harnessgrid.__path__, 'harnessgrid.')]\n"
+        "import harnessgrid.plugins, harnessgrid.trainer, harnessgrid.evaluation\n"
+        "for p in (harnessgrid.plugins, harnessgrid.trainer, harnessgrid.evaluation):\n"
+        "    mods += [m.name for m in pkgutil.walk_packages(p.__path__, p.__name__ + '.')]\n"
+        "files = {m: importlib.import_module(m).__file__ for m in mods if '__main__' not in m}\n"
+        "print(json.dumps({'root': harnessgrid.__file__, 'files': files}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    assert data["root"].startswith(str(site))
+    assert all(f.startswith(str(site)) for f in data["files"].values())
+    assert _packages_on_disk() <= set(data["files"]) | {"harnessgrid"}
+    assert (site / "harnessgrid" / "py.typed").exists()
+
+
+def test_help_does_not_import_heavy_libraries() -> None:
+    """`harnessgrid --help` must stay fast: no torch, transformers, litellm, numpy or oapackage."""
+    script = (
+        "import sys\n"
+        "sys.argv = ['harnessgrid', '--help']\n"
+        "from harnessgrid.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'torch', 'transformers', 'litellm', 'trl', 'anthropic', 'numpy', 'oapackage', "
+        "'matplotlib'})\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True)
+    assert "Usage" in out.stdout
+    assert out.stdout.strip().endswith("HEAVY []")
+
+
+def test_import_harnessgrid_is_light() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, harnessgrid as hg; hg.FactorSpace.default(); "
+         "print(sorted(m for m in ('torch', 'numpy', 'litellm', 'pydantic') if m in sys.modules))"],
+        capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['pydantic']"

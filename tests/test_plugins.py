@@ -1,0 +1,182 @@
+"""The plugin manager, with real entry-point discovery of third-party plugin distributions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from plugin_dist import FOURTH_OBSERVATION_LEVEL, make_plugin_dist
+
+from harnessgrid.compose import registry_space, resolve_levels
+from harnessgrid.errors import ConfigError, PluginError
+from harnessgrid.registry import PluginManager, PluginWarning, get_registry
+from harnessgrid.space import FACTORS, FactorSpace
+
+AddPath = Callable[[Path], None]
+
+
+def test_entry_point_plugin_adds_fourth_observation_level(tmp_path: Path,
+                                                          on_sys_path: AddPath) -> None:
+    """A third-party distribution's entry point is discovered and its level registered."""
+    on_sys_path(make_plugin_dist(tmp_path, "hg-diffstat", "hg_diffstat", FOURTH_OBSERVATION_LEVEL))
+    reg = get_registry()
+    cls = reg.level("observation", "diffstat")
+    assert cls.__module__ == "hg_diffstat"
+    assert reg.origin[("factor level", "observation:diffstat")] == "hg_diffstat (hg-diffstat 0.1.0)"
+    assert any(p.source == "hg-diffstat 0.1.0" for p in reg.plugins)
+    assert "diffstat" in reg.levels("observation")
+
+
+def test_space_can_include_a_third_party_level(tmp_path: Path, on_sys_path: AddPath) -> None:
+    """``registry_space`` extends the default grid with a registered level, by name."""
+    on_sys_path(make_plugin_dist(tmp_path, "hg-diffstat", "hg_diffstat", FOURTH_OBSERVATION_LEVEL))
+    space = registry_space(["observation:diffstat"])
+    assert space.sizes == (3, 3, 4, 3, 3)
+    assert space.factor("observation").levels[-1] == "diffstat"
+    cfg = space.parse("S0-T0-O3-C0-W0")
+    assert cfg.level("observation") == "diffstat"
+    assert get_registry().level("observation", cfg.level("observation")).name == "diffstat"
+
+
+def test_space_rejects_unregistered_level() -> None:
+    with pytest.raises(ConfigError, match="no plugin provides level 'nope' of factor 'observation'"):
+        registry_space(["observation:nope"])
+    with pytest.raises(ConfigError, match="FACTOR:LEVEL"):
+        registry_space(["observation"])
+
+
+def test_disable_switch_keeps_builtins_only(tmp_path: Path, on_sys_path: AddPath,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    on_sys_path(make_plugin_dist(tmp_path, "hg-diffstat", "hg_diffstat", FOURTH_OBSERVATION_LEVEL))
+    monkeypatch.setenv("HARNESSGRID_DISABLE_PLUGINS", "1")
+    reg = PluginManager().registry()
+    assert ("observation", "diffstat") not in reg.factor_levels
+    assert all(p.source == "builtin" for p in reg.plugins)
+    monkeypatch.setenv("HARNESSGRID_DISABLE_PLUGINS", "hg_diffstat")
+    assert ("observation", "diffstat") not in PluginManager().registry().factor_levels
+    monkeypatch.setenv("HARNESSGRID_DISABLE_PLUGINS", "something_else")
+    assert ("observation", "diffstat") in PluginManager().registry().factor_levels
+
+
+def test_broken_plugins_are_reported_by_name_and_skipped(tmp_path: Path,
+                                                         on_sys_path: AddPath) -> None:
+    """Import failure, a raising hook and an invalid registration each skip only that plugin."""
+    make_plugin_dist(tmp_path, "hg-import-error", "hg_import_error", "raise RuntimeError('boom')\n")
+    make_plugin_dist(tmp_path, "hg-raising", "hg_raising", """
+        from harnessgrid import hookimpl
+
+        @hookimpl
+        def harnessgrid_factor_levels():
+            raise ValueError("cannot build levels")
+        """)
+    make_plugin_dist(tmp_path, "hg-invalid", "hg_invalid", """
+        from harnessgrid import hookimpl
+
+        @hookimpl
+        def harnessgrid_factor_levels():
+            yield "not a class"
+        """)
+    make_plugin_dist(tmp_path, "hg-diffstat", "hg_diffstat", FOURTH_OBSERVATION_LEVEL)
+    on_sys_path(tmp_path)
+    with pytest.warns(PluginWarning) as record:
+        reg = PluginManager().registry()
+    problems = {p.plugin: p.error for p in reg.problems}
+    assert "RuntimeError: boom" in problems["hg_import_error (hg-import-error 0.1.0)"]
+    assert "cannot build levels" in problems["hg_raising (hg-raising 0.1.0)"]
+    assert "expected a FactorLevel subclass" in problems["hg_invalid (hg-invalid 0.1.0)"]
+    assert len(record) == 3
+    assert ("observation", "diffstat") in reg.factor_levels  # the healthy plugin still loads
+
+
+def test_duplicate_level_names_both_plugins(tmp_path: Path, on_sys_path: AddPath) -> None:
+    make_plugin_dist(tmp_path, "hg-diffstat", "hg_diffstat", FOURTH_OBSERVATION_LEVEL)
+    make_plugin_dist(tmp_path, "hg-diffstat-fork", "hg_diffstat_fork", FOURTH_OBSERVATION_LEVEL)
+    on_sys_path(tmp_path)
+    with pytest.raises(PluginError) as exc:
+        PluginManager().registry()
+    msg = str(exc.value)
+    assert "'observation:diffstat'" in msg
+    assert "hg_diffstat (hg-diffstat 0.1.0)" in msg and "hg_diffstat_fork" in msg
+
+
+def test_level_validation_messages(tmp_path: Path, on_sys_path: AddPath) -> None:
+    """A level with a bad name or no description is rejected with a message saying why."""
+    make_plugin_dist(tmp_path, "hg-badname", "hg_badname", """
+        from harnessgrid import hookimpl
+        from harnessgrid.levels import ContextLevel
+
+        class Bad(ContextLevel):
+            name = "Bad Name"
+            description = "x"
+
+        @hookimpl
+        def harnessgrid_factor_levels():
+            yield Bad
+        """)
+    on_sys_path(tmp_path)
+    with pytest.warns(PluginWarning):
+        reg = PluginManager().registry()
+    assert "lower_snake_case" in reg.problems[0].error
+
+
+def test_registrations_are_sorted(tmp_path: Path, on_sys_path: AddPath) -> None:
+    make_plugin_dist(tmp_path, "hg-multi", "hg_multi", """
+        from harnessgrid import hookimpl
+        from harnessgrid.levels import WorkflowLevel
+
+        def level(n):
+            return type(n, (WorkflowLevel,), {"name": n, "description": n})
+
+        @hookimpl
+        def harnessgrid_factor_levels():
+            return [level("zeta"), level("alpha"), level("mid")]
+        """)
+    on_sys_path(tmp_path)
+    keys = [k for k in PluginManager().registry().factor_levels if k[1] in {"zeta", "alpha", "mid"}]
+    assert keys == [("workflow", "alpha"), ("workflow", "mid"), ("workflow", "zeta")]
+
+
+PROBE_LEVELS = """
+    from harnessgrid import hookimpl
+    from harnessgrid.levels import FACTOR_BASES
+
+    @hookimpl
+    def harnessgrid_factor_levels():
+        for factor, base in FACTOR_BASES.items():
+            yield type("Probe", (base,), {"name": "probe", "description": "probe " + factor})
+    """
+
+
+def test_resolving_a_config_names_the_missing_level(tmp_path: Path, on_sys_path: AddPath) -> None:
+    """Composing resolves names through the registry: a name nobody provides is a clear error."""
+    on_sys_path(make_plugin_dist(tmp_path, "hg-probe", "hg_probe", PROBE_LEVELS))
+    space = FactorSpace.from_levels({"system_prompt": ["probe"], "tool_interface": ["probe"],
+                                     "observation": ["probe"], "context": ["probe", "nowhere"],
+                                     "workflow": ["probe"]})
+    levels = resolve_levels(space.parse("S0-T0-O0-C0-W0"))
+    assert {f: cls.description for f, cls in levels.items()} == {
+        f: f"probe {f}" for f in FACTORS}
+    with pytest.raises(ConfigError, match="no plugin provides level 'nowhere' of factor 'context'"):
+        resolve_levels(space.parse("S0-T0-O0-C1-W0"))
+
+
+def test_plugins_list_cli_shows_entry_point_plugin(tmp_path: Path) -> None:
+    """End to end in a fresh process: `harnessgrid plugins list --json` sees the plugin."""
+    make_plugin_dist(tmp_path, "hg-diffstat", "hg_diffstat", FOURTH_OBSERVATION_LEVEL)
+    make_plugin_dist(tmp_path / "broken", "hg-broken", "hg_broken", "import does_not_exist\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{tmp_path / 'broken'}"}
+    out = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "list", "--json"],
+                         env=env, capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    names = {r["name"]: r["plugin"] for r in data["registrations"]}
+    assert names["observation:diffstat"] == "hg_diffstat (hg-diffstat 0.1.0)"
+    assert [p["plugin"] for p in data["problems"]] == ["hg_broken (hg-broken 0.1.0)"]
+    human = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "list"],
+                           env=env, capture_output=True, text=True, check=True)
+    assert "observation:diffstat" in human.stdout
+    assert "skipped broken plugin" in human.stdout

@@ -31,8 +31,14 @@ if TYPE_CHECKING:
 
 
 def resolve_harness(spec: str | Harness, space: FactorSpace | None = None) -> Harness:
-    """``"S1-T0-O2-C1-W0"`` → the composed harness; ``"adapter:NAME"`` → that adapter."""
-    from harnessgrid.compose import compose
+    """A harness from its address:
+
+    - ``"S1-T0-O2-C1-W0"``: a code in ``space`` (default: the paper's 3^5 grid);
+    - ``"system_prompt=minimal,tool_interface=xml_tags,..."``: level names for all five factors,
+      any registered level (a third party's too);
+    - ``"adapter:NAME"``: a registered adapter.
+    """
+    from harnessgrid.compose import compose, registry_space
     from harnessgrid.registry import get_registry
     from harnessgrid.space import FactorSpace
 
@@ -41,6 +47,10 @@ def resolve_harness(spec: str | Harness, space: FactorSpace | None = None) -> Ha
     if spec.startswith("adapter:"):
         adapter: Harness = get_registry().adapter(spec.removeprefix("adapter:")).create()
         return adapter
+    if "=" in spec:
+        levels = dict(part.strip().partition("=")[::2] for part in spec.split(",") if part.strip())
+        space = registry_space(f"{f}:{n}" for f, n in levels.items())
+        return compose(space.from_mapping(levels))
     return compose((space or FactorSpace.default()).parse(spec))
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import Any, TypeVar
 
 import pluggy
 
@@ -96,7 +96,10 @@ class Registry:
         return _lookup(self.policies, scheme, "policy backend", "", suffix=":")
 
 
-def _lookup(table: dict[str, Any], name: str, what: str, prefix: str, suffix: str = "") -> Any:
+T = TypeVar("T")
+
+
+def _lookup(table: dict[str, T], name: str, what: str, prefix: str, suffix: str = "") -> T:
     try:
         return table[name]
     except KeyError:
@@ -146,7 +149,8 @@ class PluginManager:
         self.pm.add_hookspecs(hookspecs)
         self.info: dict[str, PluginInfo] = {}
         self.problems: list[PluginProblem] = []
-        for module_name in BUILTIN_PLUGINS if builtins is None else builtins:
+        # dict.fromkeys: naming a module twice registers it once, in first-seen order.
+        for module_name in dict.fromkeys(BUILTIN_PLUGINS if builtins is None else builtins):
             # A broken built-in is our bug, not the user's: let it raise.
             self._register(importlib.import_module(module_name), module_name, "builtin")
         disabled = os.environ.get(DISABLE_ENV, "").strip()

@@ -3,9 +3,9 @@
 Why one sandbox per episode: starting ``bwrap`` costs several milliseconds per command, more than
 the commands agents usually run. So :meth:`Sandbox.start` launches ``bwrap`` once with a tiny
 command server (``_SERVER_SOURCE``) as the sandbox's PID 1, and every :meth:`Sandbox.run` is one
-request/response on a pipe: the server forks the command, applies the limits, streams back
-bounded output and kills whatever the command left behind. Episodes never share a sandbox: each
-sees only its own workspace.
+request/response on a pipe: the server spawns the command (``posix_spawn``, i.e. vfork speed),
+streams back bounded output and kills whatever the command left behind. Episodes never share a
+sandbox: each sees only its own workspace.
 
 What the sandbox enforces (see ``SandboxLimits``):
 
@@ -14,27 +14,36 @@ What the sandbox enforces (see ``SandboxLimits``):
   the interpreter's install prefix read-only when it lives outside ``/usr``; a private size-capped
   tmpfs ``/tmp``; the workspace read-write at ``mount_path``. Nothing else of the host (``/root``,
   ``/home``, ``/work``, ``/tmp``, other workspaces) exists inside.
-- **Unprivileged commands** - run as root, the server keeps only CAP_SETUID/SETGID/KILL/
-  DAC_READ_SEARCH and runs each command as a uid of its own (leased from a range with a lock
-  file, the workspace chowned to it while the sandbox runs): the command has no capabilities,
-  ``no_new_privs`` is set (setuid binaries are inert), it cannot signal the server, and
-  RLIMIT_NPROC, which the kernel ignores for root, is enforced. Run as a normal user, ``bwrap``
-  uses a user namespace instead; RLIMIT_NPROC still holds there (it is counted per namespace),
-  but the command shares the server's uid.
+- **Unprivileged commands** - run as root, ``bwrap`` skips the user namespace and the server,
+  holding only CAP_SETUID/SETGID, drops at startup to a uid of this sandbox's own (leased from
+  ``_UID_BASE`` + slot through a lock file; the workspace is chowned to it while the sandbox runs
+  and handed back at close). Commands therefore have no capabilities, run with ``no_new_privs``
+  (setuid binaries are inert), and RLIMIT_NPROC - which the kernel ignores for root - holds, per
+  sandbox since the uid is private. The server keeps a saved uid of 0 (and no capabilities):
+  that makes ``prlimit`` on it fail for commands; as PID 1 it ignores their signals and, being
+  non-dumpable, cannot be ptraced or read through ``/proc``. Run as a normal user, ``bwrap``
+  uses a user namespace instead: isolation and RLIMIT_NPROC (counted per namespace) hold, but
+  commands share the server's uid and could ``prlimit`` it to death (a ``SandboxError``).
 - **Limits per command** - wall clock (then SIGKILL to everything in the sandbox but the server),
-  RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC (fork bombs stop at ``max_procs``), RLIMIT_FSIZE, no core
-  files, total RSS of the command's processes (polled), and output: the first ``output_bytes`` of
-  stdout+stderr are kept, the rest is read and dropped, and a command that prints more than
-  ``_DISCARD_FACTOR`` times the cap is killed - memory stays bounded whatever it prints.
+  RLIMIT_CPU (``ulimit -t`` ahead of the command), RLIMIT_AS, RLIMIT_NPROC (fork bombs stop at
+  ``max_procs``), RLIMIT_FSIZE and no core files (set once on the server, inherited with
+  hard = soft), total RSS of the command's processes (polled every 50 ms), and output: the first
+  ``output_bytes`` of stdout+stderr are kept, the rest is read and dropped, and a command that
+  prints more than ``_DISCARD_FACTOR`` times the cap is killed - memory stays bounded whatever
+  it prints. CPU and address space are per process; wall clock and RSS bound the whole command.
 - **Disk** - RLIMIT_FSIZE caps each file; the workspace as a whole is held to ``workspace_mb`` by
-  the server: a cheap ``statvfs`` check every tick, confirmed by a walk of the workspace, kills a
-  command that grows it past the quota (overshoot is bounded by what the disk can absorb in one
-  tick, ~50 ms). ``/tmp`` is a tmpfs of ``tmp_mb``.
+  the server: a ``statvfs`` estimate every tick, confirmed by a walk of the workspace, kills a
+  command that grows it past the quota (overshoot is what the disk absorbs in about one tick; a
+  command that only deletes is never killed). ``/tmp`` is a tmpfs of ``tmp_mb``.
 - **No leftovers** - when a command ends, every other process in the sandbox is killed
   (``kill(-1)`` from PID 1 reaches the whole pid namespace, daemons included).
 
 If the server dies underneath (infrastructure failure) :meth:`Sandbox.run` raises
 :class:`SandboxError`, so the runtime can mark the episode ``sandbox_error`` instead of scoring it.
+``unsafe_no_sandbox`` runs the same server as a plain subprocess in the workspace directory: the
+timeout, output cap, quota and the rlimits the platform allows still apply (not RLIMIT_NPROC,
+which would count all the user's processes, nor the RSS check); leftovers are killed by process
+group and, on Linux, as orphans of the server (a child subreaper). Nothing is isolated.
 """
 
 from __future__ import annotations
@@ -45,9 +54,9 @@ import functools
 import json
 import logging
 import os
-import secrets
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,7 +86,7 @@ INSTALL_HINT = (
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _UID_BASE = 2_000_000_000
 """Sandboxed commands run as ``_UID_BASE + slot``: far from real accounts and subuid ranges."""
-_UID_SLOTS = 100_000
+_UID_SLOTS = 4096
 _DISCARD_FACTOR = 32
 _HOST_GRACE_S = 15.0
 """How much longer than the command's timeout the host waits before declaring the server dead."""
@@ -109,7 +118,8 @@ _ETC_ALLOWLIST = (
 )
 """/etc entries commands commonly need (dynamic linker, names, certificates, /usr/bin/awk links).
 The rest of the host's /etc (credentials, service configs) stays out."""
-_SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_DAC_READ_SEARCH")
+_SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID")
+"""All the server needs, and only until it drops to the sandbox uid at startup."""
 
 _SERVER_SOURCE = r'''
 """Command server, PID 1 of an episode sandbox.
@@ -118,13 +128,70 @@ Started by _BOOTSTRAP, which reads this source and CFG from the first line of st
 one JSON request per line on stdin; per request one JSON header line on stdout, followed by
 out_len bytes of stdout and err_len bytes of stderr.
 """
-import json, os, resource, select, signal, sys, time
+import ctypes, json, os, resource, select, signal, sys, time
 
-ROOT, UID, GID, PIDNS, QUOTA = CFG["root"], CFG["uid"], CFG["gid"], CFG["pidns"], CFG["quota"]
-DISCARD_FACTOR = CFG["discard_factor"]
+ROOT, UID, PIDNS, QUOTA = CFG["root"], CFG["uid"], CFG["pidns"], CFG["quota"]
+LIM = CFG["limits"]
 TICK = 0.05
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1024 * 1024
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def become_unprivileged():
+    """Drop to the sandbox uid for good: no capabilities, not dumpable, saved uid kept at 0.
+
+    Commands run as the same uid but cannot touch the server: as PID 1 it ignores their
+    signals, being non-dumpable it cannot be ptraced or read through /proc, and its saved uid
+    of 0 makes prlimit() on it fail. Spawned commands lose the saved uid at execve.
+    """
+    os.setgroups([])
+    os.setresgid(UID, UID, 0)
+    os.setresuid(UID, UID, 0)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    if LIBC.capset(ctypes.byref(Header(0x20080522, 0)), (ctypes.c_uint32 * 6)()) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    with open("/proc/self/status") as fh:
+        caps = [line.split()[1] for line in fh if line.startswith(("CapPrm", "CapEff", "CapAmb"))]
+    if any(int(value, 16) for value in caps):
+        raise SystemExit("sandbox server: could not drop capabilities: %s" % caps)
+
+
+def prctl(option, value):
+    try:
+        LIBC.prctl(option, value, 0, 0, 0)
+    except AttributeError:  # not Linux (unsafe mode on macOS)
+        pass
+
+
+def setup():
+    os.closerange(3, min(os.sysconf("SC_OPEN_MAX"), 1 << 16))
+    if PIDNS and os.getpid() != 1:  # kill(-1) outside a pid namespace would hit the host
+        raise SystemExit("sandbox server: expected to be PID 1 of its own pid namespace")
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # PID 1 ignores default-handled signals
+    # Limits the commands inherit (hard = soft, so they cannot raise them); CPU is per command.
+    limits = [
+        (resource.RLIMIT_AS, LIM["memory_mb"] * MB),
+        (resource.RLIMIT_FSIZE, LIM["file_size_mb"] * MB),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    if PIDNS:  # outside, RLIMIT_NPROC would count every process of the user, not ours
+        limits.append((resource.RLIMIT_NPROC, LIM["max_procs"]))
+    for res, value in limits:
+        try:
+            resource.setrlimit(res, (int(value), int(value)))
+        except (OSError, ValueError):
+            if PIDNS:
+                raise  # unsafe mode applies what the platform allows
+    if UID is not None:
+        become_unprivileged()
+    prctl(4, 0)  # PR_SET_DUMPABLE 0
+    if not PIDNS:
+        prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come to us to be killed
+    os.umask(0o022)
 
 
 def send(header, out=b"", err=b""):
@@ -134,16 +201,26 @@ def send(header, out=b"", err=b""):
         data = data[os.write(1, data):]
 
 
+def scan(path):
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except PermissionError:  # a command hid a directory from us (we own it): open it up
+        try:
+            os.chmod(path, os.stat(path).st_mode | 0o700)
+            with os.scandir(path) as it:
+                return list(it)
+        except OSError:
+            return []
+    except OSError:
+        return []
+
+
 def usage(top):
     """Bytes the tree occupies on disk; hard links counted once, symlinks not followed."""
     total, seen, stack = 0, set(), [top]
     while stack:
-        try:
-            with os.scandir(stack.pop()) as it:
-                entries = list(it)
-        except OSError:
-            continue
-        for entry in entries:
+        for entry in scan(stack.pop()):
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
@@ -247,61 +324,47 @@ def kill_all(pid, reaped):
                 pass
 
 
-def child(req, w_out, w_err):
+def spawn(req, w_out, w_err):
+    """posix_spawn (vfork speed); the limits were set on us and are inherited, except CPU."""
+    os.chdir(req["cwd"])
+    cpu = int(LIM["cpu_s"] + 0.999)
+    script = "ulimit -St %d; ulimit -Ht %d; %s" % (cpu, cpu + 1, req["cmd"])
+    env = dict(CFG["env"], PWD=req["cwd"])
+    env.update(req["env"])
+    options = dict(
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, w_out, 1),
+            (os.POSIX_SPAWN_DUP2, w_err, 2),
+        ],
+        setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT),
+    )
     try:
-        os.setsid()
-        null = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(w_out, 1)
-        os.dup2(w_err, 2)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(sig, signal.SIG_DFL)
-        lim = req["limits"]
-        cpu = int(lim["cpu_s"] + 0.999)
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU, then SIGKILL
-        for res, value in (
-            (resource.RLIMIT_AS, lim["memory_mb"] * MB),
-            (resource.RLIMIT_NPROC, lim["max_procs"]),
-            (resource.RLIMIT_FSIZE, lim["file_size_mb"] * MB),
-            (resource.RLIMIT_CORE, 0),
-        ):
-            resource.setrlimit(res, (int(value), int(value)))
-        os.umask(0o022)
-        if UID is not None:
-            os.setgroups([])
-            os.setgid(GID)
-            os.setuid(UID)
-        os.chdir(req["cwd"])
-        env = dict(CFG["env"], PWD=req["cwd"])
-        env.update(req["env"])
-        os.execve("/bin/sh", ["sh", "-c", req["cmd"]], env)
-    except BaseException as exc:
-        os.write(2, ("sandbox: cannot start the command: %s\n" % exc).encode())
-    finally:
-        os._exit(127)
+        return os.posix_spawn("/bin/sh", ["sh", "-c", script], env, setsid=True, **options)
+    except NotImplementedError:  # no POSIX_SPAWN_SETSID: a process group does for killpg
+        return os.posix_spawn("/bin/sh", ["sh", "-c", script], env, setpgroup=0, **options)
 
 
 SIGNAL_REASONS = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size"}
 
 
-def notes_for(killed, lim, timeout, disk, truncated, cap):
+def notes_for(killed, timeout, disk, truncated, cap):
     notes = []
     if killed == "timeout":
         notes.append("command killed: it ran longer than the %g s time limit" % timeout)
     elif killed == "output_limit":
-        notes.append("command killed: it printed more than %d bytes" % (cap * DISCARD_FACTOR))
+        notes.append("command killed: it printed more than %d bytes" % (cap * CFG["discard_factor"]))
     elif killed == "memory":
-        notes.append("command killed: its processes used more than %d MB of memory" % lim["memory_mb"])
+        notes.append("command killed: its processes used more than %d MB of memory" % LIM["memory_mb"])
     elif killed == "disk_quota":
         notes.append(
             "command killed: the workspace grew past its %d MB quota (%d MB used); delete files"
             % (QUOTA // MB, disk.used // MB)
         )
     elif killed == "cpu":
-        notes.append("command killed: it used more than %d s of CPU time" % lim["cpu_s"])
+        notes.append("command killed: it used more than %d s of CPU time" % LIM["cpu_s"])
     elif killed == "file_size":
-        notes.append("command killed: it wrote a file larger than %d MB" % lim["file_size_mb"])
+        notes.append("command killed: it wrote a file larger than %d MB" % LIM["file_size_mb"])
     if truncated:
         notes.append("output truncated to the first %d bytes" % cap)
     return notes
@@ -310,16 +373,23 @@ def notes_for(killed, lim, timeout, disk, truncated, cap):
 def run(req, disk):
     start = time.monotonic()
     deadline = start + req["timeout"]
-    cap = req["limits"]["output_bytes"]
+    cap = LIM["output_bytes"]
     floor = disk.floor()
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        child(req, w_out, w_err)
+    try:
+        pid = spawn(req, w_out, w_err)
+    except OSError as exc:
+        for fd in (r_out, w_out, r_err, w_err):
+            os.close(fd)
+        msg = "sandbox: cannot start the command: %s\n" % exc
+        return {"exit_code": 127, "killed": None, "truncated": False, "notes": []}, b"", msg.encode()
     os.close(w_out)
     os.close(w_err)
-    pidfd = os.pidfd_open(pid)
+    try:
+        pidfd = os.pidfd_open(pid)  # wakes select() when the command exits (Linux >= 5.3)
+    except (AttributeError, OSError):
+        pidfd = None  # older kernels: poll waitpid instead
     kept = {r_out: bytearray(), r_err: bytearray()}
     live = [r_out, r_err]
     seen, status, killed = 0, None, None
@@ -347,23 +417,30 @@ def run(req, disk):
             killed = "timeout"
             break
         if now >= next_tick:
-            if PIDNS and rss_total() > req["limits"]["memory_mb"] * MB:
+            if PIDNS and rss_total() > LIM["memory_mb"] * MB:
                 killed = "memory"
                 break
             if disk.over(floor):
                 killed = "disk_quota"
                 break
             next_tick = now + TICK
-        ready = select.select(live + [pidfd], [], [], max(0.0, min(deadline, next_tick) - now))[0]
+        wait = max(0.0, min(deadline, next_tick) - now)
+        if pidfd is None:
+            wait = min(wait, 0.001)
+        ready = select.select(live + ([] if pidfd is None else [pidfd]), [], [], wait)[0]
         for fd in ready:
             if fd == pidfd:
                 status = os.waitpid(pid, 0)[1]
             else:
                 pump(fd)
-        if seen > cap * DISCARD_FACTOR:
+        if pidfd is None:
+            done, code = os.waitpid(pid, os.WNOHANG)
+            status = code if done else None
+        if seen > cap * CFG["discard_factor"]:
             killed = "output_limit"
             break
-    os.close(pidfd)
+    if pidfd is not None:
+        os.close(pidfd)
     kill_all(pid, status is not None)
     for fd in list(live):  # what the command wrote before it ended; writers are gone now
         os.set_blocking(fd, False)
@@ -379,39 +456,34 @@ def run(req, disk):
             killed = SIGNAL_REASONS.get(sig)
         else:
             exit_code = os.waitstatus_to_exitcode(status)
+            killed = SIGNAL_REASONS.get(exit_code - 128)  # the shell's child died of it
     truncated = seen > cap
-    notes = notes_for(killed, req["limits"], req["timeout"], disk, truncated, cap)
-    disk.refresh()
+    notes = notes_for(killed, req["timeout"], disk, truncated, cap)
+    if disk.estimate() > QUOTA:
+        disk.walk()  # only when we may be over the quota: the note below must be true
     if killed is None and disk.used > QUOTA:
         notes.append(
             "the workspace uses %d MB, over its %d MB quota: commands that grow it will be killed"
             % (disk.used // MB, QUOTA // MB)
         )
-    header = {
-        "exit_code": exit_code,
-        "killed": killed,
-        "truncated": truncated,
-        "duration_s": time.monotonic() - start,
-        "notes": notes,
-    }
+    header = {"exit_code": exit_code, "killed": killed, "truncated": truncated, "notes": notes}
     return header, bytes(kept[r_out]), bytes(kept[r_err])
 
 
 def main():
-    if PIDNS and os.getpid() != 1:  # kill(-1) outside a pid namespace would hit the host
-        sys.exit("sandbox server: expected to be PID 1 of its own pid namespace")
-    if not PIDNS:
-        import ctypes
-        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    setup()
     disk = Disk()
     send({"ready": True})
     for line in sys.stdin.buffer:
+        began = time.monotonic()
         try:
             req = json.loads(line)
         except ValueError as exc:
             send({"error": "bad request: %s" % exc})
             continue
-        send(*run(req, disk))
+        header, out, err = run(req, disk)
+        header["duration_s"] = time.monotonic() - began
+        send(header, out, err)
 
 
 main()
@@ -526,7 +598,7 @@ def _warn_unsafe() -> None:
     message = (
         "harnessgrid: running shell commands WITHOUT a sandbox (unsafe_no_sandbox=True): "
         "commands see the whole host, its network and your files; only time, CPU, memory, "
-        "file-size and output limits apply"
+        "file-size, output and workspace-size limits apply"
     )
     logger.warning(message)
     warnings.warn(message, RuntimeWarning, stacklevel=3)
@@ -550,9 +622,8 @@ class _UidLease:
     def acquire(cls) -> _UidLease:
         lock_dir = Path(tempfile.gettempdir()) / "harnessgrid-sandbox-uids"
         lock_dir.mkdir(mode=0o700, exist_ok=True)
-        first = secrets.randbelow(_UID_SLOTS)
-        for attempt in range(512):
-            uid = _UID_BASE + (first + attempt) % _UID_SLOTS
+        for slot in range(_UID_SLOTS):  # lowest free slot: few lock files, quick to find
+            uid = _UID_BASE + slot
             fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -561,7 +632,7 @@ class _UidLease:
                 continue
             return cls(uid, fd)
         raise SandboxError(
-            "no free sandbox uid after 512 attempts",
+            f"all {_UID_SLOTS} sandbox uids are in use",
             hint=f"too many live sandboxes? stale locks live in {lock_dir}",
         )
 
@@ -572,6 +643,10 @@ class _UidLease:
 
 
 Frame = tuple[dict[str, Any], bytes, bytes]
+
+
+class _ProtocolError(Exception):
+    """The server's output does not parse: treated like a dead server."""
 
 
 class _Channel:
@@ -594,15 +669,15 @@ class _Channel:
         newline = self._buf.find(b"\n")
         if newline < 0:
             if len(self._buf) > _MAX_HEADER_BYTES:
-                raise SandboxError("the sandbox server sent a malformed response")
+                raise _ProtocolError("response header too long")
             return None
         try:
             header = json.loads(self._buf[:newline])
             out_len, err_len = int(header.get("out_len", 0)), int(header.get("err_len", 0))
         except (ValueError, TypeError, AttributeError) as exc:
-            raise SandboxError(f"the sandbox server sent a malformed response: {exc}") from exc
+            raise _ProtocolError(f"malformed response header: {exc}") from exc
         if out_len < 0 or err_len < 0 or out_len + err_len > self._max_payload:
-            raise SandboxError("the sandbox server sent an oversized response")
+            raise _ProtocolError(f"response of {out_len}+{err_len} bytes is over the output cap")
         end = newline + 1 + out_len + err_len
         if len(self._buf) < end:
             return None
@@ -665,7 +740,7 @@ def _kill_process(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the bwrap process group; --die-with-parent takes the sandbox down with it."""
     if proc.poll() is None:
         try:
-            os.killpg(proc.pid, 9)
+            os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             proc.kill()
     try:
@@ -698,7 +773,8 @@ class Sandbox:
     :meth:`run_sync`). Commands run one at a time and share the workspace, not processes.
     ``extra_ro_binds`` maps host paths to sandbox paths mounted read-only (graders mount a task's
     ``reward/`` folder at ``<mount_path>/reward``). ``unsafe_no_sandbox`` runs commands as plain
-    subprocesses in the workspace directory, for hosts without bubblewrap.
+    subprocesses in the workspace directory, for hosts without bubblewrap (paths under
+    ``mount_path`` then do not exist for commands, and binds become plain symlinks).
     """
 
     def __init__(
@@ -793,18 +869,20 @@ class Sandbox:
         if self._proc is not None:
             raise SandboxError("this sandbox is already started")
         root = self.workspace.root
-        uid = gid = None
-        if not self.unsafe_no_sandbox and os.geteuid() == 0:
+        uid = None
+        if self.unsafe_no_sandbox:
+            self._link_binds()
+        elif os.geteuid() == 0:
             self._lease = _UidLease.acquire()
-            uid = gid = self._lease.uid
+            uid = self._lease.uid
             st = root.stat()
             self._original_owner = (st.st_uid, st.st_gid)
-            self.workspace.assign_owner(uid, gid)
+            self.workspace.assign_owner(uid, uid)
         config = {
             "root": str(root) if self.unsafe_no_sandbox else self.workspace.mount_path,
             "uid": uid,
-            "gid": gid,
             "pidns": not self.unsafe_no_sandbox,
+            "limits": {f.name: getattr(self.limits, f.name) for f in fields(self.limits)},
             "quota": self.limits.workspace_mb * MB,
             "discard_factor": _DISCARD_FACTOR,
             "env": self._base_env(),
@@ -837,6 +915,21 @@ class Sandbox:
         self._guard_sync(lambda: self._usable_channel().send(json.dumps(boot).encode() + b"\n"))
         return self._channel
 
+    def _link_binds(self) -> None:
+        """Unsafe mode cannot mount: extra binds inside the workspace become symlinks (writable!)."""
+        for src, dst in self._binds:
+            mount = self.workspace.mount_path
+            if not _under(dst, mount) or dst == mount:
+                raise HarnessgridError(
+                    f"extra_ro_binds target {dst!r} is outside the workspace {mount}",
+                    hint="without the sandbox only targets inside the workspace can be provided",
+                )
+            link = self.workspace.root / os.path.relpath(dst, mount)
+            if not os.path.lexists(link):
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(src)
+                self._made_mountpoints.append(link)
+
     def _base_env(self) -> dict[str, str]:
         if self.unsafe_no_sandbox:
             path = os.environ.get("PATH", _PATH)
@@ -851,32 +944,50 @@ class Sandbox:
             args += ["--cap-drop", "ALL"]
             for cap in _SERVER_CAPS:
                 args += ["--cap-add", cap]
+        mounted: list[str] = []
+        made: set[str] = set()
+
+        def mount(kind: str, src: str | None, dst: str) -> None:
+            # bwrap makes missing parents mode 0700 as root; commands must be able to traverse.
+            parts = dst.strip("/").split("/")[:-1]
+            for depth in range(1, len(parts) + 1):
+                parent = "/" + "/".join(parts[:depth])
+                if any(_under(parent, done) for done in mounted):
+                    break  # inside a mounted tree: that tree decides
+                if parent not in made:
+                    args.extend(["--perms", "0755", "--dir", parent])
+                    made.add(parent)
+            args.extend([kind, dst] if src is None else [kind, src, dst])
+            mounted.append(dst)
+
         for system_dir in _SYSTEM_DIRS[:-1]:
             path = Path(system_dir)
             if path.is_symlink():
                 args += ["--symlink", os.readlink(path), system_dir]
             elif path.is_dir():
-                args += ["--ro-bind", system_dir, system_dir]
+                mount("--ro-bind", system_dir, system_dir)
         for name in _ETC_ALLOWLIST:
             if os.path.exists(f"/etc/{name}"):
-                args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-        args += ["--proc", "/proc", "--dev", "/dev"]
-        args += ["--perms", "1777", "--size", str(self.limits.tmp_mb * MB), "--tmpfs", "/tmp"]
+                mount("--ro-bind", f"/etc/{name}", f"/etc/{name}")
+        mount("--proc", None, "/proc")
+        mount("--dev", None, "/dev")
+        args += ["--perms", "1777", "--size", str(self.limits.tmp_mb * MB)]
+        mount("--tmpfs", None, "/tmp")
         prefixes = [os.path.realpath(sys.base_prefix)]  # the server's interpreter, read-only
         if not _under(os.path.dirname(python), prefixes[0]):
             prefixes.append(os.path.dirname(python))
         for prefix in prefixes:
             if not _under(prefix, "/usr"):
-                args += ["--ro-bind", prefix, prefix]
-        mount = self.workspace.mount_path
-        args += ["--bind", str(self.workspace.root), mount]
+                mount("--ro-bind", prefix, prefix)
+        workspace_mount = self.workspace.mount_path
+        mount("--bind", str(self.workspace.root), workspace_mount)
         for src, dst in self._binds:
-            if _under(dst, mount) and dst != mount:
-                host_path = self.workspace.root / os.path.relpath(dst, mount)
+            if _under(dst, workspace_mount) and dst != workspace_mount:
+                host_path = self.workspace.root / os.path.relpath(dst, workspace_mount)
                 if not os.path.lexists(host_path):
                     self._made_mountpoints.append(host_path)
-            args += ["--ro-bind", src, dst]
-        args += ["--chdir", mount, "--remount-ro", "/", "--"]
+            mount("--ro-bind", src, dst)
+        args += ["--chdir", "/", "--remount-ro", "/", "--"]
         return args
 
     async def close(self) -> None:
@@ -921,7 +1032,10 @@ class Sandbox:
             self._stderr = None
         for mountpoint in self._made_mountpoints:
             try:
-                mountpoint.rmdir()
+                if mountpoint.is_symlink():
+                    mountpoint.unlink()
+                else:
+                    mountpoint.rmdir()
             except OSError:
                 pass
         self._made_mountpoints = []
@@ -1044,9 +1158,7 @@ class Sandbox:
                     f"environment entry {key!r}={value!r} is not a valid variable",
                     hint="keys need no '=' or NUL; keys and values must be strings",
                 )
-        limits = {f.name: getattr(self.limits, f.name) for f in fields(self.limits)}
         request = {"cmd": command, "cwd": sandbox_cwd, "env": extra, "timeout": timeout}
-        request["limits"] = limits
         return json.dumps(request).encode() + b"\n", float(timeout)
 
     def _result(self, frame: Frame) -> CommandResult:
@@ -1078,21 +1190,23 @@ class Sandbox:
         return self._channel
 
     async def _guard(self, reading: Awaitable[Frame]) -> Frame:
-        """Turn a dead or silent server into SandboxError (and a dead Sandbox)."""
+        """Turn a dead, silent or garbled server into SandboxError (and a dead Sandbox)."""
         try:
             return await reading
-        except (EOFError, TimeoutError, OSError) as exc:
+        except (EOFError, TimeoutError, OSError, _ProtocolError) as exc:
             self._fail(self._describe(exc))
 
     def _guard_sync(self, action: Callable[[], _T]) -> _T:
         try:
             return action()
-        except (EOFError, TimeoutError, OSError) as exc:
+        except (EOFError, TimeoutError, OSError, _ProtocolError) as exc:
             self._fail(self._describe(exc))
 
     def _describe(self, exc: BaseException) -> str:
         if isinstance(exc, TimeoutError):
             return "the sandbox server stopped responding"
+        if isinstance(exc, _ProtocolError):
+            return f"the sandbox server sent a malformed response: {exc}"
         return f"the sandbox server exited unexpectedly ({type(exc).__name__})"
 
     def _fail(self, reason: str) -> NoReturn:
@@ -1105,6 +1219,7 @@ class Sandbox:
             self._stderr.seek(0)
             tail = self._stderr.read()[-2000:].decode(errors="replace").strip()
             detail = f"; server stderr: {tail}" if tail else ""
+        self._release_host_state()  # nothing runs any more: hand the workspace back now
         raise SandboxError(
             f"{reason}{detail}",
             hint="this is an infrastructure failure, not the agent's; start a new Sandbox",

@@ -40,7 +40,9 @@ async def execute(action: Action, env: Environment) -> ToolResult:
     except SandboxError:
         raise
     except HarnessgridError as exc:
-        return ToolResult(error=exc.message, duration_s=time.perf_counter() - start)
+        # The hint ("list the directory first") helps an agent as much as a user.
+        error = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        return ToolResult(error=error, duration_s=time.perf_counter() - start)
     return ToolResult(output=output, duration_s=time.perf_counter() - start)
 
 

@@ -528,8 +528,8 @@ def _walk(base: Path) -> Iterator[tuple[str, bool]]:
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
         rel_dir = os.path.relpath(dirpath, base)
         prefix = "" if rel_dir == "." else rel_dir + "/"
-        for name in dirnames:
-            yield prefix + name, True
+        for name in dirnames:  # a symlink to a directory is listed, never entered
+            yield prefix + name, not os.path.islink(os.path.join(dirpath, name))
         for name in sorted(filenames):
             yield prefix + name, False
 

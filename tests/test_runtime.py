@@ -23,8 +23,9 @@ from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.registry import PluginManager, Registry
 from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
 from harnessgrid.space import FactorSpace
-from harnessgrid.tasks import FunctionGrader, Task
+from harnessgrid.tasks import FunctionGrader
 from harnessgrid.trajectory import TrajectoryStore
+from probe_suite import UPPER_TASK
 
 PROBE_SPACE = FactorSpace.from_levels({
     "system_prompt": ["probe"], "tool_interface": ["probe", "probe_text"],
@@ -40,21 +41,6 @@ def registry() -> Registry:
 
 def harness(registry: Registry, code: str = "S0-T0-O0-C0-W0") -> ComposedHarness:
     return compose(PROBE_SPACE.parse(code), registry)
-
-
-def _grade_upper(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
-    out = ws / "out.txt"
-    return {"exists": float(out.exists()),
-            "content": float(out.exists() and out.read_text() == "HELLO WORLD\n")}
-
-
-UPPER_TASK = Task(
-    id="upper", instruction="Write the upper-cased content of in.txt to out.txt.",
-    files={"in.txt": "hello world\n"}, grader=FunctionGrader(_grade_upper),
-    plan=(Action.of("read", path="in.txt"),
-          Action.of("shell", command="tr a-z A-Z < in.txt > out.txt"),
-          Action.of("read", path="out.txt")),
-    suite="test")
 
 
 def run(coro: Any) -> Any:

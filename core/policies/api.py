@@ -1,0 +1,383 @@
+"""Chat policies behind HTTP APIs: litellm (any provider) and the Anthropic Messages API.
+
+Both backends share one error policy, so that ``max_retries`` means the same thing everywhere:
+
+* the libraries' own retries are switched off and ours retry *transient* failures only (HTTP
+  408/429/5xx, 529 *overloaded*, timeouts, lost connections) with exponential backoff, jitter,
+  and the server's ``retry-after`` when it sends one;
+* anything else (bad key, unknown model, bad request) is a :class:`PolicyError` at once, naming
+  the policy and the fix: retrying a request that cannot succeed only burns time and quota;
+* a malformed tool call is the *model's* mistake, not a failure: it is returned as a
+  :class:`ToolCall` with ``parse_error`` so the harness can show it as a format error.
+
+Neither library is imported by importing this module (``import harnessgrid`` stays light); each
+is imported when its policy is created, so a missing extra is reported before any episode runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from harnessgrid.errors import ConfigError, PolicyError
+from harnessgrid.models import Message, ModelTurn, ToolCall
+from harnessgrid.policies import PolicyRequest
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+T = TypeVar("T")
+
+_MAX_DELAY_S = 60.0
+_INSTALL_HINT = "pip install 'harnessgrid[api]'"
+
+
+# --- shared: tool-call decoding, errors, retries ----------------------------------------------
+
+
+def decode_call(call_id: str | None, name: str | None, raw: object) -> ToolCall:
+    """A tool call from an API, never raising: undecodable arguments become ``parse_error``.
+
+    Blank arguments mean a call without arguments (several servers send ``""`` for ``{}``);
+    the harness still rejects the call if the tool needs arguments.
+    """
+    call_id = call_id or f"call_{uuid.uuid4().hex[:12]}"
+    name = name or ""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return ToolCall(id=call_id, name=name)
+    text = raw if isinstance(raw, str) else json.dumps(raw, default=str)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        error = f"the arguments are not valid JSON ({exc})"
+    else:
+        if isinstance(value, dict):
+            return ToolCall(id=call_id, name=name, arguments=value)
+        error = f"the arguments must be a JSON object, not {type(value).__name__}"
+    return ToolCall(id=call_id, name=name, raw_arguments=text, parse_error=error)
+
+
+def _status(exc: Exception) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _transient_status(exc: Exception) -> bool:
+    """Request timeout, rate limit, any server-side error (5xx, Anthropic's 529 overloaded)."""
+    status = _status(exc)
+    return status is not None and (status in (408, 429) or status >= 500)
+
+
+def _retry_after(exc: Exception) -> float:
+    """Seconds the server asked us to wait (``retry-after-ms`` / ``retry-after``), 0 if none."""
+    headers: Any = getattr(getattr(exc, "response", None), "headers", None) or {}
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        try:
+            return float(headers.get(name)) * scale
+        except (TypeError, ValueError):
+            continue
+    return 0.0
+
+
+def _describe(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:400]}"
+
+
+class _APIPolicy:
+    """What both backends share: the spec, sampling options and the retry loop."""
+
+    #: How to fix a rejected key, and a rejected model or request; set by each backend.
+    key_hint = ""
+    model_hint = ""
+
+    def __init__(self, spec: str, *, temperature: float | None, max_tokens: int, max_retries: int,
+                 backoff_s: float, timeout_s: float) -> None:
+        if max_tokens < 1 or max_retries < 0 or backoff_s < 0 or timeout_s <= 0:
+            raise ConfigError(f"{spec}: bad options max_tokens={max_tokens}, "
+                              f"max_retries={max_retries}, backoff_s={backoff_s}, "
+                              f"timeout_s={timeout_s}",
+                              hint="max_tokens >= 1, max_retries >= 0, backoff_s >= 0, "
+                                   "timeout_s > 0")
+        self.spec = spec
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
+
+    def _max_tokens(self, request: PolicyRequest) -> int:
+        """The runtime may lower the limit for one turn (``request.max_tokens``), never raise it."""
+        return min(self.max_tokens, request.max_tokens or self.max_tokens)
+
+    def _delay(self, attempt: int, exc: Exception) -> float:
+        backoff = self.backoff_s * 2.0**attempt * random.uniform(0.5, 1.5)
+        return min(_MAX_DELAY_S, max(backoff, _retry_after(exc)))
+
+    async def _send(self, send: Callable[[], Awaitable[T]],
+                    transient: Callable[[Exception], bool]) -> T:
+        """``send()`` with up to ``max_retries`` retries of transient errors."""
+        attempt = 0
+        while True:
+            try:
+                return await send()
+            except Exception as exc:
+                if not transient(exc):
+                    raise self._rejected(exc) from exc
+                if attempt >= self.max_retries:
+                    raise PolicyError(
+                        f"{self.spec}: gave up after {attempt + 1} attempts: {_describe(exc)}",
+                        hint="the provider is overloaded or unreachable: try again later, raise "
+                             "max_retries/backoff_s, or check the server address") from exc
+                await asyncio.sleep(self._delay(attempt, exc))
+            attempt += 1
+
+    def _rejected(self, exc: Exception) -> PolicyError:
+        status = _status(exc)
+        hint = self.key_hint if status in (401, 403) else self.model_hint
+        return PolicyError(f"{self.spec}: request rejected: {_describe(exc)}", hint)
+
+
+def _int(obj: object, name: str) -> int:
+    value = getattr(obj, name, None)
+    return value if isinstance(value, int) else 0
+
+
+# --- litellm ------------------------------------------------------------------------------------
+
+
+def _import_litellm() -> ModuleType:
+    # Without this litellm downloads its model cost map at import: slow, and fails offline.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm
+    except ImportError as exc:
+        raise ConfigError("the litellm policy needs the litellm package", _INSTALL_HINT) from exc
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False  # gone in recent versions; harmless there
+    return litellm
+
+
+class LiteLLMPolicy(_APIPolicy):
+    """A chat policy through ``litellm.acompletion``: any provider litellm knows, or any
+    OpenAI-compatible server (``api_base``, model ``openai/<name>``). ``extra`` is passed to
+    ``acompletion`` as is (e.g. ``{"top_p": 0.9}``)."""
+
+    key_hint = ("set the provider's key variable (e.g. OPENAI_API_KEY) or pass api_key; a local "
+                "server may still expect some key")
+    model_hint = ("check the model name and its provider prefix (e.g. litellm:openai/gpt-4o-mini), "
+                  "api_base and the options; the provider's message says what it rejected")
+
+    def __init__(self, model: str, *, api_base: str | None = None, api_key: str | None = None,
+                 temperature: float = 0.0, max_tokens: int = 2048, max_retries: int = 4,
+                 backoff_s: float = 1.0, timeout_s: float = 120.0,
+                 extra: dict[str, Any] | None = None) -> None:
+        if not model.strip():
+            raise ConfigError("the litellm policy needs a model name",
+                              hint="write litellm:<provider>/<model>, e.g. litellm:openai/gpt-4o-mini")
+        super().__init__(f"litellm:{model}", temperature=temperature, max_tokens=max_tokens,
+                         max_retries=max_retries, backoff_s=backoff_s, timeout_s=timeout_s)
+        self.model = model
+        self.api_base = api_base
+        self.api_key = api_key
+        self.extra = dict(extra or {})
+        self._litellm = _import_litellm()
+
+    async def act(self, request: PolicyRequest) -> ModelTurn:
+        litellm = self._litellm
+        kwargs: dict[str, Any] = {
+            **self.extra,
+            "model": self.model,
+            "messages": [m.openai() for m in request.messages],
+            "temperature": self.temperature,
+            "max_tokens": self._max_tokens(request),
+            "timeout": self.timeout_s,
+            "api_base": self.api_base,
+            "api_key": self.api_key,
+            "num_retries": 0,  # litellm's own retry loop
+            "max_retries": 0,  # the OpenAI SDK's retry loop underneath
+        }
+        if request.native_tools and request.tools:  # OpenAI rejects an empty tools list
+            kwargs["tools"] = [t.openai() for t in request.tools]
+        transient_types = (litellm.RateLimitError, litellm.ServiceUnavailableError,
+                           litellm.InternalServerError, litellm.BadGatewayError,
+                           litellm.APIConnectionError, litellm.Timeout)
+
+        def transient(exc: Exception) -> bool:
+            return isinstance(exc, transient_types) or _transient_status(exc)
+
+        response = await self._send(lambda: litellm.acompletion(**kwargs), transient)
+        return _openai_turn(response)
+
+
+def _openai_turn(response: Any) -> ModelTurn:
+    """A chat-completion response as a :class:`ModelTurn` (no choices: an empty turn)."""
+    usage = getattr(response, "usage", None)
+    tokens_in, tokens_out = _int(usage, "prompt_tokens"), _int(usage, "completion_tokens")
+    if not response.choices:
+        return ModelTurn(tokens_in=tokens_in, tokens_out=tokens_out)
+    choice = response.choices[0]
+    message = choice.message
+    calls = tuple(decode_call(c.id, c.function.name, c.function.arguments)
+                  for c in message.tool_calls or ())
+    content = message.content if isinstance(message.content, str) else ""
+    return ModelTurn(content=content, tool_calls=calls, finish_reason=choice.finish_reason,
+                     tokens_in=tokens_in, tokens_out=tokens_out)
+
+
+# --- Anthropic ----------------------------------------------------------------------------------
+
+_NO_RESULT = "No result was recorded for this call."
+_OPENING = "(The conversation continues.)"
+
+
+def to_anthropic(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """Chat messages as the Messages API wants them: ``(system, messages)``.
+
+    The API is stricter than the chat format, so the conversion repairs what it must: system
+    messages go to the top-level ``system``; roles strictly alternate starting with ``user``
+    (same-role neighbours are merged, tool results become ``user`` content); blank text is
+    dropped; each ``tool_result`` answers a ``tool_use`` of the assistant message right before
+    it (any other result is kept as text) and comes before the text of its message; a
+    ``tool_use`` left unanswered gets an error result, as the API requires one for each.
+    """
+    system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content.strip())
+    out: list[dict[str, Any]] = []
+    open_ids: set[str] = set()  # tool_use ids of the latest assistant message, not yet answered
+    for m in messages:
+        if m.role == "system":
+            continue
+        blocks = _text_blocks(m.content)
+        if m.role == "assistant":
+            blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                       for c in m.tool_calls]
+            if blocks and not (out and out[-1]["role"] == "assistant"):
+                open_ids = set()
+            open_ids |= {c.id for c in m.tool_calls}
+        elif m.role == "tool" and m.tool_call_id in open_ids:
+            open_ids.discard(m.tool_call_id)
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id}
+            blocks = [result | ({"content": m.content} if m.content.strip() else {})]
+        elif m.role == "tool":  # its call is not in the message before: keep it as text
+            blocks = _text_blocks(f"[result of {m.name or 'a tool call'} ({m.tool_call_id})]\n"
+                                  f"{m.content}")
+        _append(out, "assistant" if m.role == "assistant" else "user", blocks)
+    for i, message in enumerate(out):
+        if message["role"] == "assistant":
+            _answer_all(out, i)
+    for message in out:  # the API wants tool results first in a user message
+        message["content"].sort(key=lambda b: b["type"] != "tool_result")
+    if not out or out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": _text_blocks(_OPENING)})
+    return system, out
+
+
+def _text_blocks(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text}] if text.strip() else []
+
+
+def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    if not blocks:
+        return
+    if out and out[-1]["role"] == role:
+        out[-1]["content"].extend(blocks)
+    else:
+        out.append({"role": role, "content": blocks})
+
+
+def _answer_all(out: list[dict[str, Any]], i: int) -> None:
+    """Give every ``tool_use`` of ``out[i]`` a result in the next message (added if missing)."""
+    asked = [b["id"] for b in out[i]["content"] if b["type"] == "tool_use"]
+    if not asked:
+        return
+    if i + 1 == len(out):
+        out.append({"role": "user", "content": []})
+    answered = {b["tool_use_id"] for b in out[i + 1]["content"] if b["type"] == "tool_result"}
+    out[i + 1]["content"].extend(
+        {"type": "tool_result", "tool_use_id": call_id, "content": _NO_RESULT, "is_error": True}
+        for call_id in dict.fromkeys(asked) if call_id not in answered)
+
+
+class AnthropicPolicy(_APIPolicy):
+    """A chat policy on the Anthropic Messages API through the official async SDK
+    (``base_url`` for a compatible server).
+
+    ``temperature`` is not sent unless given: the API version of anthropic>=2 rejects any
+    sampling parameter (and the SDK no longer takes one), but a compatible server or an older
+    API version may still honour it, so when given it travels in the request body as is.
+    """
+
+    key_hint = "set ANTHROPIC_API_KEY or pass api_key"
+    model_hint = ("check the model name (e.g. anthropic:claude-sonnet-4-5), base_url and the "
+                  "options; the API's message says what it rejected")
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 temperature: float | None = None, max_tokens: int = 2048, max_retries: int = 4,
+                 backoff_s: float = 1.0, timeout_s: float = 120.0) -> None:
+        if not model.strip():
+            raise ConfigError("the anthropic policy needs a model name",
+                              hint="write anthropic:<model>, e.g. anthropic:claude-sonnet-4-5")
+        super().__init__(f"anthropic:{model}", temperature=temperature, max_tokens=max_tokens,
+                         max_retries=max_retries, backoff_s=backoff_s, timeout_s=timeout_s)
+        api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        token = os.environ.get("ANTHROPIC_AUTH_TOKEN")  # the SDK's other credential
+        if not api_key and not token and base_url is None:
+            raise ConfigError(f"{self.spec}: no API key", hint=self.key_hint)
+        try:
+            import anthropic
+        except ImportError as exc:
+            raise ConfigError("the anthropic policy needs the anthropic package",
+                              _INSTALL_HINT) from exc
+        self.model = model
+        self.base_url = base_url
+        # The SDK refuses to send a request without a credential; a local server ignores it.
+        self._api_key = api_key or (None if token else "unused")
+        self._anthropic = anthropic
+        self._client: tuple[asyncio.AbstractEventLoop, AsyncAnthropic] | None = None
+
+    def _client_for_loop(self) -> AsyncAnthropic:
+        """One client per event loop: its pooled connections belong to the loop they were
+        opened on, so a client must not outlive its loop (e.g. successive ``asyncio.run``)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client[0] is not loop:
+            client = self._anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
+                                                    max_retries=0, timeout=self.timeout_s)
+            self._client = (loop, client)
+        return self._client[1]
+
+    async def act(self, request: PolicyRequest) -> ModelTurn:
+        system, messages = to_anthropic(request.messages)
+        params: dict[str, Any] = {"model": self.model, "max_tokens": self._max_tokens(request),
+                                  "messages": messages}
+        if self.temperature is not None:
+            params["extra_body"] = {"temperature": self.temperature}
+        if system:
+            params["system"] = system
+        if request.native_tools and request.tools:
+            params["tools"] = [t.anthropic() for t in request.tools]
+        client = self._client_for_loop()
+        connection_error = self._anthropic.APIConnectionError  # timeouts included
+
+        def transient(exc: Exception) -> bool:
+            return isinstance(exc, connection_error) or _transient_status(exc)
+
+        response = await self._send(lambda: client.messages.create(**params), transient)
+        return _anthropic_turn(response)
+
+
+def _anthropic_turn(response: Any) -> ModelTurn:
+    """A Messages API response as a :class:`ModelTurn`; input tokens include cached ones."""
+    texts = [b.text for b in response.content if b.type == "text"]
+    calls = tuple(decode_call(b.id, b.name, b.input)
+                  for b in response.content if b.type == "tool_use")
+    usage = response.usage
+    tokens_in = sum(_int(usage, name) for name in (
+        "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    return ModelTurn(content="\n".join(texts), tool_calls=calls, tokens_in=tokens_in,
+                     tokens_out=_int(usage, "output_tokens"), finish_reason=response.stop_reason)

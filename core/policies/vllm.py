@@ -1,0 +1,114 @@
+"""``vllm:<name>``: a token policy on vLLM's offline engine (GPU machines).
+
+NOT VERIFIED ON THIS MACHINE: the project's CI has no GPU and no vLLM, so this module is
+written against vLLM's public offline API and only its import guard is tested. What it relies
+on:
+
+* ``vllm.LLM(model=..., seed=..., gpu_memory_utilization=..., logprobs_mode=...)`` and
+  ``LLM.get_tokenizer()``;
+* ``LLM.generate(prompts, sampling_params, use_tqdm=False) -> list[RequestOutput]`` with a
+  tokens prompt, i.e. the ``TokensPrompt`` TypedDict ``{"prompt_token_ids": [...]}`` (passed
+  as a plain dict, which is what ``vllm.inputs.TokensPrompt`` is);
+* ``SamplingParams(temperature, top_p, max_tokens, seed, logprobs=0, stop_token_ids)``:
+  ``logprobs=0`` returns the sampled token's logprob only;
+* ``RequestOutput.outputs[0]``: ``token_ids`` (including a final stop token), ``logprobs`` (one
+  ``{token_id: Logprob(logprob=...)}`` per generated token) and ``finish_reason`` (``"stop"`` or
+  ``"length"``).
+
+Log-probabilities: vLLM's default ``logprobs_mode="raw_logprobs"`` reports
+``log_softmax(logits)`` *before* temperature. An engine created here uses
+``logprobs_mode="processed_logprobs"`` (vLLM >= 0.10.2; what TRL's colocated GRPO uses), i.e.
+after temperature and top-k/top-p: with ``top_p=1`` that is ``log_softmax(logits /
+temperature)``, the same definition as the ``hf:`` policy (see :mod:`harnessgrid.policies.hf`).
+With ``top_p < 1`` vLLM reports the renormalised nucleus distribution, which differs from the
+``hf:`` policy's untruncated value. An engine passed in as ``llm=`` keeps its own mode.
+
+Prompt ids, history extension and tool-call parsing are the shared
+:class:`~harnessgrid.policies.token.TokenBookkeeper`. ``LLM`` is not thread-safe, so
+generation is serialised under a lock: concurrent episodes take turns rather than batching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from harnessgrid.errors import ConfigError
+from harnessgrid.models import Message, ModelTurn, ToolSpec
+from harnessgrid.policies import PolicyRequest
+from harnessgrid.policies.token import Generation, TokenBookkeeper, stop_token_ids
+
+
+class VLLMPolicy:
+    """Token-in/token-out turns through ``vllm.LLM.generate`` (see the module docstring)."""
+
+    def __init__(self, name: str, *, temperature: float = 1.0, top_p: float = 1.0,
+                 max_new_tokens: int = 512, seed: int | None = None, llm: Any = None,
+                 tokenizer: Any = None, gpu_memory_utilization: float = 0.5,
+                 max_model_len: int | None = None, dtype: str = "auto",
+                 max_episodes: int = 1024, **engine_options: Any) -> None:
+        self.spec = f"vllm:{name}"
+        if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
+            raise ConfigError(f"{self.spec}: need temperature >= 0, 0 < top_p <= 1 and "
+                              f"max_new_tokens >= 1, got {temperature}, {top_p}, "
+                              f"{max_new_tokens}")
+        try:
+            import vllm
+        except ImportError:
+            raise ConfigError(
+                f"{self.spec}: vLLM is not installed",
+                hint="pip install 'harnessgrid[vllm]' on a machine with a CUDA GPU (vLLM does "
+                     "not run on CPU-only machines); on CPU use hf:<model> instead") from None
+        self._vllm: Any = vllm
+        self.temperature, self.top_p = float(temperature), float(top_p)
+        self.max_new_tokens, self.seed = max_new_tokens, seed
+        if llm is None:
+            options: dict[str, Any] = {"gpu_memory_utilization": gpu_memory_utilization,
+                                       "dtype": dtype, "logprobs_mode": "processed_logprobs",
+                                       **engine_options}
+            if max_model_len is not None:
+                options["max_model_len"] = max_model_len
+            if seed is not None:
+                options["seed"] = seed
+            try:
+                llm = vllm.LLM(model=name, **options)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"{self.spec}: cannot start vLLM: {exc}",
+                                  hint="check the model name/path and the engine options "
+                                       "(gpu_memory_utilization, max_model_len)") from None
+        self.llm = llm
+        self.tokenizer = tokenizer if tokenizer is not None else llm.get_tokenizer()
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        self.book = TokenBookkeeper(self.tokenizer, stop_ids=stop_token_ids(self.tokenizer, eos),
+                                    max_episodes=max_episodes)
+        self._lock = threading.Lock()
+
+    async def act(self, request: PolicyRequest) -> ModelTurn:
+        """One turn, off the event loop."""
+        return await asyncio.to_thread(self.book.turn, request, self._generate,
+                                       max_new_tokens=self.max_new_tokens, seed=self.seed)
+
+    def count_tokens(self, messages: Sequence[Message],
+                     tools: Sequence[ToolSpec] | None = None) -> int:
+        """Exact prompt length through the tokenizer's chat template."""
+        return int(self.book.count_tokens(messages, tools))  # int(): mypy sees harnessgrid as Any
+
+    def _generate(self, prompt_ids: list[int], max_new_tokens: int,
+                  seed: int | None) -> Generation:
+        """Blocking: one ``LLM.generate`` call on a tokens prompt."""
+        params = self._vllm.SamplingParams(
+            temperature=self.temperature, top_p=self.top_p, max_tokens=max_new_tokens,
+            seed=seed, logprobs=0, stop_token_ids=sorted(self.book.stop_ids))
+        with self._lock:
+            (result,) = self.llm.generate([{"prompt_token_ids": prompt_ids}], params,
+                                          use_tqdm=False)
+        out = result.outputs[0]
+        ids = [int(t) for t in out.token_ids]
+        if out.logprobs is None or len(out.logprobs) != len(ids):
+            raise RuntimeError(f"{self.spec}: vLLM returned {len(ids)} tokens but "
+                               "no matching logprobs (SamplingParams.logprobs=0 ignored?)")
+        logprobs = [float(step[token].logprob) for step, token in zip(out.logprobs, ids)]
+        finish = "length" if out.finish_reason == "length" else "stop"
+        return Generation(ids, logprobs, finish)

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The main job of README.md: set-up (idempotent), then design → schedule → scripted episodes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+HG=".venv/bin/harnessgrid"
+PY=".venv/bin/python"
+
+echo "== the 18-run orthogonal design over the 3^5 harness space"
+$HG design show --kind oa
+echo "== its diagnostics"
+$HG design check
+echo "== 18 held-out in-space configurations for evaluation"
+$HG design holdout --n 18
+echo "== the first training steps: each task's anchor harness, then its Hamming neighbour"
+$HG schedule preview --steps 3 --tasks-per-step 4
+echo "== scripted oracle and null policy through every training harness (sandboxed episodes)"
+$PY examples/scripted_smoke.py --suite grid-bench --tasks 2

@@ -1,0 +1,124 @@
+"""``harnessgrid run`` and the embedding API, end to end in fresh processes, with the test
+levels and a one-task suite installed as a real entry-point plugin."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import harnessgrid as hg
+from harnessgrid.errors import ConfigError
+from harnessgrid.models import ModelTurn
+from harnessgrid.policies import PolicyRequest
+
+TESTS = Path(__file__).parent
+PROBE = ("system_prompt=probe,tool_interface=probe_text,observation=probe,context=probe,"
+         "workflow=probe")
+
+
+@pytest.fixture
+def plugin_env(tmp_path: Path) -> dict[str, str]:
+    info = tmp_path / "hg_probe-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hg-probe\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[harnessgrid]\nprobe_levels = levels_for_tests\nprobe_suite = probe_suite\n")
+    return {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{TESTS}"}
+
+
+def hg_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harnessgrid", *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_run_task_json(plugin_env: dict[str, str]) -> None:
+    out = hg_cli(plugin_env, "run", "--task", "probe/upper", "--harness", PROBE,
+                 "--policy", "scripted", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["score"] == 1.0 and data["termination"] == "finished"
+    assert data["subscores"] == {"exists": 1.0, "content": 1.0}
+    assert data["turns"] == 4 and data["tokens_in"] == 0  # the oracle spends no tokens
+    assert set(data) >= {"score", "subscores", "termination", "turns", "tokens_in",
+                         "tokens_out", "wall_s"}
+
+
+def test_run_show_and_save(plugin_env: dict[str, str], tmp_path: Path) -> None:
+    save = tmp_path / "traj.jsonl"
+    out = hg_cli(plugin_env, "run", "--task", "probe/upper", "--harness", PROBE,
+                 "--policy", "null", "--show", "--save", str(save))
+    assert out.returncode == 0, out.stderr
+    assert "Write the upper-cased content" in out.stdout  # the task as the model saw it
+    assert "CALL" in out.stdout  # what the model wrote
+    assert "termination" in out.stdout
+    (traj,) = hg.TrajectoryStore(save).load()
+    assert traj.score == 0.0 and traj.policy == "null"
+
+
+def test_user_mistakes_get_a_message_not_a_traceback(plugin_env: dict[str, str]) -> None:
+    cases = [
+        (["--task", "probe/nope", "--harness", PROBE, "--policy", "scripted"],
+         "suite 'probe' has no task 'nope'"),
+        (["--task", "probe/upper", "--harness", "S9-T0-O0-C0-W0", "--policy", "scripted"],
+         "bad harness code"),
+        (["--task", "probe/upper", "--harness", PROBE, "--policy", "gpt5"],
+         "unknown policy backend 'gpt5'"),
+        (["--task", "nosuite/x", "--harness", PROBE, "--policy", "scripted"],
+         "unknown task suite 'nosuite'"),
+        (["--harness", PROBE, "--policy", "scripted"], "give either --task"),
+    ]
+    for args, message in cases:
+        out = hg_cli(plugin_env, "run", *args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert message in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_run_ad_hoc_instruction_on_a_copy(plugin_env: dict[str, str], tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("keep me\n")
+    out = hg_cli(plugin_env, "run", "--instruction", "Look around.", "--workspace", str(project),
+                 "--harness", PROBE, "--policy", "null", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["termination"] == "finished" and data["score"] is None  # no grader
+    assert (project / "notes.txt").read_text() == "keep me\n"
+
+
+class WriteThenFinish:
+    """A policy writing one file through whatever tool interface the harness has."""
+
+    spec = "write-then-finish"
+
+    async def act(self, request: PolicyRequest) -> ModelTurn:
+        action = (hg.Action.of("write", path="result.txt", content="done\n")
+                  if request.state.turn == 0 else hg.Action.of("finish"))
+        return request.harness.render_action(action, f"c{request.state.turn}")
+
+
+def test_embedding_api_copy_and_in_place(plugin_env: dict[str, str], on_sys_path: Callable[[Path], None]) -> None:
+    """`hg.run_agent` works on a copy by default and in place only when asked."""
+    plugin_dir = Path(plugin_env["PYTHONPATH"].split(os.pathsep)[0])
+    on_sys_path(plugin_dir)
+    project = plugin_dir / "project"
+    project.mkdir()
+    traj = hg.run_agent("Write result.txt", project, harness=PROBE, policy=WriteThenFinish())
+    assert traj.termination == "finished" and traj.task_id == "adhoc"
+    assert [c.action.kind for t in traj.turns for c in t.calls] == ["write", "finish"]
+    assert not (project / "result.txt").exists()
+    kept = hg.run_agent("Write result.txt", project, harness=PROBE, policy=WriteThenFinish(),
+                        keep_copy=True)
+    assert (Path(kept.meta["workspace"]) / "result.txt").read_text() == "done\n"
+    shutil.rmtree(kept.meta["workspace"])
+    hg.run_agent("Write result.txt", project, harness=PROBE, policy=WriteThenFinish(),
+                 in_place=True)
+    assert (project / "result.txt").read_text() == "done\n"
+    with pytest.raises(ConfigError, match="instruction is empty"):
+        hg.run_agent("  ", project, harness=PROBE, policy="null")

@@ -1,0 +1,226 @@
+"""The built-in context levels on generated histories: ``window`` and ``compact`` stay within the
+budget, keep system prompt, task and pinned messages, keep tool-call structure valid, are
+deterministic and never mutate the history; ``full`` returns everything."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harnessgrid.episode import ContextBudget, estimate_tokens
+from harnessgrid.levels import ContextLevel
+from harnessgrid.models import Message, ToolCall
+from harnessgrid.plugins.factors.context._common import split_turns
+from harnessgrid.plugins.factors.context.compact import CompactContext
+from harnessgrid.plugins.factors.context.full import FullContext
+from harnessgrid.plugins.factors.context.window import WindowContext
+from harnessgrid.registry import PluginManager
+
+SYSTEM = Message(role="system", content="You are an agent. " * 20, kind="system", pinned=True)
+TASK = Message(role="user", content="Fix the bug in calc.py.", kind="task", pinned=True)
+CHUNKS = ["abc ", "line of output\n", "error: boom\n", "exit code 1\n", "é€ "]
+
+
+def text(size: int, chunk: str = "abc ") -> str:
+    return (chunk * (size // len(chunk) + 1))[:size]
+
+
+contents = st.builds(text, st.integers(0, 3000) | st.integers(0, 40), st.sampled_from(CHUNKS))
+
+
+@st.composite
+def turns(draw: st.DrawFn, n: int) -> list[Message]:
+    """One turn: native tool calls + results, or a text turn + observation; maybe workflow
+    messages, maybe a pinned plan."""
+    out: list[Message] = []
+    if draw(st.booleans()):
+        k = draw(st.integers(1, 3))
+        calls = tuple(ToolCall(id=f"c{n}_{i}", name=draw(st.sampled_from(["read_file", "run"])),
+                               arguments={"path": f"src/f{n}.py", "command": f"pytest -k t{n}",
+                                          "content": draw(contents)})
+                      for i in range(k))
+        out.append(Message(role="assistant", content=draw(contents), tool_calls=calls))
+        out += [Message(role="tool", content=draw(contents), tool_call_id=c.id, name=c.name,
+                        kind="observation") for c in calls]
+    else:
+        out.append(Message(role="assistant", content=f"```bash\nmake t{n}\n```" + draw(contents)))
+        out.append(Message(role="user", content=draw(contents),
+                           kind=draw(st.sampled_from(["observation", "format_error"]))))
+    for _ in range(draw(st.integers(0, 2))):
+        pinned = draw(st.booleans()) and draw(st.booleans())
+        out.append(Message(role="user", content=draw(contents), pinned=pinned,
+                           kind="plan" if pinned else "reminder"))
+    return out
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[Message]:
+    history = [SYSTEM, TASK]
+    if draw(st.booleans()):
+        history.append(Message(role="user", content="Plan first.", kind="reminder"))
+    for n in range(draw(st.integers(0, 14))):
+        history += draw(turns(n))
+    return history
+
+
+def chars_count(messages: Sequence[Message]) -> int:
+    """A different counter than the default, blind to tool-call arguments."""
+    return sum(len(m.content) // 3 + 3 for m in messages)
+
+
+COUNTERS = st.sampled_from([estimate_tokens, chars_count])
+
+
+def pinned_head(history: Sequence[Message]) -> list[Message]:
+    return [m for m in history if m.pinned]
+
+
+def assert_tool_structure(view: Sequence[Message]) -> None:
+    """Every assistant message with tool calls is followed by exactly its results; no tool
+    message appears anywhere else."""
+    i = 0
+    while i < len(view):
+        m = view[i]
+        assert m.role != "tool", f"orphan tool result at {i}"
+        if m.role == "assistant" and m.tool_calls:
+            results = view[i + 1:i + 1 + len(m.tool_calls)]
+            assert [r.role for r in results] == ["tool"] * len(m.tool_calls)
+            assert sorted(str(r.tool_call_id) for r in results) == sorted(c.id for c in
+                                                                          m.tool_calls)
+            i += len(m.tool_calls)
+        i += 1
+
+
+BOUNDED: list[ContextLevel] = [WindowContext(), CompactContext(), WindowContext(turns=1),
+                               CompactContext(threshold=0.3, recent=1)]
+
+
+@pytest.mark.parametrize("level", BOUNDED, ids=repr)
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), extra=st.integers(0, 6000), count=COUNTERS)
+def test_bounded_views_keep_the_invariants(level: ContextLevel, history: list[Message],
+                                           extra: int,
+                                           count: Callable[[Sequence[Message]], int]) -> None:
+    assert_tool_structure(history)
+    budget = ContextBudget(max_tokens=count(pinned_head(history)) + extra, count=count)
+    before = list(history)
+    view = level.view(history, budget)
+    assert history == before
+    assert budget.count(view) <= budget.max_tokens
+    assert view[0] == SYSTEM and TASK in view
+    assert all(m in view for m in pinned_head(history))
+    assert_tool_structure(view)
+    assert level.view(list(history), budget) == view
+
+
+@given(history=histories(), budget=st.integers(1, 100))
+def test_full_returns_everything(history: list[Message], budget: int) -> None:
+    view = FullContext().view(history, ContextBudget(max_tokens=budget))
+    assert view == history and view is not history
+
+
+def long_history(n: int, size: int = 2000) -> list[Message]:
+    history = [SYSTEM, TASK]
+    for i in range(n):
+        call = ToolCall(id=f"c{i}", name="read_file", arguments={"path": f"src/mod{i}.py"})
+        history += [Message(role="assistant", content=f"Reading module {i}.", tool_calls=(call,)),
+                    Message(role="tool", content=text(size), tool_call_id=call.id,
+                            name="read_file", kind="observation")]
+    return history
+
+
+def test_window_keeps_exactly_the_last_n_turns() -> None:
+    history = long_history(10)
+    view = WindowContext().view(history, ContextBudget(max_tokens=10**6))
+    assert view[-8:] == history[-8:]  # the last 4 turns verbatim
+    older = view[2:-8]
+    assert [m.role for m in older] == ["assistant", "tool"] * 6
+    assert older[0::2] == history[2:-8:2]  # the model's own calls kept
+    for m in older[1::2]:
+        assert m.kind == "stub" and m.content == "[output of read_file elided: 2,000 chars]"
+    assert WindowContext(turns=2).view(history, ContextBudget(10**6))[-4:] == history[-4:]
+
+
+def test_window_drops_oldest_turns_under_a_tight_budget() -> None:
+    history = long_history(30)
+    budget = ContextBudget(max_tokens=estimate_tokens(history[:2] + history[-8:]) + 200)
+    view = WindowContext().view(history, budget)
+    assert estimate_tokens(view) <= budget.max_tokens
+    assert view[-8:] == history[-8:]
+    markers = [m for m in view if "earlier turns omitted" in m.content]
+    assert len(markers) == 1 and view.index(markers[0]) == 2
+
+
+def test_window_cuts_a_huge_recent_output_instead_of_failing() -> None:
+    history = long_history(2, size=200_000)
+    view = WindowContext().view(history, ContextBudget(max_tokens=3000))
+    assert estimate_tokens(view) <= 3000
+    assert [m.role for m in view] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert "chars cut" in view[-1].content
+
+
+def test_compact_is_verbatim_below_the_threshold() -> None:
+    history = long_history(3, size=100)
+    budget = ContextBudget(max_tokens=int(estimate_tokens(history) / 0.6) + 1)
+    assert CompactContext().view(history, budget) == history
+
+
+def test_compact_digest_names_files_and_commands_of_dropped_turns() -> None:
+    history = [SYSTEM, TASK]
+    shell = ToolCall(id="s1", name="run", arguments={"command": "pytest -q tests/"})
+    write = ToolCall(id="w1", name="write_file", arguments={"path": "calc.py", "content": "x=1"})
+    history += [Message(role="assistant", content="Run the tests.", tool_calls=(shell,)),
+                Message(role="tool", content="[exit 1]\nFAILED test_add - AssertionError\n"
+                        + text(3000), tool_call_id="s1", name="run", kind="observation"),
+                Message(role="assistant", content="", tool_calls=(write,)),
+                Message(role="tool", content="wrote 3 bytes", tool_call_id="w1",
+                        name="write_file", kind="observation"),
+                Message(role="assistant", content="```bash\nmake lint\n```"),
+                Message(role="user", content="exit code: 2\nlint error: E501", kind="observation")]
+    history += long_history(3, size=300)[2:]
+    budget = ContextBudget(max_tokens=2000)
+    assert estimate_tokens(history) > 0.6 * budget.max_tokens
+    view = CompactContext().view(history, budget)
+    assert estimate_tokens(view) <= budget.max_tokens
+    digests = [m for m in view if m.kind == "digest"]
+    assert len(digests) == 1 and view[2] is digests[0]
+    d = digests[0].content
+    assert "turns 1-3" in d
+    assert "pytest -q tests/` → exit 1" in d and "make lint` → exit 2" in d
+    assert "write_file calc.py" in d
+    assert "AssertionError" in d and "E501" in d
+    assert view[3:] == history[-6:]  # the last 3 turns verbatim
+
+
+def test_compact_shrinks_recent_turns_when_needed() -> None:
+    history = long_history(6, size=4000)
+    budget = ContextBudget(max_tokens=1500)
+    view = CompactContext().view(history, budget)
+    assert estimate_tokens(view) <= 1500
+    assert any(m.kind == "digest" for m in view)
+    assert view[:2] == history[:2]
+
+
+def test_a_pinned_tool_result_keeps_its_call_block() -> None:
+    history = long_history(8, size=3000)
+    pinned = history[3].model_copy(update={"pinned": True})
+    history[3] = pinned
+    for level in (WindowContext(turns=1), CompactContext(recent=1)):
+        view = level.view(history, ContextBudget(max_tokens=estimate_tokens(history[:4]) + 50))
+        assert pinned in view
+        assert_tool_structure(view)
+
+
+def test_split_turns_groups_by_assistant_message() -> None:
+    pre, ts = split_turns(long_history(3))
+    assert pre == [SYSTEM, TASK]
+    assert [t.number for t in ts] == [1, 2, 3] and all(len(t.messages) == 2 for t in ts)
+
+
+def test_registered_as_separate_plugins() -> None:
+    modules = [f"harnessgrid.plugins.factors.context.{m}" for m in ("full", "window", "compact")]
+    reg = PluginManager(builtins=modules, load_external=False).registry()
+    assert reg.levels("context") == ["compact", "full", "window"]

@@ -1,0 +1,321 @@
+"""The API policies through their real clients against the scripted local servers (no mocks).
+
+Each test starts a server with a script, points a policy at it, and checks both what the policy
+returned and what the server received on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from harnessgrid.errors import ConfigError, PolicyError
+from harnessgrid.models import Message, ModelTurn, ToolCall, ToolSpec
+from harnessgrid.policies import Policy, PolicyRequest, make_policy
+from harnessgrid.policies.api import AnthropicPolicy, LiteLLMPolicy, to_anthropic
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from servers import (
+    AnthropicCompatServer,
+    Canned,
+    OpenAICompatServer,
+    anthropic_error,
+    anthropic_message,
+    anthropic_text,
+    anthropic_tool_use,
+    http_error,
+    openai_call,
+    openai_completion,
+    openai_text,
+    openai_tool_call,
+)
+
+# Skip without importing: the policies must be the first to import litellm (see api.py).
+if not all(importlib.util.find_spec(name) for name in ("litellm", "anthropic")):
+    pytest.skip("needs the api extra: pip install 'harnessgrid[api]'", allow_module_level=True)
+
+# litellm's pydantic models warn at import time about their own TypedDicts; not our concern.
+pytestmark = pytest.mark.filterwarnings("ignore:Items? .*ReadOnly. qualifier:UserWarning")
+
+TOOLS = (
+    ToolSpec(name="read_file", description="Read a file.",
+             parameters={"type": "object", "properties": {"path": {"type": "string"}},
+                         "required": ["path"]}),
+    ToolSpec(name="run", description="Run a shell command.",
+             parameters={"type": "object", "properties": {"command": {"type": "string"}},
+                         "required": ["command"]}),
+)
+SYSTEM = Message(role="system", content="You are a coding agent.")
+TASK = Message(role="user", content="Read a.txt", kind="task")
+FAST = {"backoff_s": 0.01, "timeout_s": 10.0}
+
+#: A native-tools conversation: a turn with two calls, both answered, then a reminder.
+HISTORY = [
+    SYSTEM,
+    TASK,
+    Message(role="assistant", content="Reading both.", tool_calls=(
+        ToolCall(id="call_1", name="read_file", arguments={"path": "a.txt"}),
+        ToolCall(id="call_2", name="run", arguments={"command": "ls"}))),
+    Message(role="tool", content="hello", tool_call_id="call_1", name="read_file"),
+    Message(role="tool", content="a.txt", tool_call_id="call_2", name="run"),
+    Message(role="user", content="Keep going.", kind="reminder"),
+]
+
+
+def request(messages: Sequence[Message] = (SYSTEM, TASK), *, native: bool = True,
+            max_tokens: int | None = None) -> PolicyRequest:
+    """These policies ignore harness, task and state: stand-ins do."""
+    stand_in: Any = SimpleNamespace()
+    return PolicyRequest(messages=list(messages), tools=TOOLS, native_tools=native,
+                         harness=stand_in, task=stand_in, state=stand_in, new_segment=False,
+                         max_tokens=max_tokens)
+
+
+def act(policy: Policy, req: PolicyRequest | None = None) -> ModelTurn:
+    return asyncio.run(policy.act(req or request()))
+
+
+def litellm_policy(srv: OpenAICompatServer, **options: Any) -> LiteLLMPolicy:
+    return LiteLLMPolicy("openai/test-model", api_base=srv.base_url + "/v1", api_key="x",
+                         **{**FAST, **options})
+
+
+def anthropic_policy(srv: AnthropicCompatServer, **options: Any) -> AnthropicPolicy:
+    return AnthropicPolicy("claude-test", base_url=srv.base_url, api_key="x",
+                           **{**FAST, **options})
+
+
+# --- litellm ------------------------------------------------------------------------------------
+
+
+def test_litellm_text_reply_tokens_and_request() -> None:
+    with OpenAICompatServer([openai_text("hello", prompt_tokens=31, completion_tokens=5)]) as srv:
+        policy = litellm_policy(srv, temperature=0.3, max_tokens=100)
+        turn = act(policy, request(native=False, max_tokens=50))
+    assert policy.spec == "litellm:openai/test-model" and isinstance(policy, Policy)
+    assert turn == ModelTurn(content="hello", tokens_in=31, tokens_out=5, finish_reason="stop")
+    (sent,) = srv.requests
+    body = sent.json
+    assert body["model"] == "test-model" and body["temperature"] == 0.3
+    assert body["max_tokens"] == 50  # the request may lower the limit
+    assert body["messages"] == [SYSTEM.openai(), TASK.openai()]
+    assert "tools" not in body  # tools described in the prompt: none on the wire
+
+
+def test_litellm_tool_call_and_wire_format() -> None:
+    with OpenAICompatServer([openai_tool_call("read_file", {"path": "b.txt"}, content="Next.",
+                                              call_id="call_9")]) as srv:
+        turn = act(litellm_policy(srv), request(HISTORY))
+    assert turn.content == "Next." and turn.finish_reason == "tool_calls"
+    assert turn.tool_calls == (ToolCall(id="call_9", name="read_file", arguments={"path": "b.txt"}),)
+    body = srv.requests[0].json
+    assert body["tools"] == [t.openai() for t in TOOLS]
+    assistant, *results, reminder = body["messages"][2:]
+    assert assistant["role"] == "assistant"
+    assert [(c["id"], c["type"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in assistant["tool_calls"]] == [
+        ("call_1", "function", "read_file", {"path": "a.txt"}),
+        ("call_2", "function", "run", {"command": "ls"})]
+    assert [(r["role"], r["tool_call_id"], r["content"]) for r in results] == [
+        ("tool", "call_1", "hello"), ("tool", "call_2", "a.txt")]
+    assert reminder == {"role": "user", "content": "Keep going."}
+
+
+def test_litellm_malformed_and_unknown_calls_are_kept() -> None:
+    calls = [openai_call("read_file", '{"path": "a.txt"', "c1"),  # truncated JSON
+             openai_call("read_file", "[1, 2]", "c2"),  # JSON, not an object
+             openai_call("no_such_tool", {"x": 1}, "c3"),  # the harness decides about names
+             openai_call("run", "", "c4")]  # blank: a call without arguments
+    with OpenAICompatServer([openai_completion(None, calls)]) as srv:
+        turn = act(litellm_policy(srv))
+    bad_json, not_object, unknown, blank = turn.tool_calls
+    assert bad_json.arguments == {} and bad_json.raw_arguments == '{"path": "a.txt"'
+    assert bad_json.parse_error and "not valid JSON" in bad_json.parse_error
+    assert not_object.parse_error and "JSON object" in not_object.parse_error
+    assert not_object.raw_arguments == "[1, 2]"
+    assert unknown == ToolCall(id="c3", name="no_such_tool", arguments={"x": 1})
+    assert blank == ToolCall(id="c4", name="run")
+    assert turn.content == ""
+
+
+def test_litellm_empty_turns() -> None:
+    with OpenAICompatServer([openai_text(""), openai_completion(None)]) as srv:
+        policy = litellm_policy(srv)
+        turns = [act(policy), act(policy)]
+    assert [(t.content, t.tool_calls) for t in turns] == [("", ()), ("", ())]
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_litellm_retries_transient_errors(status: int) -> None:
+    with OpenAICompatServer([http_error(status), http_error(status), openai_text("ok")]) as srv:
+        turn = act(litellm_policy(srv))
+    assert turn.content == "ok" and len(srv.requests) == 3
+    # litellm's and the OpenAI SDK's own retries are off: every attempt is one of ours.
+    assert {r.headers.get("x-stainless-retry-count") for r in srv.requests} <= {"0", None}
+
+
+def test_litellm_retries_a_timeout() -> None:
+    slow = Canned(body=openai_text("too late").body, delay_s=1.0)
+    with OpenAICompatServer([slow, openai_text("ok")]) as srv:
+        turn = act(litellm_policy(srv, timeout_s=0.2))
+    assert turn.content == "ok" and len(srv.requests) == 2
+
+
+def test_litellm_gives_up_after_max_retries() -> None:
+    with (OpenAICompatServer([http_error(503)] * 3) as srv,
+          pytest.raises(PolicyError, match="gave up after 3 attempts")):
+        act(litellm_policy(srv, max_retries=2))
+    assert len(srv.requests) == 3
+
+
+@pytest.mark.parametrize(("status", "hint"), [(400, "model name"), (401, "OPENAI_API_KEY")])
+def test_litellm_rejections_fail_at_once(status: int, hint: str) -> None:
+    script = [http_error(status, message="nope"), openai_text("unused")]
+    with OpenAICompatServer(script) as srv, pytest.raises(PolicyError) as excinfo:
+        act(litellm_policy(srv))
+    assert len(srv.requests) == 1
+    assert excinfo.value.message.startswith("litellm:openai/test-model: request rejected")
+    assert "nope" in excinfo.value.message and hint in (excinfo.value.hint or "")
+
+
+def test_litellm_through_the_registry_and_bad_specs() -> None:
+    with OpenAICompatServer([openai_text("via registry")]) as srv:
+        policy = make_policy("litellm:openai/test-model",
+                             {"api_base": srv.base_url + "/v1", "api_key": "x"})
+        assert act(policy).content == "via registry"
+    with pytest.raises(ConfigError, match="model name") as excinfo:
+        make_policy("litellm:")
+    assert "litellm:openai/gpt-4o-mini" in (excinfo.value.hint or "")
+    with pytest.raises(ConfigError, match="max_retries"):
+        LiteLLMPolicy("openai/m", max_retries=-1)
+
+
+def test_importing_the_module_imports_no_client_library() -> None:
+    code = ("import sys, harnessgrid.policies.api; "
+            "sys.exit(bool({'litellm', 'anthropic'} & set(sys.modules)))")
+    assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
+
+
+# --- Anthropic ----------------------------------------------------------------------------------
+
+
+def test_anthropic_text_reply_tokens_and_request() -> None:
+    canned = anthropic_message([{"type": "text", "text": "hello"}], input_tokens=40,
+                               output_tokens=3)
+    with AnthropicCompatServer([canned]) as srv:
+        policy = anthropic_policy(srv, max_tokens=64)
+        turn = act(policy, request(native=False))
+    assert policy.spec == "anthropic:claude-test" and isinstance(policy, Policy)
+    assert turn == ModelTurn(content="hello", tokens_in=40, tokens_out=3, finish_reason="end_turn")
+    body = srv.requests[0].json
+    assert body["system"] == SYSTEM.content and body["max_tokens"] == 64
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Read a.txt"}]}]
+    assert "tools" not in body and "temperature" not in body  # the API rejects sampling options
+    headers = srv.requests[0].headers
+    assert "x" in (headers.get("authorization", "") + headers.get("x-api-key", ""))
+
+
+def test_anthropic_tool_use_and_wire_format() -> None:
+    canned = anthropic_tool_use("no_such_tool", {"x": 1}, text="Trying.", tool_id="toolu_1")
+    with AnthropicCompatServer([canned]) as srv:
+        turn = act(anthropic_policy(srv, temperature=0.5), request(HISTORY))
+    assert turn.content == "Trying." and turn.finish_reason == "tool_use"
+    assert turn.tool_calls == (ToolCall(id="toolu_1", name="no_such_tool", arguments={"x": 1}),)
+    body = srv.requests[0].json
+    assert body["tools"] == [t.anthropic() for t in TOOLS] and body["temperature"] == 0.5
+    assert body["system"] == SYSTEM.content
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Read a.txt"}]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Reading both."},
+            {"type": "tool_use", "id": "call_1", "name": "read_file", "input": {"path": "a.txt"}},
+            {"type": "tool_use", "id": "call_2", "name": "run", "input": {"command": "ls"}}]},
+        {"role": "user", "content": [  # both results and the reminder: one user message
+            {"type": "tool_result", "tool_use_id": "call_1", "content": "hello"},
+            {"type": "tool_result", "tool_use_id": "call_2", "content": "a.txt"},
+            {"type": "text", "text": "Keep going."}]},
+    ]
+
+
+def test_anthropic_empty_turn() -> None:
+    with AnthropicCompatServer([anthropic_message([])]) as srv:
+        turn = act(anthropic_policy(srv))
+    assert (turn.content, turn.tool_calls) == ("", ())
+
+
+@pytest.mark.parametrize("status", [429, 500, 529])
+def test_anthropic_retries_transient_errors(status: int) -> None:
+    with AnthropicCompatServer([anthropic_error(status), anthropic_text("done")]) as srv:
+        turn = act(anthropic_policy(srv))
+    assert turn.content == "done" and len(srv.requests) == 2
+
+
+@pytest.mark.parametrize(("status", "hint"), [(400, "model name"), (401, "ANTHROPIC_API_KEY")])
+def test_anthropic_rejections_fail_at_once(status: int, hint: str) -> None:
+    script = [anthropic_error(status, "nope"), anthropic_text("unused")]
+    with AnthropicCompatServer(script) as srv, pytest.raises(PolicyError) as excinfo:
+        act(anthropic_policy(srv))
+    assert len(srv.requests) == 1
+    assert excinfo.value.message.startswith("anthropic:claude-test: request rejected")
+    assert "nope" in excinfo.value.message and hint in (excinfo.value.hint or "")
+
+
+def test_anthropic_key_and_spec_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="no API key") as excinfo:
+        AnthropicPolicy("claude-test")
+    assert "ANTHROPIC_API_KEY" in (excinfo.value.hint or "")
+    AnthropicPolicy("claude-test", base_url="http://127.0.0.1:1")  # a local server needs none
+    with pytest.raises(ConfigError, match="model name"):
+        AnthropicPolicy(" ", api_key="x")
+
+
+# --- the Messages API conversion, for any conversation -------------------------------------------
+
+IDS = st.sampled_from(["a", "b", "c", "d"])
+TEXT = st.sampled_from(["", " ", "ok", "some text"])
+CALLS = st.lists(st.builds(ToolCall, id=IDS, name=st.sampled_from(["read_file", "run"]),
+                           arguments=st.just({"path": "x"})), max_size=3)
+MESSAGE = st.one_of(
+    st.builds(Message, role=st.just("system"), content=TEXT),
+    st.builds(Message, role=st.just("user"), content=TEXT),
+    st.builds(Message, role=st.just("assistant"), content=TEXT,
+              tool_calls=CALLS.map(tuple)),
+    st.builds(Message, role=st.just("tool"), content=TEXT, tool_call_id=IDS, name=st.just("run")),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(MESSAGE, max_size=12))
+def test_anthropic_conversion_is_always_valid(messages: list[Message]) -> None:
+    system, out = to_anthropic(messages)
+    assert system == "\n\n".join(m.content for m in messages
+                                 if m.role == "system" and m.content.strip())
+    assert [m["role"] for m in out] == ["user", "assistant"] * (len(out) // 2) + (
+        ["user"] if len(out) % 2 else [])
+    previous_uses: set[str] = set()
+    for message in out:
+        blocks = message["content"]
+        assert blocks and all(b["text"].strip() for b in blocks if b["type"] == "text")
+        kinds = [b["type"] for b in blocks]
+        results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+        if message["role"] == "user":
+            assert set(results) <= previous_uses  # each result answers the message before
+            assert previous_uses <= set(results)  # and each call there gets one
+            assert kinds == sorted(kinds, key=lambda k: k != "tool_result")  # results first
+            previous_uses = set()
+        else:
+            assert set(kinds) <= {"text", "tool_use"}
+            previous_uses = {b["id"] for b in blocks if b["type"] == "tool_use"}
+    assert not previous_uses  # the last assistant's calls are answered too
+    sent = json.dumps(out)
+    for m in messages:  # nothing the model should see is lost
+        if m.role != "system" and m.content.strip():
+            assert m.content in sent

@@ -38,8 +38,17 @@ def _add_subcommands() -> None:
 _add_subcommands()
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: object = None, line: str | None = None) -> None:
+    """Warnings on the command line are one line for the user, not a source listing."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def main() -> None:
     """Entry point: user mistakes print a message and a hint, never a traceback."""
+    import warnings
+
+    warnings.showwarning = _show_warning
     try:
         app(standalone_mode=False)
     except HarnessgridError as exc:

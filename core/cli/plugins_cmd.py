@@ -38,8 +38,10 @@ def list_plugins(as_json: bool = typer.Option(False, "--json", help="Machine-rea
         return
     console = Console()
     table = Table(title="harnessgrid plugins", show_lines=False)
-    for col in ("kind", "name", "description", "plugin"):
-        table.add_column(col)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("name", no_wrap=True)
+    table.add_column("description")
+    table.add_column("plugin")
     for row in rows:
         table.add_row(*row)
     console.print(table)

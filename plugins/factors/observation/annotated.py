@@ -66,7 +66,9 @@ def _status(result: ToolResult) -> str:
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.2f}s" if math.isfinite(seconds) else "?s"
+    # Durations come from clocks; anything outside a sane range is shown as unknown rather than
+    # as a 300-digit number.
+    return f"{seconds:.2f}s" if math.isfinite(seconds) and 0 <= seconds < 1e7 else "?s"
 
 
 def _lines(text: str) -> list[str]:

@@ -119,7 +119,8 @@ _BAD = {b.fn: _compile(b.good.replace(b.old, b.bad), b.fn) for b in _BUGS}
 _MODULES = ("pricing", "mathutil", "textutil", "metrics", "helpers", "calc", "report_lib",
             "units", "stats_lib", "formatting")
 _CHECK_HEAD = ('"""Checks for src/. Run from the workspace root: python3 checks/run_checks.py"""\n'
-               "import sys\n\nsys.path.insert(0, \"src\")\n\n")
+               "import sys\n\nsys.dont_write_bytecode = True  # edits within a second must count\n"
+               "sys.path.insert(0, \"src\")\n\n")
 
 
 @family("fix_python_bug", tags=("error_recovery", "observation_reading"), difficulty=(2, 3),
@@ -168,8 +169,10 @@ def fix_python_bug(rng: random.Random, long: bool) -> Draft:
 
     def check(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
         # The pristine checks (not the workspace's copy), then the per-case probe; one sandbox.
-        _, out, _ = run_sandboxed(ws, f"python3 -c {q(check_src)}; echo \"CHECK_EXIT=$?\"; "
-                                      f"python3 -c {q(probe)}")
+        # Stale bytecode must not stand in for the sources: drop it (this is a copy).
+        _, out, _ = run_sandboxed(ws, "find . -name __pycache__ -prune -exec rm -rf {} +; "
+                                      f"python3 -B -c {q(check_src)}; echo \"CHECK_EXIT=$?\"; "
+                                      f"python3 -B -c {q(probe)}")
         results: list[bool] = []
         passed = False
         for line in out.splitlines():
@@ -316,6 +319,8 @@ def script_recovery(rng: random.Random, long: bool) -> Draft:
     records = csv_text([["id", "region", "item", "qty"], *rows])
     ini = f"[export]\nregion = {region}\nfallback_region = {fallback}\nformat = csv\n"
     files = {"tools/export.py": script, "data/records.csv": records, "config/export.ini": ini}
+    if "dir" not in kinds:
+        files[f"{out_dir}/.keep"] = ""
     if "lock" in kinds:
         files["run/export.lock"] = f"pid {rng.randint(100, 30000)}\n"
     want = csv_text([["id", "item", "qty"],

@@ -15,6 +15,7 @@ _LEVELS = {
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "harnessgrid.plugins.policies",
+    "harnessgrid.plugins.tasks.examples",
     *(f"harnessgrid.plugins.factors.{factor}.{level}"
       for factor, levels in _LEVELS.items() for level in levels),
 )

@@ -1,52 +1,17 @@
-"""A one-task suite plugin for tests of the CLI and the embedding API (see levels_for_tests)."""
+"""The example tasks as a third-party suite named ``probe``, for tests that install it through
+a real entry point (see levels_for_tests)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from harnessgrid import hookimpl
-from harnessgrid.models import Action
+from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.registrations import TaskSuiteSpec
-from harnessgrid.tasks import FunctionGrader, Task, TaskSuite
+from harnessgrid.tasks import TaskSuite
 
-
-def _grade_upper(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
-    out = ws / "out.txt"
-    return {"exists": float(out.exists()),
-            "content": float(out.exists() and out.read_text() == "HELLO WORLD\n")}
-
-
-UPPER_TASK = Task(
-    id="upper", instruction="Write the upper-cased content of in.txt to out.txt.",
-    files={"in.txt": "hello world\n"}, grader=FunctionGrader(_grade_upper),
-    plan=(Action.of("read", path="in.txt"),
-          Action.of("shell", command="tr a-z A-Z < in.txt > out.txt"),
-          Action.of("read", path="out.txt")),
-    suite="probe")
-
-
-def _grade_config(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
-    cfg = ws / "conf" / "app.ini"
-    text = cfg.read_text() if cfg.exists() else ""
-    log = ws / "notes" / "found.txt"
-    return {"port_fixed": float("port = 8080\n" in text and "port = 80\n" not in text),
-            "other_keys_kept": float("name = demo\n" in text),
-            "finding_written": float(log.exists() and log.read_text() == "conf/app.ini\n")}
-
-
-EDIT_TASK = Task(
-    id="config", instruction="In conf/app.ini set port to 8080 (leave other keys alone), then "
-    "write the path of the file that mentions 'port' to notes/found.txt.",
-    files={"conf/app.ini": "[server]\nname = demo\nport = 80\n", "README": "a demo\n"},
-    grader=FunctionGrader(_grade_config),
-    plan=(Action.of("list", path="."),
-          Action.of("search", pattern="port", path="conf"),
-          Action.of("edit", path="conf/app.ini", old="port = 80\n", new="port = 8080\n"),
-          Action.of("write", path="notes/found.txt", content="conf/app.ini\n"),
-          Action.of("read", path="conf/app.ini")),
-    suite="probe")
+__all__ = ["EDIT_TASK", "UPPER_TASK"]
 
 
 def load(argument: str | None = None, **options: Any) -> TaskSuite:
@@ -55,4 +20,4 @@ def load(argument: str | None = None, **options: Any) -> TaskSuite:
 
 @hookimpl
 def harnessgrid_task_suites() -> Iterator[TaskSuiteSpec]:
-    yield TaskSuiteSpec(name="probe", description="One test task.", load=load)
+    yield TaskSuiteSpec(name="probe", description="The example tasks, as a plugin.", load=load)

@@ -122,3 +122,32 @@ def test_embedding_api_copy_and_in_place(plugin_env: dict[str, str], on_sys_path
     assert (project / "result.txt").read_text() == "done\n"
     with pytest.raises(ConfigError, match="instruction is empty"):
         hg.run_agent("  ", project, harness=PROBE, policy="null")
+
+
+def test_hf_policy_episode_through_the_cli(tmp_path: Path) -> None:
+    """`harnessgrid model tiny` builds a model offline; `run --policy hf:DIR` plays real turns
+    with it and records exact token ids, each prompt extending the previous prompt+completion
+    within a segment."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    built = subprocess.run([sys.executable, "-m", "harnessgrid", "model", "tiny",
+                            str(tmp_path / "m")], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert built.returncode == 0, built.stderr
+    save = tmp_path / "t.jsonl"
+    out = subprocess.run([sys.executable, "-m", "harnessgrid", "run", "--task", "examples/upper",
+                          "--harness", "S0-T1-O0-C0-W0", "--policy", f"hf:{tmp_path / 'm'}",
+                          "--policy-opt", "max_new_tokens=12", "--policy-opt", "seed=1",
+                          "--max-turns", "3", "--json", "--save", str(save)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["tokens_in"] > 0 and data["tokens_out"] > 0
+    assert data["termination"] in {"max_turns", "format_errors", "finished"}
+    (traj,) = hg.TrajectoryStore(save).load()
+    records = [t.tokens for t in traj.turns]
+    assert all(r is not None and len(r.logprobs) == len(r.completion_ids) for r in records)
+    for prev, cur in zip(records, records[1:]):
+        assert prev is not None and cur is not None
+        if cur.segment == prev.segment:
+            assert cur.prompt_ids[: len(prev.prompt_ids) + len(prev.completion_ids)] == (
+                prev.prompt_ids + prev.completion_ids)

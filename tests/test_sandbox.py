@@ -439,7 +439,10 @@ def test_unsafe_mode_warns_and_still_limits(
         marker = "hg-unsafe-bg-test"
         daemon = f"python3 -c 'import time; time.sleep(300)' {marker}"
         started = sb.run_sync(
-            f"setsid {daemon} & {daemon} & sleep 0.3; pgrep -fc '^python3 .*{marker}'"
+            # Wait (bounded) for both to start: python start-up is slow on a loaded machine.
+            f"setsid {daemon} & {daemon} & "
+            f"for i in $(seq 100); do [ \"$(pgrep -fc '^python3 .*{marker}')\" = 2 ] && break; "
+            f"sleep 0.1; done; pgrep -fc '^python3 .*{marker}'"
         )
         assert started.stdout.strip() == "2", "both were running while the command ran"
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)

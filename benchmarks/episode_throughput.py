@@ -244,7 +244,7 @@ class HarnessgridSide:
     """harnessgrid's runtime with the scripted oracle through the bash_only harness."""
 
     def __init__(self, max_turns: int) -> None:
-        from harnessgrid.compose import compose
+        from harnessgrid.composition import compose
         from harnessgrid.errors import ConfigError
         from harnessgrid.models import Action
         from harnessgrid.policies.scripted import ScriptedPolicy

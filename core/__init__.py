@@ -42,8 +42,8 @@ _LAZY: dict[str, str] = {
     "Schedule": "harnessgrid.schedule",
     "get_registry": "harnessgrid.registry",
     "PluginManager": "harnessgrid.registry",
-    "registry_space": "harnessgrid.compose",
-    "compose": "harnessgrid.compose",
+    "registry_space": "harnessgrid.composition",
+    "compose": "harnessgrid.composition",
     "run_agent": "harnessgrid.api",
     "arun_agent": "harnessgrid.api",
     "resolve_harness": "harnessgrid.api",
@@ -79,7 +79,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from harnessgrid.api import arun_agent, resolve_harness, resolve_policy, run_agent
-    from harnessgrid.compose import compose, registry_space
+    from harnessgrid.composition import compose, registry_space
     from harnessgrid.models import Action
     from harnessgrid.policies import make_policy
     from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes

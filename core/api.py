@@ -38,7 +38,7 @@ def resolve_harness(spec: str | Harness, space: FactorSpace | None = None) -> Ha
       any registered level (a third party's too);
     - ``"adapter:NAME"``: a registered adapter.
     """
-    from harnessgrid.compose import compose, registry_space
+    from harnessgrid.composition import compose, registry_space
     from harnessgrid.registry import get_registry
     from harnessgrid.space import FactorSpace
 

@@ -61,7 +61,7 @@ def task_message(task: Task) -> Message:
 
 
 class ComposedHarness:
-    """A harness assembled from one level of each factor (see :func:`harnessgrid.compose`)."""
+    """A harness assembled from one level of each factor (see :func:`harnessgrid.composition`)."""
 
     def __init__(self, config: HarnessConfig, levels: dict[str, FactorLevel]) -> None:
         self.config = config

@@ -10,7 +10,7 @@ import pytest
 from probe_suite import EDIT_TASK, UPPER_TASK
 
 import harnessgrid as hg
-from harnessgrid.compose import compose
+from harnessgrid.composition import compose
 from harnessgrid.models import Action, FormatError, ToolResult
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.runtime import run_episodes

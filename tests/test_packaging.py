@@ -81,3 +81,13 @@ def test_import_harnessgrid_is_light() -> None:
          "print(sorted(m for m in ('torch', 'numpy', 'litellm', 'pydantic') if m in sys.modules))"],
         capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['pydantic']"
+
+
+def test_public_names_resolve_to_objects_not_modules() -> None:
+    """`hg.compose` etc. must be the function, even after its module was imported."""
+    import types
+
+    import harnessgrid as hg
+
+    for name in hg.__all__:
+        assert not isinstance(getattr(hg, name), types.ModuleType), name

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from plugin_dist import FOURTH_OBSERVATION_LEVEL, make_plugin_dist
 
-from harnessgrid.compose import registry_space, resolve_levels
+from harnessgrid.composition import registry_space, resolve_levels
 from harnessgrid.errors import ConfigError, PluginError
 from harnessgrid.registry import PluginManager, PluginWarning, get_registry
 from harnessgrid.space import FACTORS, FactorSpace

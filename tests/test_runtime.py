@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harnessgrid.compose import compose
+from harnessgrid.composition import compose
 from harnessgrid.errors import SandboxError
 from harnessgrid.harness import ComposedHarness
 from harnessgrid.models import Action, ModelTurn, ToolCall

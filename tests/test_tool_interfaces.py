@@ -361,7 +361,7 @@ def test_oracle_solves_a_task_through_every_interface_and_observation() -> None:
     built-in observation level."""
     import asyncio
 
-    from harnessgrid.compose import compose
+    from harnessgrid.composition import compose
     from harnessgrid.plugins import BUILTIN_PLUGINS
     from harnessgrid.policies.scripted import ScriptedPolicy
     from harnessgrid.runtime import run_episode

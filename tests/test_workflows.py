@@ -9,7 +9,7 @@ import functools
 
 import pytest
 
-from harnessgrid.compose import compose
+from harnessgrid.composition import compose
 from harnessgrid.episode import (
     Decision,
     EpisodeState,

@@ -24,6 +24,7 @@ app = typer.Typer(
 
 def _add_subcommands() -> None:
     from harnessgrid.cli.design_cmd import design_app, schedule_app
+    from harnessgrid.cli.harness_cmd import harness_app
     from harnessgrid.cli.model_cmd import model_app
     from harnessgrid.cli.plugins_cmd import plugins_app
     from harnessgrid.cli.run_cmd import run
@@ -32,6 +33,7 @@ def _add_subcommands() -> None:
     app.add_typer(schedule_app, name="schedule")
     app.add_typer(plugins_app, name="plugins")
     app.add_typer(model_app, name="model")
+    app.add_typer(harness_app, name="harness")
     app.command("run")(run)
 
 

@@ -22,7 +22,7 @@ JSON = typer.Option(False, "--json", help="Machine-readable output.")
 
 
 def _space(with_levels: list[str]) -> FactorSpace:
-    from harnessgrid.compose import registry_space
+    from harnessgrid.composition import registry_space
 
     return registry_space(with_levels)
 

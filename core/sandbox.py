@@ -931,10 +931,13 @@ class Sandbox:
                 self._made_mountpoints.append(link)
 
     def _base_env(self) -> dict[str, str]:
+        # No .pyc files: an agent that edits a .py file and reruns it within the same second
+        # (same size, same mtime) would otherwise run the stale bytecode.
+        common = {"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
         if self.unsafe_no_sandbox:
             path = os.environ.get("PATH", _PATH)
-            return {"PATH": path, "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
-        return {"PATH": _PATH, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb"}
+            return {"PATH": path, "HOME": os.environ.get("HOME", "/tmp"), **common}
+        return {"PATH": _PATH, "HOME": "/tmp", "TMPDIR": "/tmp", "TERM": "dumb", **common}
 
     def _bwrap_argv(self, python: str) -> list[str]:
         bwrap = shutil.which("bwrap") or "bwrap"
@@ -994,10 +997,9 @@ class Sandbox:
         """Stop the sandbox (killing anything still running) and hand the workspace back."""
         proc = self._begin_close()
         if proc is not None:
-            for _ in range(200):
-                if proc.poll() is not None:
-                    break
-                await asyncio.sleep(0.005)
+            # No grace period: the server keeps no state worth flushing, and SIGKILL to the
+            # bwrap process group takes PID 1 and so the whole pid namespace down at once.
+            # Polling for a clean exit cost ~5 ms per episode.
             _kill_process(proc)
         self._release_host_state()
 

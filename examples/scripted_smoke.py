@@ -2,7 +2,7 @@
 tasks each, real sandboxed episodes. Every episode should pass (the oracle solves every task
 through every harness) and the null policy should not.
 
-    python examples/scripted_smoke.py [--suite examples] [--tasks 3] [--concurrency 4]
+    python examples/scripted_smoke.py [--suite grid-bench] [--tasks 3] [--concurrency 4]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from harnessgrid.runtime import run_episodes
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="examples")
+    parser.add_argument("--suite", default="grid-bench")
     parser.add_argument("--tasks", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()

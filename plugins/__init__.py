@@ -16,6 +16,7 @@ _LEVELS = {
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "harnessgrid.plugins.policies",
     "harnessgrid.plugins.tasks.examples",
+    "harnessgrid.plugins.tasks.grid",
     *(f"harnessgrid.plugins.factors.{factor}.{level}"
       for factor, levels in _LEVELS.items() for level in levels),
 )

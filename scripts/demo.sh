@@ -16,4 +16,4 @@ $HG design holdout --n 18
 echo "== the first training steps: each task's anchor harness, then its Hamming neighbour"
 $HG schedule preview --steps 3 --tasks-per-step 4
 echo "== scripted oracle and null policy through every training harness (sandboxed episodes)"
-$PY examples/scripted_smoke.py --suite examples --tasks 2
+$PY examples/scripted_smoke.py --suite grid-bench --tasks 3

@@ -18,7 +18,11 @@ from harnessgrid.space import FactorSpace
 from harnessgrid.trajectory import Trajectory
 
 SPACE = FactorSpace.default()
-TASKS = (UPPER_TASK, EDIT_TASK)
+# Two hand-written tasks covering every abstract action, plus generated grid-bench tasks from
+# two families with longer plans.
+TASKS = (UPPER_TASK, EDIT_TASK,
+         *[t for t in hg.load_suite("grid-bench").tasks()
+           if t.metadata.get("family") in {"log_triage", "json_config_fix"}][:2])
 
 
 @pytest.fixture(scope="module")

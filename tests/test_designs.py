@@ -1,145 +1,156 @@
-"""Designs, orthogonal arrays, held-out configurations and the CLI over them."""
+"""The Design model, the baseline designs and the diagnostics primitives."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import math
 from collections import Counter
-from itertools import combinations
-from pathlib import Path
+from itertools import combinations, product
 
 import pytest
-from plugin_dist import FOURTH_OBSERVATION_LEVEL, make_plugin_dist
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-import harnessgrid as hg
-from harnessgrid.designs import candidate_run_sizes, orthogonal_design
+from harnessgrid.designs import (
+    Design,
+    design_from_configs,
+    first_order_design,
+    full_design,
+    gwlp,
+    holdout,
+    orthogonal_design,
+    random_design,
+    rao_bound,
+    single_design,
+    strength_of,
+)
+from harnessgrid.designs.design import pair_distances
 from harnessgrid.errors import ConfigError
 from harnessgrid.space import FactorSpace
 
 SPACE = FactorSpace.default()
+MIXED = SPACE.extend("observation", "diffstat")
 
 
-@pytest.fixture(scope="module")
-def oa() -> hg.Design:
-    return orthogonal_design(SPACE)
+# -- baselines ----------------------------------------------------------------------------------
+def test_first_order_uses_level_i_of_every_factor() -> None:
+    assert first_order_design(SPACE).codes == ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W1",
+                                               "S2-T2-O2-C2-W2"]
+    # Mixed levels wrap with i % levels: four runs, the 3-level factors restart at level 0.
+    assert first_order_design(MIXED).codes[-1] == "S0-T0-O3-C0-W0"
+    assert first_order_design(MIXED).diagnostics().strength == 0  # level 0 twice, others once
 
 
-def test_oa_pair_balance_each_level_pair_exactly_twice(oa: hg.Design) -> None:
-    assert len(oa) == 18 and len(set(oa.codes)) == 18
-    for a, b in combinations(range(5), 2):
-        counts = Counter((r[a], r[b]) for r in oa.rows())
-        assert set(counts.values()) == {2} and len(counts) == 9
+def test_full_single_and_random_designs() -> None:
+    full = full_design(SPACE)
+    assert len(full) == 243 and full.diagnostics().strength == 5
+    assert single_design(SPACE.parse("s1-t0-o2-c1-w0")).codes == ["S1-T0-O2-C1-W0"]
+    rnd = random_design(SPACE, 10, seed=1)
+    assert len(set(rnd.codes)) == 10 and rnd.codes == sorted(rnd.codes)
+    assert rnd.codes == random_design(SPACE, 10, seed=1).codes
+    assert rnd.codes != random_design(SPACE, 10, seed=2).codes
+    assert len(set(random_design(MIXED, 324, 0).codes)) == 324  # n = space size: everything
+    with pytest.raises(ConfigError, match="n=244.*243 configurations") as exc:
+        random_design(SPACE, 244)
+    assert exc.value.hint == "choose n from 1 to 243"
 
 
-def test_oa_gwlp_strength_and_neighbours(oa: hg.Design) -> None:
-    diag = oa.diagnostics()
-    assert diag.gwlp == [1.0, 0.0, 0.0, 5.0, 7.5, 0.0]
-    assert diag.strength == 2 and diag.pair_balanced
-    # Documented fact: in the minimum-aberration OA every run's nearest neighbours are at
-    # distance 3, ten of them.
-    assert diag.nearest_distance == [3] * 18 and diag.nearest_ties == [10] * 18
-    assert diag.hamming_histogram == {3: 90, 4: 45, 5: 18}
-    assert diag.rao_bound_strength2 == 11
+def test_design_validation_names_the_problem() -> None:
+    with pytest.raises(ConfigError, match="at least one"):
+        Design(space=SPACE, configs=(), kind="custom")
+    with pytest.raises(ConfigError, match="S0-T0-O0-C0-W0 belongs to another space"):
+        Design(space=SPACE, configs=(MIXED.parse("S0-T0-O0-C0-W0"),), kind="custom")
+    with pytest.raises(ConfigError, match="not in this"):
+        first_order_design(SPACE).index(SPACE.parse("S0-T0-O0-C0-W1"))
 
 
-def test_local_variant_has_nearer_neighbours(oa: hg.Design) -> None:
-    local = orthogonal_design(SPACE, variant="local")
-    d = local.diagnostics()
-    assert d.strength == 2 and d.mean_nearest_distance < oa.diagnostics().mean_nearest_distance
-    assert d.gwlp != oa.diagnostics().gwlp
+# -- persistence ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [
+    lambda: full_design(SPACE),
+    lambda: single_design(SPACE.parse("S1-T0-O2-C1-W0")),
+    lambda: first_order_design(MIXED),
+    lambda: random_design(SPACE, 7, seed=3),
+    lambda: orthogonal_design(SPACE, variant="local"),
+    lambda: holdout(orthogonal_design(SPACE), n=9, seed=2),
+], ids=["full", "single", "first_order", "random", "orthogonal", "holdout"])
+def test_json_round_trip_and_reproduce(make: object) -> None:
+    design = make()  # type: ignore[operator]
+    text = design.to_json()
+    assert '"S' in text and "HarnessConfig" not in text  # configurations are stored as codes
+    loaded = Design.from_json(text)
+    assert loaded == design and loaded.codes == design.codes and loaded.params == design.params
+    assert design.reproduce() == design
 
 
-def test_ten_non_isomorphic_arrays() -> None:
-    import oapackage
-
-    at = oapackage.arraydata_t(3, 18, 2, 5)
-    arrays = [at.create_root()]
-    for _ in range(2, 5):
-        arrays = oapackage.extend_arraylist(arrays, at)
-    assert len(arrays) == 10
-    best = min(tuple(round(g, 6) for g in oapackage.GWLP(a)) for a in arrays)
-    assert best[3:] == (5.0, 7.5, 0.0)
-
-
-def test_designs_are_deterministic_across_processes(oa: hg.Design) -> None:
-    script = ("import harnessgrid as hg; s = hg.FactorSpace.default(); "
-              "print(hg.orthogonal_design(s).codes, hg.random_design(s, 7, 3).codes, "
-              "hg.holdout(hg.orthogonal_design(s)).codes)")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    expected = (f"{oa.codes} {hg.random_design(SPACE, 7, 3).codes} "
-                f"{hg.holdout(oa).codes}")
-    assert out == expected
+def test_custom_design_and_bad_json() -> None:
+    configs = [SPACE.parse("S2-T2-O2-C2-W2"), SPACE.parse("S0-T0-O0-C0-W0")]
+    custom = design_from_configs(configs)
+    assert custom.kind == "custom" and custom.codes == ["S2-T2-O2-C2-W2", "S0-T0-O0-C0-W0"]
+    assert custom.reproduce() is custom and hash(custom) == hash(Design.from_json(custom.to_json()))
+    edited = Design(space=SPACE, configs=custom.configs, kind="random", params={"n": 2})
+    with pytest.raises(ConfigError, match="lacks the parameter 'seed'"):
+        edited.reproduce()
+    bad = custom.to_json().replace("S2-T2-O2-C2-W2", "S2-T2-O9-C2-W2")
+    with pytest.raises(ConfigError, match="O9"):
+        Design.from_json(bad)
 
 
-def test_baseline_designs() -> None:
-    first = hg.first_order_design(SPACE)
-    assert first.codes == ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W1", "S2-T2-O2-C2-W2"]
-    assert len(hg.full_design(SPACE)) == 243
-    assert hg.single_design(SPACE.parse("S1-T0-O2-C1-W0")).codes == ["S1-T0-O2-C1-W0"]
-    rnd = hg.random_design(SPACE, 10, seed=1)
-    assert len(set(rnd.codes)) == 10 and rnd.codes != hg.random_design(SPACE, 10, 2).codes
-    with pytest.raises(ConfigError, match="244"):
-        hg.random_design(SPACE, 244)
+# -- diagnostics primitives ---------------------------------------------------------------------
+def test_rao_bounds() -> None:
+    assert rao_bound((3,) * 5, 2) == 11 and rao_bound((3,) * 5, 3) == 27
+    assert rao_bound((3, 3, 4, 3, 3), 2) == 12 and rao_bound((3, 3, 4, 3, 3), 3) == 12 + 3 * 8
+    assert rao_bound((2,) * 7, 3) == 1 + 7 + 6  # OA(8, 2^7, 2) is saturated; t=3 needs 14+
+    assert rao_bound((3,) * 5, 1) == 3 and rao_bound((3,) * 5, 5) == 243
 
 
-def test_holdout_disjoint_and_balanced(oa: hg.Design) -> None:
-    held = hg.holdout(oa, n=18, seed=0)
-    assert not set(held.codes) & set(oa.codes) and len(set(held.codes)) == 18
-    for f in range(5):
-        assert set(Counter(r[f] for r in held.rows()).values()) == {6}
-    assert hg.holdout(oa, seed=1).codes != held.codes
-    odd = hg.holdout(oa, n=10, seed=0)
-    for f in range(5):
-        counts = Counter(r[f] for r in odd.rows())
-        assert max(counts.values()) - min(counts.values()) <= 1
-    with pytest.raises(ConfigError, match="outside the design"):
-        hg.holdout(oa, n=300)
+rows_strategy = st.integers(2, 3).flatmap(
+    lambda k: st.tuples(
+        st.lists(st.integers(2, 3), min_size=k, max_size=k).map(tuple),
+        st.data()))
 
 
-def test_mixed_level_space_smallest_oa() -> None:
-    space = SPACE.extend("observation", "diffstat")
-    assert candidate_run_sizes(space.sizes)[:3] == [36, 72, 108]
-    design = orthogonal_design(space)
-    assert len(design) == 36 and design.diagnostics().strength == 2
+@settings(max_examples=60, deadline=None)
+@given(rows_strategy)
+def test_gwlp_identities_and_strength(case: tuple[tuple[int, ...], st.DataObject]) -> None:
+    """A_0 = 1; Σ_j A_j = Π s / N for distinct runs; strength ≥ t  ⇔  A_1 … A_t = 0."""
+    sizes, data = case
+    everything = list(product(*(range(s) for s in sizes)))
+    rows = data.draw(st.lists(st.sampled_from(everything), min_size=1, unique=True))
+    pattern = gwlp(rows, sizes)
+    assert pattern[0] == pytest.approx(1.0)
+    assert sum(pattern) == pytest.approx(math.prod(sizes) / len(rows))
+    t = strength_of(rows, sizes)
+    assert all(a == pytest.approx(0, abs=1e-9) for a in pattern[1:t + 1])
+    if t < len(sizes):
+        assert pattern[t + 1] > 1e-9
+    # strength_of against the definition, brute force
+    for u in range(1, len(sizes) + 1):
+        balanced = all(len(set(Counter(tuple(r[c] for c in cols) for r in rows).values())) == 1
+                       and len({tuple(r[c] for c in cols) for r in rows})
+                       == math.prod(sizes[c] for c in cols)
+                       for cols in combinations(range(len(sizes)), u))
+        assert balanced == (t >= u)
 
 
-def test_impossible_oa_lists_run_sizes() -> None:
-    space = FactorSpace.from_levels({f.name: [f"l{i}" for i in range(5)] if f.name == "context"
-                                     else list(f.levels) for f in SPACE.factors})
-    with pytest.raises(ConfigError) as exc:
-        orthogonal_design(space, time_budget_s=0.0)
-    assert "run sizes that satisfy" in str(exc.value) and "45" in str(exc.value)
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(*[st.integers(0, 2)] * 5), min_size=1, max_size=30))
+def test_pair_distances_match_brute_force(rows: list[tuple[int, ...]]) -> None:
+    d = pair_distances(rows, (3,) * 5)
+    ham = [[sum(x != y for x, y in zip(a, b)) for b in rows] for a in rows]
+    assert sum(d.histogram) == len(rows) * (len(rows) - 1) // 2
+    assert d.histogram == [sum(ham[i][j] == k for i, j in combinations(range(len(rows)), 2))
+                           for k in range(6)]
+    for i in range(len(rows)):
+        others = [ham[i][j] for j in range(len(rows)) if j != i]
+        assert d.nearest[i] == (min(others) if others else None)
+        assert d.ties[i] == (others.count(min(others)) if others else 0)
 
 
-def test_cli_design_json_and_third_party_level(tmp_path: Path) -> None:
-    """The entry-point plugin's level appears in a design over a space that includes it."""
-    import os
-
-    make_plugin_dist(tmp_path, "hg-diffstat", "hg_diffstat", FOURTH_OBSERVATION_LEVEL)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "harnessgrid", "design", "show", "--json",
-                          "--with", "observation:diffstat"], env=env, capture_output=True,
-                         text=True, check=True)
-    rows = json.loads(out.stdout)
-    assert len(rows) == 36 and sum(r["observation"] == "diffstat" for r in rows) == 9
-    plain = json.loads(subprocess.run([sys.executable, "-m", "harnessgrid", "design", "show",
-                                       "--json"], capture_output=True, text=True,
-                                      check=True).stdout)
-    assert plain == [c.levels for c in orthogonal_design(SPACE).configs]
-    bad = subprocess.run([sys.executable, "-m", "harnessgrid", "design", "show", "--with",
-                          "observation:nope"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "no plugin provides level 'nope'" in bad.stderr
-
-
-def test_cli_check_holdout_schedule() -> None:
-    def hg_json(*args: str) -> object:
-        return json.loads(subprocess.run([sys.executable, "-m", "harnessgrid", *args, "--json"],
-                                         capture_output=True, text=True, check=True).stdout)
-
-    diag = hg_json("design", "check")
-    assert diag["gwlp"] == [1.0, 0.0, 0.0, 5.0, 7.5, 0.0]  # type: ignore[index]
-    assert len(hg_json("design", "holdout")) == 18  # type: ignore[arg-type]
-    items = hg_json("schedule", "preview", "--steps", "4", "--tasks-per-step", "3")
-    assert [i["step"] for i in items] == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3  # type: ignore[union-attr,index]
+def test_diagnostics_of_the_first_order_design() -> None:
+    diag = first_order_design(SPACE).diagnostics()
+    assert diag.n_runs == 3 and diag.strength == 1 and not diag.pair_balanced
+    assert diag.pair_balance[0].factors == ("system_prompt", "tool_interface")
+    assert diag.pair_balance[0].counts == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+    assert diag.hamming_histogram == [0, 0, 0, 0, 0, 3]
+    assert diag.nearest_distance == [5, 5, 5] and diag.nearest_ties == [2, 2, 2]
+    single = single_design(SPACE.parse("S0-T0-O0-C0-W0")).diagnostics()
+    assert single.nearest_distance == [None] and single.mean_nearest_distance is None

@@ -1,39 +1,96 @@
-"""``harnessgrid design`` and ``harnessgrid schedule``."""
+"""``harnessgrid design …`` and ``harnessgrid schedule …``: look at designs before training.
+
+Module import stays light (typer only); numpy, OApackage and rich load inside the commands, so
+``harnessgrid --help`` is fast. Bad input raises :class:`ConfigError`, which the main CLI prints
+as a message and a hint.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
-    from harnessgrid.designs import Design
+    from harnessgrid.designs import Design, Variant
+    from harnessgrid.schedule import Pairing
     from harnessgrid.space import FactorSpace
 
-design_app = typer.Typer(help="Designs over the harness factor space.", no_args_is_help=True)
-schedule_app = typer.Typer(help="Training schedules over a design.", no_args_is_help=True)
+design_app = typer.Typer(help="Designs over the harness factor space: show, check, hold out.",
+                         no_args_is_help=True)
+schedule_app = typer.Typer(help="Training schedules: which (task, harness) pairs each step "
+                                "rolls out.", no_args_is_help=True)
 
-WITH = typer.Option([], "--with", help="Add a registered level to the space: FACTOR:LEVEL "
-                    "(repeatable), e.g. observation:diffstat.")
-JSON = typer.Option(False, "--json", help="Machine-readable output.")
+KINDS = ("oa", "full", "first-order", "random", "single")
+
+With = Annotated[list[str] | None, typer.Option(
+    "--with", metavar="FACTOR:LEVEL",
+    help="Add a registered level to the default space (repeatable), e.g. observation:diffstat.")]
+Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+Kind = Annotated[str, typer.Option("--kind", help=f"Design: {', '.join(KINDS)}.")]
+VariantOpt = Annotated[str, typer.Option(
+    "--variant", help="OA choice: min_aberration (the paper's) or local (nearer neighbours).")]
+Config = Annotated[str | None, typer.Option("--config", metavar="CODE",
+                                            help="The configuration of --kind single.")]
 
 
-def _space(with_levels: list[str]) -> FactorSpace:
-    from harnessgrid.composition import registry_space
+def _space_from_options(with_levels: list[str] | None) -> FactorSpace:
+    """The default 3^5 space plus each ``FACTOR:LEVEL`` of ``--with``.
 
-    return registry_space(with_levels)
+    When the plugin registry is available, every added name must be a registered level of its
+    factor, so a typo fails here rather than when the harness is composed."""
+    from harnessgrid.space import FACTORS, FactorSpace
+
+    space = FactorSpace.default()
+    registered = _registered_levels() if with_levels else None
+    for spec in with_levels or []:
+        factor, sep, level = spec.partition(":")
+        if not sep or not factor or not level:
+            raise ConfigError(f"bad --with value {spec!r}",
+                              hint="write FACTOR:LEVEL, e.g. --with observation:diffstat")
+        if factor not in FACTORS:
+            raise ConfigError(f"unknown factor {factor!r} in --with {spec}",
+                              hint=f"factors are {', '.join(FACTORS)}")
+        if registered is not None and level not in registered.get(factor, set()):
+            known = ", ".join(sorted(registered.get(factor, set()))) or "none"
+            raise ConfigError(f"no plugin provides level {level!r} of factor {factor!r}",
+                              hint=f"registered {factor} levels: {known}; install the plugin "
+                                   "that provides it (see `harnessgrid plugins list`)")
+        if level not in space.factor(factor).levels:
+            space = space.extend(factor, level)
+    return space
 
 
-def _build(kind: str, space: FactorSpace, n: int, seed: int, config: str | None,
-           variant: str) -> Design:
+def _registered_levels() -> dict[str, set[str]] | None:
+    """``{factor: level names}`` from the plugin registry, or ``None`` when there is none."""
+    try:
+        from harnessgrid.registry import get_registry
+    except ImportError:
+        return None
+    table: Any = getattr(get_registry(), "factor_levels", None)
+    if table is None:
+        return None
+    out: dict[str, set[str]] = {}
+    for key, value in dict(table).items():
+        if isinstance(key, tuple):  # {(factor, name): level class}
+            out.setdefault(key[0], set()).add(key[1])
+        else:  # {factor: names or level classes}
+            out.setdefault(key, set()).update(getattr(v, "name", v) for v in value)
+    return out
+
+
+def _build_design(space: FactorSpace, kind: str, n: int, seed: int, config: str | None,
+                  variant: str) -> Design:
     from harnessgrid import designs
 
+    if variant not in ("min_aberration", "local"):
+        raise ConfigError(f"unknown --variant {variant!r}", hint="min_aberration or local")
     match kind:
         case "oa":
-            return designs.orthogonal_design(space, variant=variant)  # type: ignore[arg-type]
+            return designs.orthogonal_design(space, variant=cast("Variant", variant))
         case "full":
             return designs.full_design(space)
         case "first-order":
@@ -42,10 +99,10 @@ def _build(kind: str, space: FactorSpace, n: int, seed: int, config: str | None,
             return designs.random_design(space, n, seed)
         case "single":
             if config is None:
-                raise ConfigError("--kind single needs --config CODE", hint="e.g. S0-T0-O0-C0-W0")
+                raise ConfigError("--kind single needs --config CODE",
+                                  hint="e.g. --kind single --config S1-T0-O2-C1-W0")
             return designs.single_design(space.parse(config))
-    raise ConfigError(f"unknown design kind {kind!r}",
-                      hint="oa, full, first-order, random or single")
+    raise ConfigError(f"unknown design --kind {kind!r}", hint=f"use one of {', '.join(KINDS)}")
 
 
 def _print_design(design: Design, as_json: bool, title: str) -> None:
@@ -56,34 +113,33 @@ def _print_design(design: Design, as_json: bool, title: str) -> None:
     from rich.table import Table
 
     table = Table(title=f"{title}: {len(design)} configurations")
-    table.add_column("code")
+    table.add_column("#", justify="right")
+    table.add_column("code", no_wrap=True, min_width=14)
     for f in design.space.factors:
         table.add_column(f.name)
-    for c in design.configs:
-        table.add_row(c.code, *c.levels.values())
+    for i, c in enumerate(design.configs):
+        table.add_row(str(i), c.code, *c.levels.values())
     Console().print(table)
 
 
 @design_app.command("show")
-def show(kind: str = typer.Option("oa", "--kind", help="oa, full, first-order, random, single."),
-         n: int = typer.Option(18, "--n", help="Runs of a random design."),
-         seed: int = typer.Option(0, "--seed"),
-         config: str | None = typer.Option(None, "--config", help="CODE for --kind single."),
-         variant: str = typer.Option("min_aberration", "--variant",
-                                     help="OA choice: min_aberration or local."),
-         with_levels: list[str] = WITH, as_json: bool = JSON) -> None:
-    """Print a design (JSON: a list of {factor: level} objects)."""
-    design = _build(kind, _space(with_levels), n, seed, config, variant)
+def show(kind: Kind = "oa",
+         n: Annotated[int, typer.Option("--n", help="Runs of --kind random.")] = 18,
+         seed: Annotated[int, typer.Option("--seed", help="Seed of --kind random.")] = 0,
+         config: Config = None, variant: VariantOpt = "min_aberration",
+         with_levels: With = None, as_json: Json = False) -> None:
+    """Print a design: a table of codes and level names (JSON: a list of {factor: level})."""
+    design = _build_design(_space_from_options(with_levels), kind, n, seed, config, variant)
     _print_design(design, as_json, f"{kind} design")
 
 
 @design_app.command("check")
-def check(kind: str = typer.Option("oa", "--kind"), n: int = typer.Option(18, "--n"),
-          seed: int = typer.Option(0, "--seed"), config: str | None = typer.Option(None, "--config"),
-          variant: str = typer.Option("min_aberration", "--variant"),
-          with_levels: list[str] = WITH, as_json: bool = JSON) -> None:
-    """Diagnostics: strength, GWLP, pair balance, Hamming histogram, nearest neighbours."""
-    design = _build(kind, _space(with_levels), n, seed, config, variant)
+def check(kind: Kind = "oa", n: Annotated[int, typer.Option("--n")] = 18,
+          seed: Annotated[int, typer.Option("--seed")] = 0, config: Config = None,
+          variant: VariantOpt = "min_aberration", with_levels: With = None,
+          as_json: Json = False) -> None:
+    """Diagnostics: strength, GWLP, pair balance, Hamming distances, nearest neighbours."""
+    design = _build_design(_space_from_options(with_levels), kind, n, seed, config, variant)
     diag = design.diagnostics()
     if as_json:
         typer.echo(diag.model_dump_json(indent=2))
@@ -91,59 +147,94 @@ def check(kind: str = typer.Option("oa", "--kind"), n: int = typer.Option(18, "-
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{kind} design: {diag.n_runs} runs", show_header=False)
-    rows = {"strength": diag.strength, "GWLP (A0..Ak)": diag.gwlp,
-            "every level pair equally often": diag.pair_balanced,
-            "Hamming distance histogram": diag.hamming_histogram,
-            "nearest-neighbour distance (per run)": diag.nearest_distance,
-            "nearest-neighbour ties (per run)": diag.nearest_ties,
-            "mean nearest-neighbour distance": round(diag.mean_nearest_distance, 3),
-            "Rao bound (strength 2 / 3)": f"{diag.rao_bound_strength2} / "
-                                          f"{diag.rao_bound_strength3}"}
-    for key, value in rows.items():
-        table.add_row(key, str(value))
-    Console().print(table)
+    console = Console()
+    summary = Table(title=f"{kind} design: {diag.n_runs} runs", show_header=False)
+    mean_nn = diag.mean_nearest_distance
+    for key, value in {
+        "strength": diag.strength,
+        "GWLP A0..A5": ", ".join(f"{a:g}" for a in diag.gwlp),
+        "every level pair equally often": diag.pair_balanced,
+        "mean nearest-neighbour distance": "-" if mean_nn is None else f"{mean_nn:.3f}",
+        "Rao bound, strength 2 / 3": f"{diag.rao_bound_strength2} / {diag.rao_bound_strength3}",
+    }.items():
+        summary.add_row(key, str(value))
+    console.print(summary)
+    hist = Table(title="Hamming distance between runs")
+    hist.add_column("distance", justify="right")
+    hist.add_column("run pairs", justify="right")
+    for d, count in enumerate(diag.hamming_histogram):
+        hist.add_row(str(d), str(count))
+    console.print(hist)
+    pairs = Table(title="level-pair counts per factor pair")
+    for col in ("factors", "counts (rows: first factor's levels)", "balanced"):
+        pairs.add_column(col)
+    for p in diag.pair_balance:
+        pairs.add_row(" × ".join(p.factors), " / ".join(" ".join(map(str, r)) for r in p.counts),
+                      "yes" if p.balanced else "no")
+    console.print(pairs)
+    runs = Table(title="nearest neighbours")
+    runs.add_column("code", no_wrap=True, min_width=14)
+    for col in ("distance", "ties"):
+        runs.add_column(col, justify="right")
+    for code, nearest, ties in zip(design.codes, diag.nearest_distance, diag.nearest_ties):
+        runs.add_row(code, "-" if nearest is None else str(nearest), str(ties))
+    console.print(runs)
 
 
 @design_app.command("holdout")
-def holdout_cmd(n: int = typer.Option(18, "--n"), seed: int = typer.Option(0, "--seed"),
-                variant: str = typer.Option("min_aberration", "--variant"),
-                with_levels: list[str] = WITH, as_json: bool = JSON) -> None:
-    """Held-out in-space configurations: outside the OA, every level equally represented."""
-    from harnessgrid import designs
+def holdout_cmd(n: Annotated[int, typer.Option("--n", help="Held-out configurations.")] = 18,
+                seed: Annotated[int, typer.Option("--seed", help="Held-out set seed.")] = 0,
+                kind: Kind = "oa",
+                design_n: Annotated[int, typer.Option("--design-n",
+                                                      help="Runs of a random design.")] = 18,
+                design_seed: Annotated[int, typer.Option("--design-seed")] = 0,
+                config: Config = None, variant: VariantOpt = "min_aberration",
+                with_levels: With = None, as_json: Json = False) -> None:
+    """Held-out in-space configurations: outside the training design, levels balanced."""
+    from harnessgrid.designs import holdout
 
-    train = designs.orthogonal_design(_space(with_levels), variant=variant)  # type: ignore[arg-type]
-    _print_design(designs.holdout(train, n, seed), as_json, "held-out configurations")
+    space = _space_from_options(with_levels)
+    train = _build_design(space, kind, design_n, design_seed, config, variant)
+    _print_design(holdout(train, n, seed), as_json, f"held out from the {kind} design")
 
 
 @schedule_app.command("preview")
-def preview(steps: int = typer.Option(4, "--steps", min=1),
-            k: int = typer.Option(2, "--k", min=1),
-            pairing: str = typer.Option("hamming", "--pairing", help="hamming, random, repeat."),
-            tasks_per_step: int = typer.Option(16, "--tasks-per-step", min=1),
-            n_tasks: int = typer.Option(100, "--n-tasks", min=1, help="Synthetic task ids."),
-            seed: int = typer.Option(0, "--seed"),
-            variant: str = typer.Option("min_aberration", "--variant"),
-            with_levels: list[str] = WITH, as_json: bool = JSON) -> None:
-    """Which (task, configuration) pairs the first training steps roll out."""
-    from harnessgrid import designs
+def preview(steps: Annotated[int, typer.Option("--steps", help="Steps to show.")] = 4,
+            k: Annotated[int, typer.Option("--k", help="Configurations per task.")] = 2,
+            pairing: Annotated[str, typer.Option("--pairing",
+                                                 help="hamming, random or repeat.")] = "hamming",
+            tasks_per_step: Annotated[int, typer.Option("--tasks-per-step")] = 16,
+            n_tasks: Annotated[int, typer.Option("--n-tasks",
+                                                 help="Number of synthetic task ids.")] = 100,
+            seed: Annotated[int, typer.Option("--seed", help="Schedule seed.")] = 0,
+            kind: Kind = "oa",
+            design_n: Annotated[int, typer.Option("--design-n")] = 18,
+            design_seed: Annotated[int, typer.Option("--design-seed")] = 0,
+            config: Config = None, variant: VariantOpt = "min_aberration",
+            with_levels: With = None, as_json: Json = False) -> None:
+    """The (task, configuration) pairs of the first training steps."""
     from harnessgrid.schedule import Schedule
 
-    design = designs.orthogonal_design(_space(with_levels), variant=variant)  # type: ignore[arg-type]
+    if steps < 1 or n_tasks < 1:
+        raise ConfigError(f"--steps {steps} and --n-tasks {n_tasks} must be at least 1",
+                          hint="e.g. --steps 4 --n-tasks 100")
+    design = _build_design(_space_from_options(with_levels), kind, design_n, design_seed,
+                           config, variant)
     schedule = Schedule(design, [f"task-{i:05d}" for i in range(n_tasks)], k=k,
-                        pairing=pairing, tasks_per_step=tasks_per_step, seed=seed)  # type: ignore[arg-type]
-    items = schedule.preview(steps)
+                        pairing=cast("Pairing", pairing), tasks_per_step=tasks_per_step,
+                        seed=seed)
+    rows = schedule.preview(steps)
     if as_json:
-        typer.echo(json.dumps([{"step": it.step, "task": it.task_id, "config": it.config.code,
-                                "slot": it.slot, "anchor": it.anchor.code} for it in items]))
+        typer.echo(json.dumps(rows, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"schedule: k={k}, pairing={pairing}, {tasks_per_step} tasks per step")
-    for col in ("step", "task", "config", "slot", "anchor", "distance"):
-        table.add_column(col)
-    for it in items:
-        table.add_row(str(it.step), it.task_id, it.config.code, str(it.slot), it.anchor.code,
-                      str(it.anchor.hamming(it.config)))
+    table = Table(title=f"schedule: k={k}, pairing={pairing}, {tasks_per_step} tasks per step, "
+                        f"{len(design)}-run {kind} design")
+    for col in rows[0]:
+        code_like = col in ("config", "anchor")
+        table.add_column(col, no_wrap=code_like, min_width=14 if code_like else None)
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
     Console().print(table)

@@ -1,16 +1,39 @@
-"""Experimental designs over a factor space: full, single, first-order, random, orthogonal,
-and held-out configurations for evaluation."""
+"""Experimental designs over a factor space (DESIGN §3): which harness configurations to train
+on — the full grid, one harness, first-order coverage, a random subset, an orthogonal array —
+their diagnostics, and held-out configurations for in-space evaluation."""
 
 from harnessgrid.designs.design import (
     Design,
+    DesignKind,
     Diagnostics,
+    PairBalance,
+    design_from_configs,
     first_order_design,
     full_design,
+    gwlp,
     random_design,
+    rao_bound,
     single_design,
+    strength_of,
 )
 from harnessgrid.designs.holdout import holdout
-from harnessgrid.designs.orthogonal import candidate_run_sizes, orthogonal_design
+from harnessgrid.designs.orthogonal import Variant, candidate_run_sizes, orthogonal_design
 
-__all__ = ["Design", "Diagnostics", "candidate_run_sizes", "first_order_design", "full_design",
-           "holdout", "orthogonal_design", "random_design", "single_design"]
+__all__ = [
+    "Design",
+    "DesignKind",
+    "Diagnostics",
+    "PairBalance",
+    "Variant",
+    "candidate_run_sizes",
+    "design_from_configs",
+    "first_order_design",
+    "full_design",
+    "gwlp",
+    "holdout",
+    "orthogonal_design",
+    "random_design",
+    "rao_bound",
+    "single_design",
+    "strength_of",
+]

@@ -17,7 +17,7 @@ import math
 import random
 from collections.abc import Iterator, Sequence
 from itertools import combinations
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_serializer, model_validator
 
@@ -63,6 +63,7 @@ class Diagnostics(BaseModel):
     rao_bound_strength2: int
     rao_bound_strength3: int
 
+
 DesignKind = Literal["full", "single", "first_order", "random", "orthogonal", "holdout",
                      "custom"]
 
@@ -73,7 +74,7 @@ class Design(BaseModel):
     Example::
 
         design = hg.orthogonal_design(hg.FactorSpace.default())
-        design.codes[:2]             # ['S0-T0-O0-C0-W0', 'S0-T1-O1-C2-W2']
+        design.codes[:2]             # ['S0-T0-O0-C0-W0', 'S0-T0-O1-C1-W1']
         design.diagnostics().gwlp    # [1.0, 0.0, 0.0, 5.0, 7.5, 0.0]
         Design.from_json(design.to_json()) == design   # True
     """
@@ -166,30 +167,42 @@ class Design(BaseModel):
     def reproduce(self) -> Design:
         """Build the design again from ``kind`` and ``params`` (equal to ``self`` for every
         kind but ``custom``, whose recipe is the list of codes itself)."""
-        from harnessgrid.designs.holdout import holdout
-        from harnessgrid.designs.orthogonal import orthogonal_design
+        try:
+            return self._rebuild(self.params)
+        except KeyError as exc:
+            raise ConfigError(f"{self.kind} design lacks the parameter {exc.args[0]!r} needed "
+                              "to rebuild it", hint="the design JSON was edited by hand; "
+                              "build the design again instead") from None
 
-        p = self.params
+    def _rebuild(self, p: dict[str, JsonValue]) -> Design:
+        from harnessgrid.designs.holdout import holdout
+        from harnessgrid.designs.orthogonal import Variant, orthogonal_design
+
+        rebuilt: Design = self
         match self.kind:
             case "full":
-                return full_design(self.space)
+                rebuilt = full_design(self.space)
             case "single":
-                return single_design(self.space.parse(str(p["config"])))
+                rebuilt = single_design(self.space.parse(str(p["config"])))
             case "first_order":
-                return first_order_design(self.space)
+                rebuilt = first_order_design(self.space)
             case "random":
-                return random_design(self.space, _int(p["n"]), _int(p["seed"]))
+                rebuilt = random_design(self.space, _int(p["n"]), _int(p["seed"]))
             case "orthogonal":
                 max_runs = p.get("max_runs")
-                return orthogonal_design(self.space, _int(p["strength"]),
-                                         variant=str(p["variant"]),  # type: ignore[arg-type]
-                                         max_runs=None if max_runs is None else _int(max_runs))
+                rebuilt = orthogonal_design(
+                    self.space, _int(p["strength"]), variant=cast(Variant, p["variant"]),
+                    max_runs=None if max_runs is None else _int(max_runs))
             case "holdout":
                 codes = p["train_codes"]
-                assert isinstance(codes, list)
-                train = design_from_configs([self.space.parse(str(c)) for c in codes])
-                return holdout(train, _int(p["n"]), _int(p["seed"]))
-        return self
+                if not isinstance(codes, list):
+                    raise ConfigError("holdout design without its training codes",
+                                      hint="the design JSON was edited by hand; rebuild it")
+                train = Design.model_validate({
+                    "space": self.space, "kind": p.get("train_kind", "custom"),
+                    "configs": tuple(self.space.parse(str(c)) for c in codes)})
+                rebuilt = holdout(train, _int(p["n"]), _int(p["seed"]))
+        return rebuilt
 
 
 def _int(value: JsonValue) -> int:

@@ -1,65 +1,124 @@
-"""Held-out in-space configurations for evaluation: outside the training design, every level of
-every factor equally represented, deterministic."""
+"""Held-out in-space configurations: where "in-space" generalisation is measured (DESIGN §9).
+
+The paper evaluates a policy on configurations of the same space that it never trained on. For
+that average to be fair, no level may be over-represented: every level of every factor appears
+``n / levels`` times (or, when that is not an integer, the counts differ by at most one).
+
+How. An orthogonal array stays an orthogonal array when the levels of each factor are renamed
+(permuted), so a relabelled copy of the training OA — or of the smallest OA of the space, when
+its size is ``n`` — is exactly balanced, and usually some relabelling avoids every training
+configuration. Relabellings are tried in a seeded order. Otherwise (other sizes, or no
+relabelling fits) configurations are drawn in a seeded order under per-level quotas; only if
+that fails too are the quotas relaxed to "as even as possible".
+"""
 
 from __future__ import annotations
 
 import random
-from collections import Counter
-from itertools import permutations, product
+from collections.abc import Iterator, Sequence
 
 from harnessgrid.designs.design import Design
 from harnessgrid.errors import ConfigError
-from harnessgrid.space import HarnessConfig
+from harnessgrid.space import FactorSpace
+
+Row = tuple[int, ...]
+
+#: Seeded relabellings tried per base array, and seeded quota draws, before giving up on each.
+RELABEL_TRIES = 5000
+QUOTA_TRIES = 200
 
 
 def holdout(design: Design, n: int = 18, seed: int = 0) -> Design:
-    """``n`` configurations not in ``design``, with balanced level counts.
-
-    When ``n`` equals the design's size the held-out set is the design with its levels relabelled
-    per factor (a seeded choice among the relabellings whose rows avoid the design): relabelling
-    keeps every balance property of an orthogonal array, so the held-out set is itself an OA.
-    Otherwise configurations are drawn one at a time (seeded) from the rest of the space, each
-    time among those that keep the level counts most even.
-    """
+    """``n`` configurations of ``design.space`` that are not in ``design``, each level of each
+    factor equally often (within one when ``n`` is not a multiple of its level count),
+    listed in lexicographic order and the same for the same (design, n, seed) in every
+    process."""
     space = design.space
-    taken = {c.indices for c in design.configs}
-    free = [c for c in space if c.indices not in taken]
-    if not 1 <= n <= len(free):
-        raise ConfigError(f"cannot hold out {n} configurations: {len(free)} lie outside the design",
-                          hint=f"choose n between 1 and {len(free)}")
-    rng = random.Random(f"holdout:{seed}")
-    rows: list[tuple[int, ...]] | None = None
-    if n == len(design):
-        rows = _relabelled(design, taken, rng)
+    taken = set(design.rows())
+    free = space.size - len(taken)
+    if not 1 <= n <= free:
+        raise ConfigError(f"cannot hold out n={n} configurations: {free} of the space's "
+                          f"{space.size} lie outside the {design.kind} design",
+                          hint=f"choose n from 1 to {free}, or train on a smaller design")
+    rng = random.Random(f"harnessgrid:holdout:{seed}")
+    rows, method = None, "quota"
+    for base in _balanced_bases(design, n):
+        rows = _relabelled(base, space.sizes, taken, rng)
+        if rows is not None:
+            method = "relabelled_oa"
+            break
     if rows is None:
-        rows = _balanced_draw(free, n, rng)
+        rows = _quota_draw(space, n, taken, rng)
+    if rows is None:
+        rows, method = _most_even_draw(space, n, taken, rng), "most_even"
     return Design(space=space, configs=tuple(space.config(r) for r in sorted(rows)),
-                  kind="holdout", params={"n": n, "seed": seed, "of": design.kind})
+                  kind="holdout", params={"n": n, "seed": seed, "method": method,
+                                          "train_kind": design.kind,
+                                          "train_codes": list(design.codes)})
 
 
-def _relabelled(design: Design, taken: set[tuple[int, ...]],
-                rng: random.Random) -> list[tuple[int, ...]] | None:
-    per_factor = [list(permutations(range(s))) for s in design.space.sizes]
-    if any(len(p) > 24 for p in per_factor):  # a 5-level factor: too many relabellings
-        return None
-    choices = list(product(*per_factor))
-    rng.shuffle(choices)
-    for relabel in choices[:5000]:
-        rows = [tuple(relabel[f][i] for f, i in enumerate(r)) for r in design.rows()]
-        if not taken.intersection(rows):
+def _balanced_bases(design: Design, n: int) -> Iterator[list[Row]]:
+    """Exactly balanced arrays of ``n`` runs to relabel, built lazily: the design itself when
+    it is one, then the space's smallest strength-2 OA when that has ``n`` runs."""
+    from harnessgrid.designs.orthogonal import candidate_run_sizes, orthogonal_design
+
+    if len(design) == n and design.diagnostics().strength >= 1:
+        yield design.rows()
+    if n not in candidate_run_sizes(design.space.sizes):
+        return
+    try:
+        oa = orthogonal_design(design.space, max_runs=n, time_budget_s=5.0)
+    except ConfigError:
+        return
+    if len(oa) == n and oa.rows() != design.rows():
+        yield oa.rows()
+
+
+def _relabelled(base: Sequence[Row], sizes: Sequence[int], taken: set[Row],
+                rng: random.Random) -> list[Row] | None:
+    """The first seeded per-factor level permutation of ``base`` that avoids ``taken``."""
+    for _ in range(RELABEL_TRIES):
+        perms = [rng.sample(range(s), s) for s in sizes]
+        rows = [tuple(perms[f][level] for f, level in enumerate(r)) for r in base]
+        if taken.isdisjoint(rows) and len(set(rows)) == len(rows):
             return rows
     return None
 
 
-def _balanced_draw(free: list[HarnessConfig], n: int, rng: random.Random) -> list[tuple[int, ...]]:
-    pool = [c.indices for c in free]
-    rng.shuffle(pool)
-    counts: list[Counter[int]] = [Counter() for _ in pool[0]]
-    chosen: list[tuple[int, ...]] = []
+def _quota_draw(space: FactorSpace, n: int, taken: set[Row],
+                rng: random.Random) -> list[Row] | None:
+    """Seeded greedy draws under exact quotas (n // s per level, +1 for a seeded n % s of
+    them); ``None`` if every try gets stuck."""
+    free = [c.indices for c in space if c.indices not in taken]
+    for _ in range(QUOTA_TRIES):
+        quota = []
+        for s in space.sizes:
+            extra = set(rng.sample(range(s), n % s))
+            quota.append([n // s + (level in extra) for level in range(s)])
+        rng.shuffle(free)
+        chosen: list[Row] = []
+        for row in free:
+            if all(quota[f][level] for f, level in enumerate(row)):
+                chosen.append(row)
+                for f, level in enumerate(row):
+                    quota[f][level] -= 1
+                if len(chosen) == n:
+                    return chosen
+    return None
+
+
+def _most_even_draw(space: FactorSpace, n: int, taken: set[Row],
+                    rng: random.Random) -> list[Row]:
+    """Seeded greedy: each pick is a remaining configuration whose levels are least used so
+    far. Always succeeds; used when exact balance is impossible among the free configurations."""
+    free = [c.indices for c in space if c.indices not in taken]
+    rng.shuffle(free)
+    counts = [[0] * s for s in space.sizes]
+    chosen: list[Row] = []
     for _ in range(n):
-        best = min(pool, key=lambda r: sum(counts[f][i] for f, i in enumerate(r)))
-        pool.remove(best)
+        best = min(free, key=lambda r: sum(counts[f][level] for f, level in enumerate(r)))
+        free.remove(best)
         chosen.append(best)
-        for f, i in enumerate(best):
-            counts[f][i] += 1
+        for f, level in enumerate(best):
+            counts[f][level] += 1
     return chosen

@@ -46,7 +46,7 @@ def _sample_text(info: dict[str, Any]) -> str:
     turn = info["sample_turn"]
     calls = "".join(f"\n[tool call] {c['name']}({json.dumps(c['arguments'])})"
                     for c in turn["tool_calls"])
-    return (turn["content"] + calls).strip()
+    return (str(turn["content"]) + calls).strip()
 
 
 @harness_app.command("show")

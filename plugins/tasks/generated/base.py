@@ -81,7 +81,7 @@ class Family:
             raise AssertionError(f"{self.name}: difficulty {draft.difficulty} outside {lo}..{hi}")
         key = params_key(self.name, {"long": long, **draft.params})
         return Task(
-            id=task_id(self.name, index), instruction=draft.instruction, files=draft.files,
+            id=task_id(self.name, index), instruction=draft.instruction, files=dict(draft.files),
             grader=FunctionGrader(draft.check), plan=tuple(draft.plan), tags=self.tags,
             category=self.category, difficulty=draft.difficulty,
             limits=TaskLimits(max_turns=max(24, 2 * len(draft.plan) + 12)), suite=suite,

@@ -104,7 +104,11 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
         setattr(traj, part, sum(getattr(t, part) for t in traj.turns))
     traj.segments = 1 + sum(t.new_segment for t in traj.turns[1:])
     if not traj.infra_failure and task.grader is not None:
-        await _grade(task, ws, traj, limits.grader_timeout_s)
+        # An adapter that emulates a real shell writes that shell's own session transcript;
+        # graders written for the shell read exactly that.
+        events = getattr(harness, "session_events", None)
+        transcript = events(traj) if callable(events) else traj.transcript()
+        await _grade(task, ws, traj, transcript, limits.grader_timeout_s)
     traj.wall_s = time.perf_counter() - clock
     if own_workspace:
         ws.cleanup()
@@ -164,7 +168,8 @@ async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLim
     return "max_turns"
 
 
-async def _grade(task: Task, ws: Workspace, traj: Trajectory, timeout_s: float) -> None:
+async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[dict[str, Any]],
+                 timeout_s: float) -> None:
     """Grade on a copy of the final workspace, off the event loop, with a timeout."""
     assert task.grader is not None
     t0 = time.perf_counter()
@@ -172,7 +177,7 @@ async def _grade(task: Task, ws: Workspace, traj: Trajectory, timeout_s: float) 
         copy = ws.copy_to(Path(tmp) / "ws")
         try:
             scores = await asyncio.wait_for(
-                asyncio.to_thread(task.grader.grade, copy.root, traj.transcript()), timeout_s)
+                asyncio.to_thread(task.grader.grade, copy.root, transcript), timeout_s)
             traj.subscores = validate_scores(scores)
             traj.score = sum(traj.subscores.values()) / len(traj.subscores)
             traj.passed = traj.score == 1.0

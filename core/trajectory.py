@@ -125,7 +125,7 @@ def openclaw_transcript(history: list[Message], session_id: str, cwd: str,
             message = {"role": "toolResult", "toolCallId": call_id,
                        "toolName": m.name or pending.get(call_id, ""),
                        "content": [{"type": "text", "text": m.content}],
-                       "isError": m.kind == "format_error"}
+                       "isError": m.kind in ("format_error", "tool_error")}
         else:
             message = {"role": m.role, "content": [{"type": "text", "text": m.content}]}
         events.append({"type": "message", "id": f"{session_id}-{i}", "message": message})

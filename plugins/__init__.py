@@ -17,6 +17,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "harnessgrid.plugins.policies",
     "harnessgrid.plugins.tasks.examples",
     "harnessgrid.plugins.tasks.grid",
+    "harnessgrid.plugins.adapters.openclaw",
+    "harnessgrid.plugins.adapters.mini_bash",
     *(f"harnessgrid.plugins.factors.{factor}.{level}"
       for factor, levels in _LEVELS.items() for level in levels),
 )

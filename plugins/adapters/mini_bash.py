@@ -1,0 +1,130 @@
+"""``adapter:mini-bash``: one bash command per turn, in the style of mini-swe-agent.
+
+A deliberately small adapter, and the worked example of CONTRIBUTING.md ("Writing an
+adapter"): it implements the ``Harness`` protocol directly in about a hundred lines. The model
+writes exactly one fenced ```bash block per reply; the block runs in the sandbox and the model
+reads back the exit code and output as a plain user message. There are no other tools. To
+finish, the model runs ``echo MINI_BASH_DONE`` followed by its summary: the command is executed
+like any other, and when its output starts with the line ``MINI_BASH_DONE`` the episode ends
+with the rest of the output as the final message (mini-swe-agent also submits through the
+output of a sentinel command, so a model can compute its answer in the same step).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from typing import Any
+
+from harnessgrid import hookimpl
+from harnessgrid.episode import (
+    ContextBudget,
+    Decision,
+    EpisodeState,
+    ExecutedCall,
+    TurnOutcome,
+    WorkflowProtocol,
+)
+from harnessgrid.errors import ConfigError
+from harnessgrid.harness import task_message
+from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall, ToolSpec
+from harnessgrid.registrations import AdapterSpec
+from harnessgrid.tasks import Task
+from harnessgrid.tools import Environment, as_shell, execute
+
+SENTINEL = "MINI_BASH_DONE"
+MAX_OUTPUT_CHARS = 10_000
+_BLOCK = re.compile(r"^(`{3,})bash[ \t]*\n(.*?)\n\1[ \t]*$", re.DOTALL | re.MULTILINE)
+
+SYSTEM_PROMPT = """You solve tasks by running shell commands in a sandboxed workspace at {mount}.
+Every reply has two parts: a short thought, then exactly one ```bash block holding one command
+line or script. It runs from the workspace directory and you get back its exit code and output.
+Commands do not share state (no cd or exported variables carry over). When the task is done and
+checked, run `echo {sentinel}` followed by a one-line summary, e.g.:
+```bash
+echo {sentinel} && echo "Converted data.tsv to CSV and checked the header."
+```"""
+
+
+def _clip(text: str) -> str:
+    """Head and tail of a long output, so one noisy command cannot flood the context."""
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return text
+    half = MAX_OUTPUT_CHARS // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+
+
+class MiniBashHarness:
+    """One ```bash block per turn; full history; finish through the sentinel's output."""
+
+    name = "adapter:mini-bash"
+    protocol = WorkflowProtocol()
+    native_tools = False  # the command is written in text, not as a native tool call
+
+    def tools(self) -> list[ToolSpec]:
+        schema = {"type": "object", "properties": {"command": {"type": "string"}},
+                  "required": ["command"]}
+        return [ToolSpec(name="bash", description="Run one command (one ```bash block).",
+                         parameters=schema)]
+
+    def start(self, task: Task, episode_id: str) -> EpisodeState:
+        state = EpisodeState(episode_id=episode_id, task_id=task.id)
+        prompt = SYSTEM_PROMPT.format(mount=task.mount_path, sentinel=SENTINEL)
+        state.append(Message(role="system", content=prompt, kind="system", pinned=True),
+                     task_message(task))
+        return state
+
+    def view(self, state: EpisodeState, budget: ContextBudget) -> list[Message]:
+        return list(state.history)  # no context management: the whole history every turn
+
+    async def step(self, state: EpisodeState, turn: ModelTurn, env: Environment) -> tuple[
+            TurnOutcome, Decision]:
+        state.turn += 1
+        outcome = TurnOutcome(turn=turn)
+        blocks = [body for _fence, body in _BLOCK.findall(turn.content)]
+        if len(blocks) != 1:
+            outcome.format_error = FormatError(
+                f"expected exactly one ```bash block, found {len(blocks)}")
+            state.append(turn.message(), Message(
+                role="user", kind="format_error",
+                content=f"Format error: {outcome.format_error.message}. Reply with one thought "
+                        "and exactly one ```bash block."))
+            state.consecutive_format_errors += 1
+            return outcome, Decision(format_error=True)
+        call = ToolCall(id=f"bash_{state.turn}", name="bash", arguments={"command": blocks[0]})
+        state.append(turn.message().model_copy(update={"parsed_calls": (call,)}))
+        action = Action.of("shell", command=blocks[0])
+        result = await execute(action, env)
+        outcome.executed.append(ExecutedCall(call, action, result))
+        output = result.output + result.stderr
+        state.consecutive_format_errors = 0
+        if output.split("\n", 1)[0].strip() == SENTINEL:
+            outcome.finish = Action.of("finish", message=output.partition("\n")[2].strip())
+            state.finished = True
+            return outcome, Decision(finished=True)
+        status = "timed out" if result.timed_out else f"exit code {result.exit_code}"
+        state.append(Message(role="user", kind="observation",
+                             content=f"[{status}]\n{_clip(output) or '(no output)'}"))
+        return outcome, Decision()
+
+    def render_action(self, action: Action, call_id: str) -> ModelTurn:
+        if action.kind == "finish":
+            command = f"echo {SENTINEL} && echo {shlex.quote(action.args['message'])}"
+        else:
+            command = as_shell(action).args["command"]
+        fence = "`" * max(3, 1 + max((len(r) for r in re.findall("`+", command)), default=0))
+        return ModelTurn(content=f"Next step: {action.kind}.\n{fence}bash\n{command}\n{fence}")
+
+
+def create(**options: Any) -> MiniBashHarness:
+    if options:
+        raise ConfigError(f"adapter:mini-bash takes no options, got {sorted(options)}")
+    return MiniBashHarness()
+
+
+@hookimpl
+def harnessgrid_adapters() -> Iterator[AdapterSpec]:
+    yield AdapterSpec(name="mini-bash", create=create, version="1",
+                      description="One ```bash block per turn, plain observations, finish by "
+                                  "`echo MINI_BASH_DONE` (mini-swe-agent style).")

@@ -1,0 +1,286 @@
+"""``adapter:openclaw``: the OpenClaw agent shell, emulated as a black-box harness.
+
+**Pinned version: OpenClaw v2026.2.26** (npm ``openclaw@2026.2.26``, whose coding tools come from
+pi-coding-agent). OpenClaw is the shell of the paper's black-box SFT/RL baselines, and the
+ClawGym/PinchBench graders read its session files, so a policy must meet here what it would
+meet there. Facts carried over (from OpenClaw's public docs and source; every sentence the model
+reads is harnessgrid's own):
+
+- tools ``read{path, offset?, limit?}`` (pages of 2000 lines / 50 KB with OpenClaw's
+  continuation notes), ``write{path, content}``, ``edit{path, oldText, newText}`` (one exact
+  match), ``exec{command, workdir?, timeout? (s), background?, yieldMs?}`` and
+  ``process{action: list|poll|log|kill, sessionId?}``; native tool calls, arguments checked
+  against the JSON schemas (:mod:`._openclaw_tools`);
+- the sectioned system prompt with the workspace bootstrap files (:mod:`._openclaw_prompt`);
+- session pruning of old tool results and compaction into a checkpoint
+  (:mod:`._openclaw_context`);
+- the loop: a reply without tool calls ends the run (the episode's finish); an empty reply is
+  answered with a nudge and counts as a format error (harnessgrid's choice: OpenClaw would end
+  silently, which would waste an RL episode on a glitch);
+- JSONL session files (:meth:`OpenClawHarness.session_events`).
+
+Emulated differently, and why: background exec sessions run to completion inside their
+``exec`` call, because the sandbox ends leftover processes (``process`` then sees them as
+exited; ``write``/``send-keys``/``clear``/``remove`` and PTYs are absent); pruning runs on every
+request instead of after the prompt-cache TTL; the prompt's date is fixed
+(``2026-02-26 09:00 UTC``) unless ``now`` is given, so identical episodes get identical prompts
+and token ids; exec's default timeout is the sandbox's per-command limit, not 1800 s. Not
+emulated: skills, memory, messaging channels, heartbeats, sub-agents, images, web tools, the
+``apply_patch``/``grep``/``find``/``ls`` tools, fuzzy edit matching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from harnessgrid import hookimpl
+from harnessgrid.episode import (
+    ContextBudget,
+    Decision,
+    EpisodeState,
+    ExecutedCall,
+    TurnOutcome,
+    WorkflowProtocol,
+)
+from harnessgrid.errors import ConfigError
+from harnessgrid.harness import task_message
+from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall, ToolSpec
+from harnessgrid.plugins.adapters._openclaw_context import (
+    CompactionSettings,
+    PruningSettings,
+    Summarizer,
+    SummaryRequest,
+    checkpoint,
+    compaction_message,
+    compaction_meta,
+    find_cut,
+    prune,
+)
+from harnessgrid.plugins.adapters._openclaw_prompt import (
+    BOOTSTRAP_MAX_CHARS,
+    BOOTSTRAP_TOTAL_MAX_CHARS,
+    load_bootstrap,
+    project_context,
+    system_prompt,
+)
+from harnessgrid.plugins.adapters._openclaw_tools import (
+    SUMMARIES,
+    ExecLimits,
+    check_arguments,
+    run_call,
+    tool_specs,
+)
+from harnessgrid.plugins.adapters._openclaw_transcript import session_events, session_jsonl
+from harnessgrid.registrations import AdapterSpec
+from harnessgrid.tasks import Task
+from harnessgrid.tools import Environment, as_shell
+from harnessgrid.trajectory import Trajectory
+
+VERSION = "2026.2.26"
+FIXED_NOW = datetime(2026, 2, 26, 9, 0, tzinfo=UTC)
+EMPTY_REPLY_NUDGE = ("Your last reply was empty. Carry on with the request using the tools, or "
+                     "answer in plain text if it is already handled.")
+
+
+def _now_text(now: datetime | str | None) -> str:
+    when = datetime.now(UTC) if now == "wall" else FIXED_NOW if now is None else now
+    if isinstance(when, str):
+        return when
+    return when.astimezone(UTC).strftime("%A, %B %d, %Y, %H:%M")
+
+
+class OpenClawHarness:
+    """OpenClaw v2026.2.26 as one :class:`harnessgrid.harness.Harness`.
+
+    Options: ``model`` (shown in the Runtime line), ``now`` (prompt date: a datetime, a string
+    shown as is, ``"wall"`` for the real clock, default fixed), ``pruning`` /
+    ``compaction`` (:class:`PruningSettings` / :class:`CompactionSettings` or dicts of their
+    fields), ``summarizer`` (writes compaction checkpoints; default: deterministic digest),
+    ``bootstrap_max_chars``, ``bootstrap_total_max_chars``, ``exec_max_timeout_s``.
+    """
+
+    name = "adapter:openclaw"
+    protocol = WorkflowProtocol()
+    native_tools = True
+
+    def __init__(self, *, model: str = "unknown", now: datetime | str | None = None,
+                 pruning: PruningSettings | dict[str, Any] | None = None,
+                 compaction: CompactionSettings | dict[str, Any] | None = None,
+                 summarizer: Summarizer | None = None,
+                 bootstrap_max_chars: int = BOOTSTRAP_MAX_CHARS,
+                 bootstrap_total_max_chars: int = BOOTSTRAP_TOTAL_MAX_CHARS,
+                 exec_max_timeout_s: float = 600.0) -> None:
+        self.model = model
+        self.now = now
+        self.pruning = (PruningSettings(**pruning) if isinstance(pruning, dict)
+                        else pruning or PruningSettings())
+        self.compaction = (CompactionSettings(**compaction) if isinstance(compaction, dict)
+                           else compaction or CompactionSettings())
+        self.summarizer = summarizer
+        self.bootstrap_max_chars = bootstrap_max_chars
+        self.bootstrap_total_max_chars = bootstrap_total_max_chars
+        self.exec_limits = ExecLimits(max_timeout_s=exec_max_timeout_s)
+
+    def __repr__(self) -> str:
+        return f"OpenClawHarness(v{VERSION})"
+
+    def tools(self) -> list[ToolSpec]:
+        return tool_specs()
+
+    # ------------------------------------------------------------------------- prompt
+
+    def system_prompt_text(self, task: Task) -> str:
+        files = load_bootstrap(task)
+        soul = next(f for f in files if f.name == "SOUL.md")
+        return system_prompt(
+            mount_path=task.mount_path, tools=list(SUMMARIES.items()),
+            context=project_context(files, self.bootstrap_max_chars,
+                                    self.bootstrap_total_max_chars),
+            has_soul=bool(soul.content and soul.content.strip()), now=_now_text(self.now),
+            model=self.model)
+
+    def start(self, task: Task, episode_id: str) -> EpisodeState:
+        state = EpisodeState(episode_id=episode_id, task_id=task.id)
+        state.append(Message(role="system", content=self.system_prompt_text(task),
+                             kind="system", pinned=True), task_message(task))
+        state.scratch["openclaw.task"] = task.instruction
+        state.scratch["openclaw.mount"] = task.mount_path
+        return state
+
+    # ------------------------------------------------------------------------ context
+
+    @staticmethod
+    def _context(state: EpisodeState) -> list[tuple[int, Message]]:
+        """``(history index, message)`` of what the session holds after its last compaction:
+        system prompt, checkpoint, the kept messages, everything since."""
+        hist = state.history
+        marks = [i for i, m in enumerate(hist) if m.kind == "compaction"]
+        if not marks:
+            return list(enumerate(hist))
+        last = marks[-1]
+        first_kept = compaction_meta(hist[last])[0]
+        kept = [(i, hist[i]) for i in range(first_kept, last) if hist[i].kind != "compaction"]
+        return [(0, hist[0]), (last, hist[last]), *kept, *enumerate(hist[last + 1:], last + 1)]
+
+    def _maybe_compact(self, state: EpisodeState, budget: ContextBudget) -> None:
+        settings, window = self.compaction, budget.max_tokens
+        if not settings.enabled:
+            return
+        context = self._context(state)
+        tokens = budget.count([m for _, m in context])
+        if tokens <= settings.trigger(window):
+            return
+        body = [(i, m) for i, m in context if m.role != "system" and m.kind != "compaction"]
+        cut = find_cut([budget.count([m]) for _, m in body], [m.role for _, m in body],
+                       settings.keep(window))
+        if cut == 0:
+            return  # the whole session is "recent": nothing to summarise
+        first_kept = body[cut][0] if cut < len(body) else len(state.history)
+        task = str(state.scratch.get("openclaw.task", ""))
+        if self.summarizer is not None:
+            older = tuple(m for i, m in context[1:] if m.kind == "compaction" or i < first_kept)
+            summary = self.summarizer(SummaryRequest(messages=older, task=task,
+                                                     tokens_before=tokens))
+        else:
+            older_all = [m for m in state.history[:first_kept]
+                         if m.role != "system" and m.kind != "compaction"]
+            summary = checkpoint(older_all, task, str(state.scratch.get("openclaw.mount", "")))
+        state.append(compaction_message(summary, first_kept, tokens))
+
+    def view(self, state: EpisodeState, budget: ContextBudget) -> list[Message]:
+        """Compact the session if it passed the threshold (a persisted rewrite, so the runtime
+        starts a new token segment), then prune old tool results for this request."""
+        self._maybe_compact(state, budget)
+        messages = [m for _, m in self._context(state)]
+        return [messages[0], *prune(messages[1:], budget.max_tokens, self.pruning)]
+
+    # --------------------------------------------------------------------------- turns
+
+    async def step(self, state: EpisodeState, turn: ModelTurn, env: Environment) -> tuple[
+            TurnOutcome, Decision]:
+        """Run the turn's tool calls in order; a reply without calls ends the run."""
+        state.turn += 1
+        outcome = TurnOutcome(turn=turn)
+        state.append(turn.message())
+        if not turn.tool_calls:
+            if turn.content.strip():
+                outcome.finish = Action.of("finish", message=turn.content)
+                state.finished, state.consecutive_format_errors = True, 0
+                return outcome, Decision(finished=True)
+            outcome.format_error = FormatError("the reply was empty: no text and no tool call")
+            nudge = Message(role="user", content=EMPTY_REPLY_NUDGE, kind="format_error")
+            state.append(nudge)
+            state.consecutive_format_errors += 1
+            return outcome, Decision(messages=[nudge], format_error=True)
+        for call in turn.tool_calls:
+            problem = check_arguments(call)
+            if problem is not None:
+                outcome.format_error = outcome.format_error or FormatError(problem, call=call)
+                state.append(self._result(call, problem, "format_error"))
+                continue
+            done = await run_call(call, env, state, self.exec_limits)
+            outcome.executed.append(ExecutedCall(call, done.action, done.result))
+            state.append(self._result(call, done.text,
+                                      "tool_error" if done.is_error else "observation"))
+        failed = outcome.format_error is not None
+        state.consecutive_format_errors = state.consecutive_format_errors + 1 if failed else 0
+        return outcome, Decision(format_error=failed)
+
+    @staticmethod
+    def _result(call: ToolCall, text: str, kind: str) -> Message:
+        """A toolResult; ``kind`` ``tool_error`` / ``format_error`` marks OpenClaw's isError."""
+        return Message(role="tool", content=text, tool_call_id=call.id, name=call.name,
+                       kind=kind)
+
+    def render_action(self, action: Action, call_id: str) -> ModelTurn:
+        """The turn that performs ``action``: file actions map to read/write/edit, list and
+        search to ``exec`` (``ls``, ``grep -rn``), shell to exec, finish to a text-only reply
+        (``Done.`` when the message is empty, since an empty reply is not a finish here)."""
+        a = action.args
+
+        def call(name: str, **arguments: str) -> ModelTurn:
+            return ModelTurn(tool_calls=(ToolCall(id=call_id, name=name, arguments=arguments),))
+
+        match action.kind:
+            case "finish":
+                return ModelTurn(content=a["message"] if a["message"].strip() else "Done.")
+            case "read":
+                return call("read", path=a["path"])
+            case "write":
+                return call("write", path=a["path"], content=a["content"])
+            case "edit":
+                return call("edit", path=a["path"], oldText=a["old"], newText=a["new"])
+        return call("exec", command=as_shell(action).args["command"])
+
+    # ----------------------------------------------------------------------- transcripts
+
+    @staticmethod
+    def session_events(traj: Trajectory) -> list[dict[str, Any]]:
+        """The episode as OpenClaw session events (see :mod:`._openclaw_transcript`)."""
+        return session_events(traj)
+
+    @staticmethod
+    def session_jsonl(traj: Trajectory) -> str:
+        return session_jsonl(traj)
+
+
+_OPTIONS = frozenset({"model", "now", "pruning", "compaction", "summarizer",
+                      "bootstrap_max_chars", "bootstrap_total_max_chars", "exec_max_timeout_s"})
+
+
+def create(**options: Any) -> OpenClawHarness:
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise ConfigError(f"unknown option(s) for adapter:openclaw: {', '.join(unknown)}",
+                          hint=f"options are {', '.join(sorted(_OPTIONS))}")
+    return OpenClawHarness(**options)
+
+
+@hookimpl
+def harnessgrid_adapters() -> Iterator[AdapterSpec]:
+    yield AdapterSpec(
+        name="openclaw", version=VERSION, create=create,
+        description=f"OpenClaw v{VERSION} emulation: read/write/edit/exec/process, bootstrap "
+                    "files, session pruning, compaction checkpoints, JSONL session files.")

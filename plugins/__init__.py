@@ -17,6 +17,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "harnessgrid.plugins.policies",
     "harnessgrid.plugins.tasks.examples",
     "harnessgrid.plugins.tasks.grid",
+    "harnessgrid.plugins.adapters.claude_code",
     "harnessgrid.plugins.adapters.openclaw",
     "harnessgrid.plugins.adapters.mini_bash",
     *(f"harnessgrid.plugins.factors.{factor}.{level}"

@@ -1,0 +1,87 @@
+"""The system prompt and the ``<system-reminder>`` texts, in our own words.
+
+Structure follows the pinned release: an identity line, then sections on tone, task
+management with TodoWrite, doing tasks and tool-usage policy, then an ``<env>`` block. Project
+memory (``CLAUDE.md``) is *not* in the system prompt: it arrives as a ``<system-reminder>`` at
+the start of the first user message, followed by a reminder that the todo list is empty.
+
+The ``<env>`` block is fixed by default (platform ``linux``, the date below) so that prompts,
+and therefore token ids, are identical across runs; pass ``date``/``platform`` to change them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_DATE = "2025-09-01"
+DEFAULT_PLATFORM = "linux"
+DEFAULT_OS_VERSION = "Linux 6.8.0"
+
+_BODY = """\
+You are Claude Code, Anthropic's command-line agent for software engineering work. You help the \
+user with the task in front of you, using the tools below and the instructions here.
+
+# Tone and style
+Be brief and direct: your replies are shown in a terminal. Say what you did or what you found \
+in a few lines, without preamble or recap, unless the user asks for detail. Explain a command \
+before running it only when it changes something important. Use the tools to act; never use \
+command output or code comments to talk to the user.
+
+# Task management
+For work with several steps, keep a todo list with the TodoWrite tool: write it when you start, \
+keep exactly one item in_progress, and mark each item completed as soon as it is done, not in \
+batches. The list is how you and the user keep track of progress; skip it for one-step tasks.
+
+# Doing tasks
+- Find out what is there first: list, search and read the relevant files before changing them.
+- Make the change with the file tools, following the conventions of the files around it.
+- Check the result (read the file again, run the program or the tests) before you call it done.
+- Do only what was asked; do not create extra files, and never commit unless asked to.
+- When the work is complete, reply with a short message and no tool call: that ends your turn.
+
+# Tool usage policy
+- File paths given to tools must be absolute, under the working directory.
+- Read a file before you Edit it or overwrite it with Write; the tools refuse otherwise.
+- Prefer Read, Edit, Write, Glob, Grep and LS to cat, sed, find and grep in Bash.
+- Independent tool calls can go in one reply; they run in order.
+"""
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What the ``<env>`` block says."""
+
+    working_directory: str
+    is_git_repo: bool
+    platform: str = DEFAULT_PLATFORM
+    os_version: str = DEFAULT_OS_VERSION
+    date: str = DEFAULT_DATE
+    model: str | None = None
+
+
+def system_prompt(env: EnvInfo) -> str:
+    lines = [f"Working directory: {env.working_directory}",
+             f"Is directory a git repo: {'Yes' if env.is_git_repo else 'No'}",
+             f"Platform: {env.platform}", f"OS Version: {env.os_version}",
+             f"Today's date: {env.date}"]
+    model = f"\nYou are powered by the model {env.model}." if env.model else ""
+    return (_BODY + "\nDetails of the machine this session runs on:\n"
+            "<env>\n" + "\n".join(lines) + "\n</env>" + model)
+
+
+def memory_reminder(path: str, content: str) -> str:
+    """``CLAUDE.md`` as the first user message carries it."""
+    return ("<system-reminder>\nProject memory for this session. Instructions from the "
+            "project follow; they take precedence over your defaults where they apply.\n\n"
+            f"From {path}, the instructions kept in the project's repository:\n\n"
+            f"{content.rstrip()}\n\nIgnore whatever in it is not relevant to the task at hand."
+            "\n</system-reminder>\n")
+
+
+TODO_REMINDER = ("<system-reminder>Your todo list is empty right now. If the task has several "
+                 "steps, consider writing one with TodoWrite; otherwise carry on. Do not "
+                 "mention this reminder to the user.</system-reminder>")
+
+EMPTY_TURN_NUDGE = ("<system-reminder>Your last reply had neither text nor a tool call. Go on "
+                    "with the task using the tools, or, if it is finished, reply with a short "
+                    "summary and no tool call.</system-reminder>")

@@ -1,0 +1,367 @@
+"""``adapter:claude-code``: an emulation of Claude Code **1.0.97** as a black-box harness.
+
+Pinned release: Claude Code 1.0.97, the last release that shipped the ``LS`` tool next to
+``MultiEdit`` and ``TodoWrite`` (``LS`` was removed in 1.0.98); where our sources about that
+release disagree with DESIGN §6 (e.g. the TodoWrite item shape ``content/status/activeForm``),
+DESIGN §6 wins.
+
+Emulated: the nine workspace tools with their names and argument schemas (Anthropic tool
+format, and the chat-template form for token policies), their limits, rules and result shapes
+(see ``_claude_code_files``, ``_claude_code_search``, ``_claude_code_shell``); errors wrapped in
+``<tool_use_error>``; the system prompt's structure and ``<env>`` block; ``CLAUDE.md`` as a
+``<system-reminder>`` in the first user message; the turn ending when the model replies without
+tool calls; auto-compaction into a nine-section summary (``_claude_code_compact``).
+
+Not emulated: Task (subagents), WebFetch, WebSearch, NotebookRead/NotebookEdit, ExitPlanMode,
+background shells (BashOutput/KillBash, ``run_in_background``), images/PDFs in Read, permission
+prompts, hooks, slash commands, git status in the prompt, user-level memory files, and the
+re-attachment of recently read files after compaction. All prompt and message text is ours;
+only facts (names, schemas, limits, formats) follow the real shell.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from harnessgrid import hookimpl
+from harnessgrid.episode import (
+    ContextBudget,
+    Decision,
+    EpisodeState,
+    ExecutedCall,
+    TurnOutcome,
+    WorkflowProtocol,
+)
+from harnessgrid.models import (
+    Action,
+    FormatError,
+    Message,
+    ModelTurn,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+)
+from harnessgrid.plugins.adapters import _claude_code_files as files
+from harnessgrid.plugins.adapters import _claude_code_search as search
+from harnessgrid.plugins.adapters import _claude_code_shell as shell
+from harnessgrid.plugins.adapters._claude_code_compact import (
+    SUMMARY_INSTRUCTIONS,
+    CompactionPolicy,
+    Summarizer,
+    clean_policy_summary,
+    digest,
+    summary_message,
+)
+from harnessgrid.plugins.adapters._claude_code_prompt import (
+    DEFAULT_DATE,
+    DEFAULT_OS_VERSION,
+    DEFAULT_PLATFORM,
+    EMPTY_TURN_NUDGE,
+    TODO_REMINDER,
+    EnvInfo,
+    memory_reminder,
+    system_prompt,
+)
+from harnessgrid.plugins.adapters._claude_code_session import (
+    ACTIVE,
+    SCRATCH_KEY,
+    Session,
+    session_of,
+)
+from harnessgrid.plugins.adapters._claude_code_tools import tool_specs, validation_error
+from harnessgrid.registrations import AdapterSpec
+from harnessgrid.tools import Environment
+from harnessgrid.workspace import WorkspaceError
+
+if TYPE_CHECKING:
+    from harnessgrid.tasks import Task
+
+VERSION = "1.0.97"
+MEMORY_FILE = "CLAUDE.md"
+
+
+def _task_files(task: Task) -> frozenset[str]:
+    """Workspace-relative paths of the files an episode starts with."""
+    found = {posixpath.normpath(p.removeprefix(task.mount_path + "/")) for p in task.files}
+    if task.source_dir is not None and task.source_dir.is_dir():
+        found |= {p.relative_to(task.source_dir).as_posix()
+                  for p in task.source_dir.rglob("*") if p.is_file()}
+    return frozenset(found)
+
+
+def _memory(task: Task) -> str | None:
+    """The project's ``CLAUDE.md`` as the task provides it (files win over source_dir)."""
+    for key in (MEMORY_FILE, f"{task.mount_path}/{MEMORY_FILE}"):
+        if key in task.files:
+            data = task.files[key]
+            return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    if task.source_dir is not None and (task.source_dir / MEMORY_FILE).is_file():
+        return (task.source_dir / MEMORY_FILE).read_text(errors="replace")
+    return None
+
+
+class ClaudeCodeHarness:
+    """Claude Code 1.0.97 as a :class:`~harnessgrid.harness.Harness`.
+
+    Options: ``date``, ``platform``, ``os_version``, ``model`` (the ``<env>`` block);
+    ``auto_compact`` and the threshold numbers ``output_reserve``, ``compact_buffer``,
+    ``reference_window``, ``context_window``; ``summarizer``, an async callable
+    ``(messages, instructions) -> str`` that lets the policy write the compaction summary
+    (the deterministic digest is used without it and whenever it fails).
+    """
+
+    name = "adapter:claude-code"
+    version = VERSION
+    native_tools = True
+
+    def __init__(self, *, date: str = DEFAULT_DATE, platform: str = DEFAULT_PLATFORM,
+                 os_version: str = DEFAULT_OS_VERSION, model: str | None = None,
+                 auto_compact: bool = True, output_reserve: int = 20_000,
+                 compact_buffer: int = 13_000, reference_window: int = 200_000,
+                 context_window: int | None = None, summarizer: Summarizer | None = None) -> None:
+        self.protocol = WorkflowProtocol()
+        self.date, self.platform, self.os_version, self.model = date, platform, os_version, model
+        self.auto_compact = auto_compact
+        self.compaction = CompactionPolicy(output_reserve, compact_buffer, reference_window,
+                                           context_window)
+        self.summarizer = summarizer
+        self._tools = tool_specs()
+
+    def __repr__(self) -> str:
+        return f"ClaudeCodeHarness(version={VERSION!r})"
+
+    # ------------------------------------------------------------------ tools
+
+    def tools(self) -> list[ToolSpec]:
+        return list(self._tools)
+
+    def anthropic_tools(self) -> list[dict[str, Any]]:
+        """The tool definitions as the Anthropic Messages API takes them (the real wire form)."""
+        return [t.anthropic() for t in self._tools]
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The same tools in the chat-template / OpenAI form, for token policies."""
+        return [t.openai() for t in self._tools]
+
+    # ------------------------------------------------------------------ episode start and view
+
+    def start(self, task: Task, episode_id: str) -> EpisodeState:
+        initial = _task_files(task)
+        git = any(p == ".git" or p.startswith(".git/") for p in initial)
+        env = EnvInfo(working_directory=task.mount_path, is_git_repo=git, date=self.date,
+                      platform=self.platform, os_version=self.os_version, model=self.model)
+        memory = _memory(task)
+        session = Session(mount_path=task.mount_path, initial_files=initial, memory="" if (
+            memory is None) else memory_reminder(f"{task.mount_path}/{MEMORY_FILE}", memory))
+        state = EpisodeState(episode_id=episode_id, task_id=task.id)
+        state.scratch[SCRATCH_KEY] = session
+        ACTIVE.set(session)  # what render_action renders for until the next view()
+        first = f"{session.memory}{task.instruction}\n\n{TODO_REMINDER}"
+        state.append(
+            Message(role="system", content=system_prompt(env), kind="system", pinned=True),
+            Message(role="user", content=first, kind="task", pinned=True))
+        return state
+
+    def view(self, state: EpisodeState, budget: ContextBudget) -> list[Message]:
+        """The system prompt and everything since the last compaction."""
+        session = session_of(state)
+        session.budget = budget
+        return [state.history[0], *state.history[session.boundary:]]
+
+    # ------------------------------------------------------------------ one turn
+
+    async def step(self, state: EpisodeState, turn: ModelTurn, env: Environment) -> tuple[
+            TurnOutcome, Decision]:
+        session = session_of(state)
+        session.workspace = env.workspace
+        state.turn += 1
+        outcome = TurnOutcome(turn=turn)
+        decision = Decision()
+        state.append(turn.message())
+        if not turn.tool_calls:
+            if turn.content.strip():
+                outcome.finish = Action.of("finish", message=turn.content)
+                decision.finished = True
+            else:
+                decision.messages.append(Message(role="user", content=EMPTY_TURN_NUDGE,
+                                                 kind="reminder"))
+                decision.format_error = True
+        for call in turn.tool_calls:
+            await self._run(call, session, env, state, outcome)
+        state.append(*decision.messages)
+        state.consecutive_format_errors = (
+            state.consecutive_format_errors + 1
+            if decision.format_error or outcome.format_error is not None else 0)
+        state.finished = decision.finished
+        if not decision.finished:
+            await self._maybe_compact(state, session)
+        return outcome, decision
+
+    async def _run(self, call: ToolCall, session: Session, env: Environment,
+                   state: EpisodeState, outcome: TurnOutcome) -> None:
+        def reply(text: str, kind: str = "observation") -> None:
+            state.append(Message(role="tool", content=text, tool_call_id=call.id,
+                                 name=call.name, kind=kind))
+
+        problem = validation_error(call)
+        if problem is not None:
+            outcome.format_error = FormatError(problem, call=call)
+            reply(f"<tool_use_error>{problem}</tool_use_error>", "format_error")
+            return
+        args = call.arguments
+        ws = env.workspace
+        try:
+            match call.name:
+                case "Read":
+                    text, result = files.read(session, ws, args)
+                case "Write":
+                    text, result = files.write(session, ws, args)
+                case "Edit":
+                    text, result = files.edit(session, ws, args)
+                case "MultiEdit":
+                    text, result = files.multi_edit(session, ws, args)
+                case "Glob":
+                    text, result = search.glob(session, ws, args)
+                case "Grep":
+                    text, result = search.grep(session, ws, args)
+                case "LS":
+                    text, result = search.ls(session, ws, args)
+                case "Bash":
+                    text, result = await shell.bash(session, ws, env.sandbox, args)
+                case _:  # TodoWrite: no workspace effect and no abstract action
+                    text, _ = shell.todo_write(session, args)
+                    reply(text)
+                    return
+        except TimeoutError:
+            raise  # the episode's wall clock, not the tool's failure
+        except (files.ToolError, WorkspaceError, OSError) as exc:
+            message = exc.message if isinstance(exc, WorkspaceError) else (
+                f"{exc.strerror}: {call.arguments.get('file_path') or call.arguments.get('path')}"
+                if isinstance(exc, OSError) else str(exc))
+            text, result = f"<tool_use_error>{message}</tool_use_error>", ToolResult(error=message)
+        outcome.executed.append(ExecutedCall(call, self.to_action(call), result))
+        reply(text, "observation" if result.ok else "tool_error")  # Claude Code's is_error
+
+    # ------------------------------------------------------------------ compaction
+
+    def threshold(self, max_tokens: int) -> int:
+        """Token count of the next view above which the history is compacted."""
+        return self.compaction.threshold(max_tokens)
+
+    async def _maybe_compact(self, state: EpisodeState, session: Session) -> None:
+        budget = session.budget
+        if not self.auto_compact or budget is None:
+            return
+        current = [state.history[0], *state.history[session.boundary:]]
+        if budget.count(current) <= self.threshold(budget.max_tokens):
+            return
+        if not any(m.role == "assistant" for m in state.history[session.boundary:]):
+            return  # nothing new since the last summary: compacting again would not help
+        summary = ""
+        if self.summarizer is not None:
+            try:
+                summary = clean_policy_summary(await self.summarizer(current,
+                                                                      SUMMARY_INSTRUCTIONS))
+            except Exception:  # noqa: BLE001 - a failed summary falls back to the digest
+                summary = ""
+            session.summary_fallbacks += not summary
+        if not summary:
+            summary = digest(state.history, session)
+        state.append(summary_message(summary, session.memory))
+        session.boundary = len(state.history) - 1
+        session.compactions += 1
+        session.read_state.clear()  # the file contents left the context: read them again
+
+    # ------------------------------------------------------------------ actions ↔ calls
+
+    def to_action(self, call: ToolCall) -> Action:
+        """What a (valid) call means as an abstract action, for records and round trips.
+        Paths under the mount come back workspace-relative. MultiEdit is recorded as its first
+        edit; Glob as a listing of its directory; TodoWrite has no action (ValueError)."""
+        session = ACTIVE.get()
+        mount = session.mount_path if session is not None else "/workspace"
+        helper = session or Session(mount_path=mount)
+        a = call.arguments
+
+        def rel(key: str, default: str = ".") -> str:
+            value = a.get(key)
+            return helper.relative(value) if isinstance(value, str) else default
+
+        match call.name:
+            case "Read":
+                return Action.of("read", path=rel("file_path"))
+            case "Write":
+                return Action.of("write", path=rel("file_path"), content=a["content"])
+            case "Edit":
+                return Action.of("edit", path=rel("file_path"), old=a["old_string"],
+                                 new=a["new_string"])
+            case "MultiEdit":
+                first = a["edits"][0]
+                return Action.of("edit", path=rel("file_path"), old=first["old_string"],
+                                 new=first["new_string"])
+            case "Bash":
+                return Action.of("shell", command=a["command"])
+            case "LS" | "Glob":
+                return Action.of("list", path=rel("path"))
+            case "Grep":
+                return Action.of("search", pattern=a["pattern"], path=rel("path"))
+        raise ValueError(f"{call.name} calls have no abstract action")
+
+    def parse(self, turn: ModelTurn) -> list[ToolCall]:
+        """Native tool calls need no parsing: the turn's calls, as sent."""
+        return list(turn.tool_calls)
+
+    def render_action(self, action: Action, call_id: str) -> ModelTurn:
+        """The turn a careful Claude Code user of the tools would write for ``action``.
+
+        A write or edit of a file that exists and was not read since its last change gets a
+        Read of it first, in the same turn (the real shell allows several calls per turn), so
+        the oracle obeys the read-before-write rule exactly when the rule applies. A shell
+        command starts with ``cd`` back to the workspace if an earlier command left it.
+        """
+        session = ACTIVE.get() or Session(mount_path="/workspace")
+        a = action.args
+
+        def call(name: str, arguments: dict[str, Any], suffix: str = "") -> ToolCall:
+            return ToolCall(id=call_id + suffix, name=name, arguments=arguments)
+
+        path = session.absolute(a["path"]) if "path" in a else ""
+        calls: list[ToolCall] = []
+        if action.kind in ("write", "edit"):
+            key = session.relative(path)
+            unknown = session.workspace is None and key not in session.read_state
+            if session.needs_read(key) or (action.kind == "edit" and unknown):
+                calls.append(call("Read", {"file_path": path}, "_read"))
+        match action.kind:
+            case "read":
+                calls.append(call("Read", {"file_path": path}))
+            case "write":
+                calls.append(call("Write", {"file_path": path, "content": a["content"]}))
+            case "edit":
+                calls.append(call("Edit", {"file_path": path, "old_string": a["old"],
+                                           "new_string": a["new"]}))
+            case "list":
+                calls.append(call("LS", {"path": path}))
+            case "search":
+                calls.append(call("Grep", {"pattern": a["pattern"], "path": path,
+                                           "output_mode": "content", "-n": True}))
+            case "shell":
+                command = a["command"]
+                if session.cwd != ".":
+                    command = f"cd {session.mount_path} && {command}"
+                calls.append(call("Bash", {"command": command}))
+            case "finish":
+                return ModelTurn(content=a["message"].strip() or "Done.")
+        return ModelTurn(tool_calls=tuple(calls))
+
+
+@hookimpl
+def harnessgrid_adapters() -> Iterator[AdapterSpec]:
+    yield AdapterSpec(
+        name="claude-code", version=VERSION,
+        description=(f"Claude Code {VERSION} emulated: Read/Write/Edit/MultiEdit/Bash/Glob/Grep/"
+                     "LS/TodoWrite with the real schemas, limits and rules; CLAUDE.md as a "
+                     "system-reminder; auto-compaction into a nine-section summary."),
+        create=lambda **options: ClaudeCodeHarness(**options))

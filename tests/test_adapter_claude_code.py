@@ -1,0 +1,621 @@
+"""``adapter:claude-code``: tool schemas, result rendering, the shell's rules, compaction,
+project memory, and the scripted oracle acting through it, with real sandboxes.
+
+Most tests drive the harness turn by turn (:class:`Episode`: a workspace, a sandbox started
+on first Bash use, one event loop); end-to-end tests go through ``run_episode``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harnessgrid.episode import ContextBudget, Decision, TurnOutcome
+from harnessgrid.errors import ConfigError
+from harnessgrid.harness import Harness
+from harnessgrid.models import Action, Message, ModelTurn, ToolCall
+from harnessgrid.plugins import BUILTIN_PLUGINS
+from harnessgrid.plugins.adapters._claude_code_compact import SUMMARY_SECTIONS
+from harnessgrid.plugins.adapters._claude_code_files import READ_REMINDER, split_lines
+from harnessgrid.plugins.adapters._claude_code_session import SCRATCH_KEY, Session
+from harnessgrid.plugins.adapters.claude_code import ClaudeCodeHarness
+from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
+from harnessgrid.policies.scripted import ScriptedPolicy
+from harnessgrid.registry import PluginManager
+from harnessgrid.runtime import EpisodeLimits, run_episode
+from harnessgrid.sandbox import Sandbox
+from harnessgrid.tasks import FunctionGrader, Task, load_suite
+from harnessgrid.tools import Environment
+from harnessgrid.workspace import Workspace
+
+FIXTURE = Path(__file__).parent / "fixtures" / "claude_code" / "tool_schemas.json"
+W = "/workspace"
+
+
+class Episode:
+    """One Claude Code session driven by hand: each ``call`` is one model turn."""
+
+    def __init__(self, files: dict[str, str] | None = None, *, max_tokens: int = 1_000_000,
+                 count: Callable[[Sequence[Message]], int] | None = None,
+                 **options: Any) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.ws = Workspace.create(files or {})
+        self.sandbox = Sandbox(self.ws)
+        self.env = Environment(workspace=self.ws, sandbox=self.sandbox)
+        self.harness = ClaudeCodeHarness(**options)
+        self.task = Task(id="t", instruction="Do the thing.", files=dict(files or {}))
+        self.state = self.harness.start(self.task, "ep")
+        self.budget = (ContextBudget(max_tokens=max_tokens) if count is None
+                       else ContextBudget(max_tokens=max_tokens, count=count))
+        self.calls = 0
+
+    @property
+    def session(self) -> Session:
+        value = self.state.scratch[SCRATCH_KEY]
+        assert isinstance(value, Session)
+        return value
+
+    def view(self) -> list[Message]:
+        return self.harness.view(self.state, self.budget)
+
+    def step(self, turn: ModelTurn) -> tuple[TurnOutcome, Decision]:
+        self.view()
+        return self.loop.run_until_complete(self.harness.step(self.state, turn, self.env))
+
+    def call(self, name: str, **arguments: Any) -> str:
+        """Run one tool call; the content of its tool message."""
+        self.calls += 1
+        call_id = f"toolu_{self.calls}"
+        self.step(ModelTurn(tool_calls=(ToolCall(id=call_id, name=name, arguments=arguments),)))
+        return next(m.content for m in self.state.history
+                    if m.role == "tool" and m.tool_call_id == call_id)
+
+    def act(self, action: Action) -> list[str]:
+        """Render ``action`` as the oracle would and run it; the tool messages' contents."""
+        self.view()
+        self.calls += 1
+        turn = self.harness.render_action(action, f"call_{self.calls}")
+        before = len(self.state.history)
+        self.step(turn)
+        return [m.content for m in self.state.history[before:] if m.role == "tool"]
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.sandbox.close())
+        self.loop.close()
+        self.ws.cleanup()
+
+
+@pytest.fixture
+def episode() -> Iterator[Callable[..., Episode]]:
+    made: list[Episode] = []
+
+    def make(files: dict[str, str] | None = None, **options: Any) -> Episode:
+        made.append(Episode(files, **options))
+        return made[-1]
+
+    yield make
+    for e in made:
+        e.close()
+
+
+def _schema_facts(schema: Any) -> Any:
+    """A schema without descriptions and defaults (property names are kept as they are)."""
+    if isinstance(schema, list):
+        return [_schema_facts(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: ({n: _schema_facts(s) for n, s in v.items()} if k == "properties"
+                else _schema_facts(v))
+            for k, v in schema.items() if k not in ("description", "default")}
+
+
+def _numbered(body: str) -> list[str]:
+    """The lines of a Read result, prefixes checked and removed."""
+    assert body.endswith("\n\n" + READ_REMINDER)
+    lines = body[:-len("\n\n" + READ_REMINDER)].split("\n")
+    for n, line in enumerate(lines, 1):
+        assert re.fullmatch(r" *\d+→", line[:7]), line
+    return [line[7:] for line in lines]
+
+
+# ---------------------------------------------------------------------------- tools and registry
+
+
+def test_tool_schemas_match_the_pinned_release() -> None:
+    pinned = json.loads(FIXTURE.read_text())
+    harness = ClaudeCodeHarness()
+    assert pinned["release"] == f"Claude Code {harness.version}"
+    specs = harness.tools()
+    assert [t.name for t in specs] == list(pinned["tools"])
+    for spec in specs:
+        assert _schema_facts(spec.parameters) == pinned["tools"][spec.name], spec.name
+        assert spec.description
+    bash = next(t for t in specs if t.name == "Bash").parameters
+    assert "description" in bash["properties"] and bash["required"] == ["command"]
+
+
+def test_tools_in_anthropic_and_chat_template_forms() -> None:
+    harness = ClaudeCodeHarness()
+    anthropic = harness.anthropic_tools()
+    assert [set(t) for t in anthropic] == [{"name", "description", "input_schema"}] * 9
+    assert anthropic[0]["name"] == "Read"
+    assert anthropic[0]["input_schema"]["required"] == ["file_path"]
+    chat = harness.openai_tools()
+    assert all(t["type"] == "function" for t in chat)
+    assert [t["function"]["name"] for t in chat] == [t["name"] for t in anthropic]
+    assert harness.native_tools
+
+
+def test_harness_show_describes_it() -> None:
+    """What ``harnessgrid harness show adapter:claude-code`` prints, once registered."""
+    from harnessgrid.cli.harness_cmd import describe
+
+    info = describe(ClaudeCodeHarness(), None)  # type: ignore[arg-type]  # a Harness passes
+    assert info["harness"] == "adapter:claude-code" and info["native_tools"]
+    assert [t["name"] for t in info["tools"]][:3] == ["Read", "Write", "Edit"]
+    assert info["sample_turn"]["tool_calls"] == [
+        {"name": "Read", "arguments": {"file_path": "/workspace/notes.txt"}}]
+
+
+def test_registered_through_the_adapter_hook() -> None:
+    registry = PluginManager(builtins=[*BUILTIN_PLUGINS, "harnessgrid.plugins.adapters.claude_code"],
+                             load_external=False).registry()
+    spec = registry.adapter("claude-code")
+    assert spec.version == "1.0.97"
+    harness = spec.create(date="2030-01-01")
+    assert isinstance(harness, ClaudeCodeHarness) and isinstance(harness, Harness)
+    assert harness.name == "adapter:claude-code"
+    state = harness.start(UPPER_TASK, "e")
+    assert "Today's date: 2030-01-01" in state.history[0].content
+
+
+# ---------------------------------------------------------------------------- prompt and memory
+
+
+def test_system_prompt_structure_and_env_block() -> None:
+    state = ClaudeCodeHarness().start(UPPER_TASK, "e")
+    system = state.history[0]
+    assert system.role == "system"
+    order = [system.content.index(s) for s in ("You are Claude Code", "# Tone and style",
+                                               "# Task management", "# Doing tasks",
+                                               "# Tool usage policy", "<env>")]
+    assert order == sorted(order)
+    env = system.content[system.content.index("<env>"):]
+    for line in ("Working directory: /workspace", "Is directory a git repo: No",
+                 "Platform: linux", "Today's date: 2025-09-01"):
+        assert line in env
+    git = Task(id="g", instruction="x", files={".git/HEAD": "ref: refs/heads/main\n"})
+    assert "Is directory a git repo: Yes" in ClaudeCodeHarness().start(git, "e").history[0].content
+
+
+def test_claude_md_arrives_as_system_reminder_in_first_user_message() -> None:
+    memory = "Always answer in French.\nRun `make check` before finishing.\n"
+    task = Task(id="m", instruction="Fix the bug.", files={"CLAUDE.md": memory, "a.py": "x\n"})
+    state = ClaudeCodeHarness().start(task, "e")
+    system, first = state.history[0], state.history[1]
+    assert "Always answer in French" not in system.content
+    assert first.role == "user" and first.kind == "task" and first.pinned
+    assert first.content.startswith("<system-reminder>")
+    reminder = first.content[:first.content.index("</system-reminder>")]
+    assert "/workspace/CLAUDE.md" in reminder and memory.strip() in reminder
+    assert first.content.index("Fix the bug.") > first.content.index("</system-reminder>")
+    plain = ClaudeCodeHarness().start(UPPER_TASK, "e").history[1]
+    assert plain.content.startswith(UPPER_TASK.instruction)
+
+
+# ---------------------------------------------------------------------------- Read rendering
+
+
+def test_read_numbers_lines_right_aligned_with_arrow(episode: Callable[..., Episode]) -> None:
+    ep = episode({"a.txt": "alpha\n  beta\n\ngamma"})
+    out = ep.call("Read", file_path=f"{W}/a.txt")
+    assert out.startswith("     1→alpha\n     2→  beta\n     3→\n     4→gamma\n\n<system-reminder>")
+    assert _numbered(out) == ["alpha", "  beta", "", "gamma"]
+    many = "".join(f"line {i}\n" for i in range(1, 12))
+    ep2 = episode({"b.txt": many})
+    assert ep2.call("Read", file_path=f"{W}/b.txt", offset=10, limit=2).startswith(
+        "    10→line 10\n    11→line 11\n\n")
+
+
+def test_read_limits(episode: Callable[..., Episode]) -> None:
+    long_line = "x" * 2500
+    ep = episode({"big.txt": "".join(f"{i}\n" for i in range(1, 2501)),
+                  "wide.txt": long_line + "\nshort\n", "empty.txt": "",
+                  "huge.txt": "y" * 300_000 + "\n"})
+    lines = _numbered(ep.call("Read", file_path=f"{W}/big.txt"))
+    assert len(lines) == 2000 and lines[-1] == "2000"
+    tail = _numbered(ep.call("Read", file_path=f"{W}/big.txt", offset=2401))
+    assert tail[0] == "2401" and len(tail) == 100
+    wide = _numbered(ep.call("Read", file_path=f"{W}/wide.txt"))
+    assert wide == ["x" * 2000, "short"]
+    assert "<system-reminder>" in ep.call("Read", file_path=f"{W}/empty.txt")
+    assert "empty" in ep.call("Read", file_path=f"{W}/empty.txt")
+    past = ep.call("Read", file_path=f"{W}/big.txt", offset=3000)
+    assert past.startswith("<system-reminder>") and "2500 lines" in past
+    huge = ep.call("Read", file_path=f"{W}/huge.txt")
+    assert huge.startswith("<tool_use_error>") and "256KB" in huge
+    assert _numbered(ep.call("Read", file_path=f"{W}/huge.txt", limit=1))[0] == "y" * 2000
+
+
+def test_errors_are_wrapped_in_tool_use_error(episode: Callable[..., Episode]) -> None:
+    ep = episode({"a.txt": "a\n"})
+    assert ep.call("Read", file_path=f"{W}/missing.txt") == (
+        "<tool_use_error>File does not exist: /workspace/missing.txt</tool_use_error>")
+    relative = ep.call("Read", file_path="a.txt")
+    assert relative.startswith("<tool_use_error>") and "absolute path" in relative
+    outside = ep.call("Read", file_path="/etc/passwd")
+    assert outside.startswith("<tool_use_error>") and "outside" in outside
+    unknown = ep.call("Teleport", to="mars")
+    assert unknown == "<tool_use_error>Error: No such tool available: Teleport</tool_use_error>"
+    bad = ep.call("Read", path=f"{W}/a.txt")
+    assert bad.startswith("<tool_use_error>InputValidationError: Read failed")
+    assert "missing required parameter `file_path`" in bad and "unexpected parameter `path`" in bad
+    typed = ep.call("Read", file_path=f"{W}/a.txt", offset="3")
+    assert "parameter `offset` must be of type number" in typed
+    kinds = [m.kind for m in ep.state.history if m.role == "tool"]
+    assert kinds == ["tool_error"] * 3 + ["format_error"] * 3
+    assert ep.state.consecutive_format_errors == 3
+
+
+# ---------------------------------------------------------------------------- Bash
+
+
+def test_bash_output_exit_code_and_cut(episode: Callable[..., Episode]) -> None:
+    ep = episode()
+    assert ep.call("Bash", command="echo hi; echo oops >&2") == "hi\noops"
+    assert ep.call("Bash", command="echo partial; exit 3") == "Exit code 3\npartial"
+    out = ep.call("Bash", command="python3 -c \"print('z' * 99 + '\\n', end='') \" | "
+                                  "head -c 1 >/dev/null; seq 1 10000 | sed 's/$/ abcdefghij/'")
+    assert len(out) < 30_100 and out.startswith("1 abcdefghij\n")
+    cut = re.search(r"\n\n\.\.\. \[(\d+) lines truncated\] \.\.\.$", out)
+    assert cut is not None and int(cut.group(1)) > 7000
+    slow = ep.call("Bash", command="sleep 5; echo never", timeout=300)
+    assert "timed out" in slow and "never" not in slow
+
+
+def test_bash_working_directory_persists_and_resets(episode: Callable[..., Episode]) -> None:
+    ep = episode({"sub/f.txt": "x\n"})
+    assert ep.call("Bash", command="cd sub && ls") == "f.txt"
+    assert ep.call("Bash", command="pwd") == f"{W}/sub"
+    assert ep.session.cwd == "sub"
+    reset = ep.call("Bash", command="cd /tmp")
+    assert reset == f"Shell cwd was reset to {W}"
+    assert ep.call("Bash", command="pwd") == W
+    assert ep.call("Bash", command="export X=1; cd sub") == ""
+    assert ep.call("Bash", command="echo \"[$X]\"") == "[]"  # variables do not persist
+    shell = ep.harness.render_action(Action.of("shell", command="ls"), "c")
+    assert shell.tool_calls[0].arguments == {"command": f"cd {W} && ls"}
+
+
+# ---------------------------------------------------------------------------- rules
+
+
+def test_edit_and_write_need_a_fresh_read(episode: Callable[..., Episode]) -> None:
+    ep = episode({"a.txt": "one\ntwo\n"})
+    refused = ep.call("Edit", file_path=f"{W}/a.txt", old_string="one", new_string="1")
+    assert refused.startswith("<tool_use_error>") and "has not been read" in refused
+    assert "has not been read" in ep.call("Write", file_path=f"{W}/a.txt", content="new\n")
+    assert ep.call("Write", file_path=f"{W}/new.txt", content="fresh\n") == (
+        f"File created successfully at: {W}/new.txt")
+    ep.call("Read", file_path=f"{W}/a.txt", limit=1)
+    ep.call("Bash", command="echo three >> a.txt")
+    stale = ep.call("Edit", file_path=f"{W}/a.txt", old_string="one", new_string="1")
+    assert "changed since it was last read" in stale
+    ep.call("Read", file_path=f"{W}/a.txt")
+    done = ep.call("Edit", file_path=f"{W}/a.txt", old_string="one", new_string="1")
+    assert done.startswith(f"The file {W}/a.txt was updated.") and "     1→1" in done
+    again = ep.call("Edit", file_path=f"{W}/a.txt", old_string="two", new_string="2")
+    assert "was updated" in again  # its own edits keep the read state fresh
+    assert (ep.ws.root / "a.txt").read_text() == "1\n2\nthree\n"
+
+
+def test_edit_uniqueness_replace_all_and_creation(episode: Callable[..., Episode]) -> None:
+    ep = episode({"a.txt": "x = 1\nx = 1\n"})
+    ep.call("Read", file_path=f"{W}/a.txt")
+    twice = ep.call("Edit", file_path=f"{W}/a.txt", old_string="x = 1", new_string="x = 2")
+    assert twice.startswith("<tool_use_error>Found 2 matches of old_string")
+    missing = ep.call("Edit", file_path=f"{W}/a.txt", old_string="y", new_string="z")
+    assert "not found" in missing
+    same = ep.call("Edit", file_path=f"{W}/a.txt", old_string="x", new_string="x")
+    assert "No changes to make" in same
+    ok = ep.call("Edit", file_path=f"{W}/a.txt", old_string="x = 1", new_string="x = 2",
+                 replace_all=True)
+    assert "all 2 occurrences" in ok
+    assert (ep.ws.root / "a.txt").read_text() == "x = 2\nx = 2\n"
+    ep.call("Edit", file_path=f"{W}/b/new.py", old_string="", new_string="print(1)\n")
+    assert (ep.ws.root / "b/new.py").read_text() == "print(1)\n"
+    exists = ep.call("Edit", file_path=f"{W}/a.txt", old_string="", new_string="q")
+    assert "already exists" in exists
+
+
+def test_multi_edit_is_ordered_and_atomic(episode: Callable[..., Episode]) -> None:
+    ep = episode({"c.py": "a = 1\nb = 2\n"})
+    ep.call("Read", file_path=f"{W}/c.py")
+    failed = ep.call("MultiEdit", file_path=f"{W}/c.py", edits=[
+        {"old_string": "a = 1", "new_string": "a = 10"},
+        {"old_string": "zzz", "new_string": "y"}])
+    assert failed.startswith("<tool_use_error>Edit 2 of 2:") and "No edit was applied" in failed
+    assert (ep.ws.root / "c.py").read_text() == "a = 1\nb = 2\n"
+    ok = ep.call("MultiEdit", file_path=f"{W}/c.py", edits=[
+        {"old_string": "a = 1", "new_string": "a = 10"},
+        {"old_string": "a = 10\nb", "new_string": "a = 10\nc"}])  # sees the first edit
+    assert ok.startswith(f"Applied 2 edits to {W}/c.py")
+    assert (ep.ws.root / "c.py").read_text() == "a = 10\nc = 2\n"
+    empty = ep.call("MultiEdit", file_path=f"{W}/c.py", edits=[])
+    assert "InputValidationError" in empty
+
+
+# ---------------------------------------------------------------------------- search tools
+
+
+def test_grep_output_modes(episode: Callable[..., Episode]) -> None:
+    ep = episode({"src/a.py": "import os\nx = 1\nTODO: fix\n", "src/b.py": "todo later\n",
+                  "notes.md": "TODO write docs\n", "data.bin": "TODO\0binary"})
+    files = ep.call("Grep", pattern="TODO")
+    assert files.startswith("Found 2 files\n")
+    assert set(files.split("\n")[1:]) == {f"{W}/src/a.py", f"{W}/notes.md"}
+    assert ep.call("Grep", pattern="TODO", glob="*.py", output_mode="content", **{"-n": True}) \
+        == f"{W}/src/a.py:3:TODO: fix"
+    assert ep.call("Grep", pattern="todo", output_mode="count", **{"-i": True}, type="py") == (
+        f"{W}/src/a.py:1\n{W}/src/b.py:1\n\nFound 2 total occurrences across 2 files.")
+    ctx = ep.call("Grep", pattern="x = 1", path=f"{W}/src/a.py", output_mode="content",
+                  **{"-n": True, "-C": 1})
+    assert ctx == "1-import os\n2:x = 1\n3-TODO: fix"
+    assert ep.call("Grep", pattern="o", output_mode="content", head_limit=2).count("\n") == 1
+    assert ep.call("Grep", pattern="nothing here") == "No files found"
+    assert ep.call("Grep", pattern="(", output_mode="content").startswith("<tool_use_error>")
+
+
+def test_glob_and_ls(episode: Callable[..., Episode]) -> None:
+    ep = episode({"src/a.py": "", "src/b.ts": "", "src/c.tsx": "", "README": "",
+                  ".hidden/x": "", "src/__pycache__/a.pyc": ""})
+    found = ep.call("Glob", pattern="**/*.{ts,tsx}").split("\n")
+    assert sorted(found) == [f"{W}/src/b.ts", f"{W}/src/c.tsx"]
+    assert ep.call("Glob", pattern="*.py", path=f"{W}/src") == f"{W}/src/a.py"
+    assert ep.call("Glob", pattern="*.rs") == "No files found"
+    tree = ep.call("LS", path=W)
+    assert tree.startswith(f"- {W}/\n  - README\n  - src/\n    - a.py\n    - b.ts\n    - c.tsx")
+    assert ".hidden" not in tree and "__pycache__" not in tree
+    assert "b.ts" not in ep.call("LS", path=f"{W}/src", ignore=["*.ts"])
+    assert "absolute path" in ep.call("LS", path="src")
+
+
+def test_todo_write_state_is_kept_and_echoed(episode: Callable[..., Episode]) -> None:
+    ep = episode()
+    todos = [{"content": "Read the config", "status": "completed", "activeForm": "Reading"},
+             {"content": "Fix the port", "status": "in_progress", "activeForm": "Fixing"}]
+    out = ep.call("TodoWrite", todos=todos)
+    assert "1. [completed] Read the config\n2. [in_progress] Fix the port" in out
+    assert ep.session.todos == todos
+    bad = ep.call("TodoWrite", todos=[{"content": "x", "status": "doing", "activeForm": "x"}])
+    assert "InputValidationError" in bad and "must be one of" in bad
+    assert ep.session.todos == todos
+
+
+# ---------------------------------------------------------------------------- turns and finishing
+
+
+def test_text_without_tool_calls_finishes_and_empty_turn_nudges(
+        episode: Callable[..., Episode]) -> None:
+    ep = episode()
+    outcome, decision = ep.step(ModelTurn(content="   "))
+    assert not decision.finished and decision.format_error
+    assert ep.state.history[-1].kind == "reminder" and "<system-reminder>" in \
+        ep.state.history[-1].content
+    outcome, decision = ep.step(ModelTurn(content="All done: port set to 8080."))
+    assert decision.finished and ep.state.finished
+    assert outcome.finish == Action.of("finish", message="All done: port set to 8080.")
+    rendered = ep.harness.render_action(Action.of("finish", message="Done here."), "c1")
+    assert rendered.content == "Done here." and not rendered.tool_calls
+    assert ep.harness.render_action(Action.of("finish"), "c2").content.strip()
+
+
+# ---------------------------------------------------------------------------- compaction
+
+
+def test_compaction_threshold_formula() -> None:
+    harness = ClaudeCodeHarness()
+    assert harness.threshold(200_000) == 167_000
+    assert harness.threshold(1_000_000) == 967_000
+    assert harness.threshold(32_768) == 32_768 - round(33_000 * 32_768 / 200_000)
+    assert ClaudeCodeHarness(context_window=100_000, compact_buffer=0).threshold(5) == 90_000
+
+
+def test_compaction_fires_just_above_the_threshold(episode: Callable[..., Episode]) -> None:
+    size = {"value": 0}
+    memory = {"CLAUDE.md": "Use tabs.\n", "a.txt": "a\n"}
+    ep = episode(memory, max_tokens=10_000, count=lambda msgs: size["value"])
+    limit = ep.harness.threshold(10_000)
+    assert limit == 10_000 - 1650
+    size["value"] = limit
+    ep.call("Read", file_path=f"{W}/a.txt")
+    assert ep.session.compactions == 0 and len(ep.view()) == len(ep.state.history)
+    ep.call("TodoWrite", todos=[{"content": "Edit a.txt", "status": "in_progress",
+                                 "activeForm": "Editing a.txt"}])
+    size["value"] = limit + 1
+    before = len(ep.state.history)
+    ep.call("Bash", command="echo hi >&2; exit 4")
+    assert ep.session.compactions == 1
+    summary = ep.state.history[-1]
+    assert len(ep.state.history) == before + 3  # the turn, its result, the summary
+    assert ep.view() == [ep.state.history[0], summary]
+    assert summary.role == "user" and summary.kind == "digest"
+    assert summary.content.startswith("<system-reminder>") and "Use tabs." in summary.content
+    assert "continues an earlier conversation" in summary.content
+    positions = [summary.content.index(f"{i}. {name}:")
+                 for i, name in enumerate(SUMMARY_SECTIONS, 1)]
+    assert positions == sorted(positions) and len(SUMMARY_SECTIONS) == 9
+    assert "Do the thing." in summary.content  # the request
+    assert f"{W}/a.txt: read" in summary.content
+    assert "Exit code 4" in summary.content  # errors
+    assert "[in_progress] Edit a.txt" in summary.content and "Continue: Edit a.txt" in \
+        summary.content
+    # the read state went with the history: the oracle reads again before editing
+    turn = ep.harness.render_action(Action.of("edit", path="a.txt", old="a", new="b"), "c")
+    assert [c.name for c in turn.tool_calls] == ["Read", "Edit"]
+    ep.call("Bash", command="true")  # nothing new but this turn: compacts again, once
+    assert ep.session.compactions == 2
+
+
+def test_policy_written_summary_and_fallback(episode: Callable[..., Episode]) -> None:
+    seen: list[str] = []
+
+    async def writes(messages: Sequence[Message], instructions: str) -> str:
+        seen.append(instructions)
+        return "<analysis>thinking</analysis><summary>1. Request and intent: x</summary>"
+
+    async def fails(messages: Sequence[Message], instructions: str) -> str:
+        raise RuntimeError("model down")
+
+    for summarizer, expect in ((writes, "1. Request and intent: x\n</summary>"),
+                               (fails, "9. Next step:")):
+        ep = episode({"a.txt": "a\n"}, max_tokens=100, count=lambda msgs: 10_000,
+                     summarizer=summarizer)
+        ep.call("Read", file_path=f"{W}/a.txt")
+        assert expect in ep.state.history[-1].content
+        assert "thinking" not in ep.state.history[-1].content
+    assert all("9. Next step" in s for s in seen)
+    assert ep.session.summary_fallbacks == 1
+
+
+def test_a_chat_policy_can_write_the_summary() -> None:
+    """``policy_summarizer`` asks the policy itself; the episode goes on with its summary."""
+    from harnessgrid.plugins.adapters._claude_code_compact import policy_summarizer
+    from harnessgrid.policies import PolicyRequest
+
+    class Writer:
+        spec = "writer"
+
+        def __init__(self) -> None:
+            self.asked: list[PolicyRequest] = []
+
+        async def act(self, request: PolicyRequest) -> ModelTurn:
+            self.asked.append(request)
+            if request.messages[-1].content.startswith("The conversation is about to be"):
+                return ModelTurn(content="<summary>1. Request and intent: by the policy</summary>")
+            return ModelTurn(content="Finished.") if request.state.turn else ModelTurn(
+                tool_calls=(ToolCall(id="r", name="Read", arguments={"file_path": f"{W}/in.txt"}),))
+
+    writer = Writer()
+    harness = ClaudeCodeHarness(context_window=700)
+    harness.summarizer = policy_summarizer(writer, harness)
+    traj = asyncio.run(run_episode(harness, UPPER_TASK, writer))
+    summary = next(m for m in traj.history if m.kind == "digest")
+    assert "by the policy" in summary.content and not writer.asked[1].tools
+
+
+def test_episode_with_small_window_compacts_and_still_passes() -> None:
+    traj = asyncio.run(run_episode(ClaudeCodeHarness(), EDIT_TASK, ScriptedPolicy(),
+                                   EpisodeLimits(max_context_tokens=1000)))
+    assert traj.termination == "finished", traj.error
+    assert traj.score == 1.0
+    assert traj.segments > 1 and any(t.new_segment for t in traj.turns)
+    digests = [m for m in traj.history if m.kind == "digest"]
+    assert digests and all(t.view[1].kind in ("task", "digest") for t in traj.turns)
+    assert "Found 1 file" not in digests[0].content  # a summary, not a transcript
+
+
+# ---------------------------------------------------------------------------- the oracle
+
+
+def test_oracle_reads_before_writing_only_when_the_rule_requires(
+        episode: Callable[..., Episode]) -> None:
+    ep = episode({"old.txt": "v1\n"})
+    new = ep.act(Action.of("write", path="new.txt", content="n\n"))
+    assert new == [f"File created successfully at: {W}/new.txt"]
+    over = ep.act(Action.of("write", path="old.txt", content="v2\n"))
+    assert len(over) == 2 and over[0].startswith("     1→v1") and "overwritten" in over[1]
+    again = ep.act(Action.of("write", path="old.txt", content="v3\n"))
+    assert len(again) == 1  # its own write left the read state fresh
+    assert (ep.ws.root / "old.txt").read_text() == "v3\n"
+
+
+@pytest.mark.parametrize("task", [UPPER_TASK, EDIT_TASK], ids=lambda t: t.id)
+def test_oracle_scores_one_on_the_examples(task: Task) -> None:
+    traj = asyncio.run(run_episode(ClaudeCodeHarness(), task, ScriptedPolicy()))
+    assert traj.termination == "finished", traj.error
+    assert traj.score == 1.0 and traj.passed
+
+
+def test_oracle_on_a_sample_of_grid_bench() -> None:
+    """Every 10th ``grid-bench`` task. Skipped while the generated suites are not registered
+    (they arrive with the tasks issue); it then runs without changes."""
+    from harnessgrid.runtime import run_episodes
+
+    try:
+        suite = load_suite("grid-bench")
+    except ConfigError:
+        pytest.skip("task suite grid-bench is not registered yet")
+    tasks = list(suite.tasks())[::10]
+    trajs = asyncio.run(run_episodes([(ClaudeCodeHarness(), t) for t in tasks], ScriptedPolicy(),
+                                     EpisodeLimits(max_turns=60), concurrency=8))
+    failed = [(t.task_id, t.termination, t.subscores, t.error) for t in trajs if t.score != 1.0]
+    assert not failed
+
+
+def test_a_transcript_grader_works_on_adapter_transcripts() -> None:
+    def grade(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+        messages = [e["message"] for e in transcript if e["type"] == "message"]
+        calls = Counter(part["name"] for m in messages if m["role"] == "assistant"
+                        for part in m["content"] if part["type"] == "toolCall")
+        results = [m for m in messages if m["role"] == "toolResult"]
+        return {"read_first": float(calls["Read"] >= 2 and calls["Edit"] == 1),
+                "greps": float(calls["Grep"] == 1 and "'-n': True" in str(messages)),
+                "numbered": float(any("     3→port = 8080" in str(r) for r in results)),
+                "names": float({r["toolName"] for r in results} >= {"Read", "Edit", "LS"}),
+                "file": float((ws / "conf" / "app.ini").read_text().endswith("port = 8080\n"))}
+
+    task = EDIT_TASK.model_copy(update={"grader": FunctionGrader(grade)})
+    traj = asyncio.run(run_episode(ClaudeCodeHarness(), task, ScriptedPolicy()))
+    assert traj.subscores == {"read_first": 1.0, "greps": 1.0, "numbered": 1.0, "names": 1.0,
+                              "file": 1.0}
+    assert traj.transcript()[1]["message"]["role"] == "user"  # no system prompt in it
+
+
+# ---------------------------------------------------------------------------- round trips
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                max_size=200)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(content=_TEXT, old_rest=_TEXT, new=_TEXT)
+def test_render_parse_execute_round_trips(content: str, old_rest: str, new: str) -> None:
+    """For any file content: the oracle's rendered turns run through the tool rules, leave
+    exactly the intended file, Read shows it back line by line, and each rendered call maps
+    back to the action it came from."""
+    marker = "<<unique>>"
+    if marker in content + old_rest + new:
+        return
+    ep = Episode({"seed.txt": marker + old_rest})
+    try:
+        harness = ep.harness
+        shown: dict[str, list[str]] = {}
+        for action in (Action.of("write", path="dir/f.txt", content=content),
+                       Action.of("read", path="dir/f.txt"),
+                       Action.of("edit", path="seed.txt", old=marker, new=new)):
+            ep.view()
+            turn = harness.render_action(action, "c")
+            assert harness.to_action(turn.tool_calls[-1]) == action
+            shown[action.kind] = ep.act(action)
+            assert not any(s.startswith("<tool_use_error>") for s in shown[action.kind]), shown
+        assert (ep.ws.root / "dir/f.txt").read_bytes() == content.encode()
+        assert (ep.ws.root / "seed.txt").read_bytes() == (new + old_rest).encode()
+        if content:
+            assert _numbered(shown["read"][0]) == split_lines(content)
+        for action in (Action.of("list", path="dir"), Action.of("search", pattern="x", path="."),
+                       Action.of("shell", command="true")):
+            assert harness.to_action(harness.render_action(action, "c").tool_calls[-1]) == action
+    finally:
+        ep.close()
+

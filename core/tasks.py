@@ -94,16 +94,26 @@ class Task(BaseModel):
     def content_hash(self) -> str:
         """Hash of what the agent is given (instruction + files): used to keep splits disjoint."""
         h = hashlib.sha256(self.instruction.encode())
-        for path in sorted(self.files):
-            data = self.files[path]
+        for path, data in sorted(self.initial_files().items()):
             h.update(b"\0" + path.encode() + b"\0")
-            h.update(data if isinstance(data, bytes) else data.encode())
+            h.update(data)
         return h.hexdigest()[:16]
+
+    def initial_files(self) -> dict[str, bytes]:
+        """Every file the workspace starts with: ``source_dir``'s, overlaid by ``files``."""
+        out: dict[str, bytes] = {}
+        if self.source_dir is not None and self.source_dir.is_dir():
+            for p in sorted(self.source_dir.rglob("*")):
+                if p.is_file() and not p.is_symlink():
+                    out[p.relative_to(self.source_dir).as_posix()] = p.read_bytes()
+        for path, data in self.files.items():
+            out[path] = data if isinstance(data, bytes) else data.encode()
+        return out
 
     def summary(self) -> dict[str, Any]:
         return {"id": self.id, "suite": self.suite, "category": self.category,
                 "tags": list(self.tags), "difficulty": self.difficulty,
-                "instruction": self.instruction, "files": sorted(self.files),
+                "instruction": self.instruction, "files": sorted(self.initial_files()),
                 "plan_length": len(self.plan)}
 
 

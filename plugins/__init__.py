@@ -17,6 +17,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "harnessgrid.plugins.policies",
     "harnessgrid.plugins.tasks.examples",
     "harnessgrid.plugins.tasks.grid",
+    "harnessgrid.plugins.tasks.clawgym",
+    "harnessgrid.plugins.tasks.pinchbench",
     "harnessgrid.plugins.adapters.claude_code",
     "harnessgrid.plugins.adapters.openclaw",
     "harnessgrid.plugins.adapters.mini_bash",

@@ -28,12 +28,14 @@ def _add_subcommands() -> None:
     from harnessgrid.cli.model_cmd import model_app
     from harnessgrid.cli.plugins_cmd import plugins_app
     from harnessgrid.cli.run_cmd import run
+    from harnessgrid.cli.tasks_cmd import tasks_app
 
     app.add_typer(design_app, name="design")
     app.add_typer(schedule_app, name="schedule")
     app.add_typer(plugins_app, name="plugins")
     app.add_typer(model_app, name="model")
     app.add_typer(harness_app, name="harness")
+    app.add_typer(tasks_app, name="tasks")
     app.command("run")(run)
 
 
@@ -56,7 +58,7 @@ def main() -> None:
     except HarnessgridError as exc:
         from rich.console import Console
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)  # never break a path across lines
         err.print(f"[bold red]error:[/] {exc.message}", highlight=False)
         if exc.hint:
             err.print(f"[yellow]hint:[/] {exc.hint}", highlight=False)

@@ -31,14 +31,11 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def find_task(ref: str) -> Task:
-    """``SUITE/ID`` (suite may be ``clawgym:/data/suite``): the task's id is after the last /."""
-    from harnessgrid.tasks import load_suite
+def find_task(ref: str, options: list[str] | None = None, judge: str | None = None) -> Task:
+    """``SUITE/ID`` → the task (ids may contain ``/``; see ``tasks_cmd.find_task``)."""
+    from harnessgrid.cli.tasks_cmd import find_task as find
 
-    suite, sep, task_id = ref.rpartition("/")
-    if not sep or not suite or not task_id:
-        raise ConfigError(f"bad task reference {ref!r}", hint="write SUITE/ID, e.g. grid-bench/csv-sum-0001")
-    return load_suite(suite).get(task_id)
+    return find(ref, options or [], judge)[1]
 
 
 def summary(traj: Trajectory) -> dict[str, Any]:
@@ -88,6 +85,10 @@ def run(
                                "anthropic:MODEL, hf:PATH, vllm:NAME."),
     policy_opt: list[str] = typer.Option([], "--policy-opt", help="KEY=VALUE for the policy "
                                          "backend, e.g. api_base=http://127.0.0.1:8000/v1."),
+    suite_option: list[str] = typer.Option([], "--option", help="KEY=VALUE for the task suite "
+                                           "loader, e.g. assets=DIR for pinchbench:PATH."),
+    judge: str | None = typer.Option(None, "--judge", help="litellm model that grades "
+                                     "LLM-judge rubrics (PinchBench); opt-in."),
     max_turns: int = typer.Option(30, "--max-turns", min=1),
     wall_s: float = typer.Option(600.0, "--wall-s", min=1),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run commands "
@@ -110,7 +111,8 @@ def run(
                     fg="red", err=True)
     options = parse_options(policy_opt)
     if task is not None:
-        traj = asyncio.run(run_episode(resolve_harness(harness), find_task(task),
+        traj = asyncio.run(run_episode(resolve_harness(harness),
+                                       find_task(task, suite_option, judge),
                                        resolve_policy(policy, options), limits))
     else:
         if workspace is None:

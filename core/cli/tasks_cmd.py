@@ -1,0 +1,391 @@
+"""``harnessgrid tasks``: list, inspect, validate and export task suites.
+
+Suites are addressed as ``load_suite`` takes them (``grid``, ``grid-bench``, ``examples``,
+``clawgym:PATH``, ``pinchbench:PATH``); ``--option KEY=VALUE`` and ``--judge MODEL`` reach the
+suite's loader. ``validate`` is the check a suite author runs before publishing: through one
+harness, the scripted oracle must pass every task that has a plan, the null policy must fail
+every task, and grading the same final workspace twice must give the same scores. External
+suites have no oracle plans — that is reported per task, not counted as a failure — and
+judge-graded tasks without a judge are counted as ungraded, not as failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from harnessgrid.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harnessgrid.harness import Harness
+    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.tasks import Task, TaskSuite
+    from harnessgrid.trajectory import Trajectory
+
+tasks_app = typer.Typer(help="Task suites: list, show, validate and export tasks.",
+                        no_args_is_help=True)
+
+OPTION = typer.Option([], "--option", "-o", help="KEY=VALUE for the suite loader, e.g. "
+                      "assets=DIR, judge_api_base=URL, split=train.")
+JUDGE = typer.Option(None, "--judge", help="litellm model for LLM-judge grading "
+                     "(PinchBench llm_judge / hybrid tasks), e.g. openai/gpt-4o-mini.")
+AS_JSON = typer.Option(False, "--json", help="Machine-readable output.")
+
+
+def open_suite(spec: str, options: list[str], judge: str | None = None) -> TaskSuite:
+    """Load ``spec`` with ``--option`` pairs (and ``--judge``) as loader options."""
+    from harnessgrid.cli.run_cmd import parse_options
+    from harnessgrid.tasks import load_suite
+
+    loader_options = parse_options(options)
+    if judge:
+        loader_options["judge"] = judge
+    return load_suite(spec, **loader_options)
+
+
+def find_task(ref: str, options: list[str], judge: str | None = None) -> tuple[TaskSuite, Task]:
+    """``SUITE/ID``. Task ids may hold ``/`` (``grid-bench/grid/csv_sum-100003``) and suite
+    paths do (``clawgym:/data/bench/task_7``), so: a plain suite name ends at the first ``/``;
+    for ``NAME:PATH`` every split point whose PATH exists is tried, longest first."""
+    head = ref.split("/", 1)[0]
+    if ":" not in head:
+        suite_name, _, task_id = ref.partition("/")
+        if not task_id:
+            raise ConfigError(f"bad task reference {ref!r}",
+                              hint="write SUITE/ID, e.g. examples/upper")
+        suite = open_suite(suite_name, options, judge)
+        return suite, suite.get(task_id)
+    cuts = [i for i, ch in enumerate(ref) if ch == "/" and 0 < i < len(ref) - 1]
+    error: ConfigError | None = None
+    for cut in reversed(cuts):
+        spec, task_id = ref[:cut], ref[cut + 1:]
+        if not Path(spec.partition(":")[2]).expanduser().exists():
+            continue
+        try:
+            suite = open_suite(spec, options, judge)
+            return suite, suite.get(task_id)
+        except ConfigError as exc:
+            error = error or exc
+    raise error or ConfigError(f"bad task reference {ref!r}",
+                               hint="write NAME:PATH/ID with an existing PATH")
+
+
+def grading_of(task: Task) -> str:
+    """How a task is graded, in one word (the loader's ``graded_as`` when it says)."""
+    if task.grader is None:
+        return "none"
+    return str(task.metadata.get("graded_as") or task.metadata.get("grading_type") or "function")
+
+
+def split_of(suite: TaskSuite, task: Task) -> str:
+    return next((name for name, tasks in suite.splits.items()
+                 if any(t.id == task.id for t in tasks)), "")
+
+
+@tasks_app.command("list")
+def list_tasks(suite: str | None = typer.Option(None, "--suite", help="A suite address; "
+                                                "without it, list the registered suites."),
+               split: str | None = typer.Option(None, "--split", help="train or eval."),
+               limit: int | None = typer.Option(None, "--limit", min=1, help="Show at most N "
+                                                "tasks (a table shows 50 unless told)."),
+               option: list[str] = OPTION, judge: str | None = JUDGE,
+               as_json: bool = AS_JSON) -> None:
+    """List the registered suites, or the tasks of one suite."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if suite is None:
+        from harnessgrid.registry import get_registry
+
+        specs = get_registry().task_suites.values()
+        suites = [{"name": s.name, "address": f"{s.name}:PATH" if s.takes_argument else s.name,
+                   "description": s.description} for s in specs]
+        if as_json:
+            typer.echo(json.dumps(suites, indent=2))
+            return
+        table = Table("address", "description", title="task suites")
+        for entry in suites:
+            table.add_row(entry["address"], entry["description"])
+        console.print(table)
+        return
+    loaded = open_suite(suite, option, judge)
+    loaded.tasks(split)  # an unknown split is a ConfigError naming the splits
+    rows: list[dict[str, Any]] = [{"id": t.id, "split": name, "category": t.category, "tags": list(t.tags),
+             "difficulty": t.difficulty, "grading": grading_of(t), "plan_length": len(t.plan)}
+            for name, tasks in loaded.splits.items() if split in (None, name) for t in tasks]
+    if as_json:
+        typer.echo(json.dumps(rows[:limit], indent=2))
+        return
+    shown = rows[:limit or 50]
+    table = Table(title=f"{loaded.name} (version {loaded.version}): {len(rows)} tasks")
+    for column in ("id", "split", "category", "tags", "grading", "plan"):
+        table.add_column(column, no_wrap=column != "tags")
+    for row in shown:
+        table.add_row(row["id"], row["split"], row["category"], ", ".join(row["tags"]),
+                      row["grading"], str(row["plan_length"] or "-"))
+    console.print(table, highlight=False)
+    if len(rows) > len(shown):
+        console.print(f"… {len(rows) - len(shown)} more (--limit N, or --json)")
+
+
+def task_files(task: Task) -> list[tuple[str, int]]:
+    """Every file the workspace starts with, and its size."""
+    found: dict[str, int] = {}
+    if task.source_dir is not None:
+        for root, _dirs, names in os.walk(task.source_dir):
+            for name in names:
+                path = Path(root) / name
+                found[str(path.relative_to(task.source_dir))] = path.lstat().st_size
+    for rel, content in task.files.items():
+        found[rel] = len(content.encode() if isinstance(content, str) else content)
+    return sorted(found.items())
+
+
+@tasks_app.command("show")
+def show(ref: str = typer.Argument(..., help="SUITE/ID, e.g. examples/upper or "
+                                   "clawgym:./suite/task_1."),
+         option: list[str] = OPTION, judge: str | None = JUDGE,
+         as_json: bool = AS_JSON) -> None:
+    """Print one task: instruction, files, grading, oracle plan and metadata."""
+    suite, task = find_task(ref, option, judge)
+    info: dict[str, Any] = {**task.summary(), "suite": suite.name, "split": split_of(suite, task),
+            "mount_path": task.mount_path, "grading": grading_of(task),
+            "grader": type(task.grader).__name__ if task.grader else None,
+            "limits": task.limits.model_dump(exclude_none=True),
+            "files": [{"path": p, "bytes": n} for p, n in task_files(task)],
+            "plan": [str(a) for a in task.plan],
+            "metadata": json.loads(json.dumps(task.metadata, default=str))}
+    if as_json:
+        typer.echo(json.dumps(info, indent=2, ensure_ascii=False))
+        return
+    from rich.console import Console
+    from rich.panel import Panel
+
+    console = Console()
+    console.print(Panel(task.instruction, title=f"{suite.name} / {task.id}",
+                        title_align="left"), highlight=False, markup=False)
+    for key in ("split", "category", "tags", "difficulty", "mount_path", "grading", "grader",
+                "limits"):
+        console.print(f"[bold]{key}[/]: {info[key]}", highlight=False)
+    console.print("[bold]files[/]:", highlight=False)
+    for item in info["files"]:
+        console.print(f"  {item['path']}  ({item['bytes']} bytes)", highlight=False, markup=False)
+    console.print("[bold]oracle plan[/]:" + ("" if task.plan else " none"), highlight=False)
+    for i, action in enumerate(info["plan"], 1):
+        console.print(f"  {i}. {action}", highlight=False, markup=False)
+
+
+@dataclass
+class TaskCheck:
+    """What ``validate`` found for one task. ``ok`` is False only for real problems."""
+
+    id: str
+    grading: str
+    oracle: str  # pass | fail | no plan | ungraded
+    null: str  # fails | passes | ungraded | grade error
+    deterministic: bool | None
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return (self.oracle != "fail" and self.null in ("fails", "ungraded")
+                and self.deterministic is not False)
+
+
+async def _episode(harness: Harness, task: Task, empty: bool,
+                   limits: EpisodeLimits) -> tuple[Trajectory, Any]:
+    """One episode on a workspace we keep (for regrading), and that workspace."""
+    from harnessgrid.policies.scripted import ScriptedPolicy
+    from harnessgrid.runtime import run_episode
+    from harnessgrid.workspace import Workspace
+
+    ws = Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
+    traj = await run_episode(harness, task, ScriptedPolicy(empty=empty), limits, workspace=ws)
+    return traj, ws
+
+
+async def _regrade(task: Task, ws: Any, traj: Trajectory, timeout_s: float) -> str:
+    """Grade ``ws`` again (on a fresh copy) and describe the outcome like the first grading."""
+    import tempfile
+
+    assert task.grader is not None
+    with tempfile.TemporaryDirectory(prefix="hg-regrade-") as tmp:
+        copy = ws.copy_to(Path(tmp) / "ws")
+        try:
+            scores = await asyncio.wait_for(asyncio.to_thread(
+                task.grader.grade, copy.root, traj.transcript()), timeout_s)
+            return json.dumps(scores, sort_keys=True)
+        except Exception as exc:  # noqa: BLE001 - compared, not raised
+            return f"error: {exc}"
+
+
+def _first(traj: Trajectory) -> str:
+    if traj.grade_error is not None:
+        return f"error: {traj.grade_error}"
+    return json.dumps(traj.subscores, sort_keys=True)
+
+
+async def check_task(harness: Harness, task: Task, limits: EpisodeLimits) -> TaskCheck:
+    """Oracle (if planned), null, and a second grading of the oracle's (else null's) result."""
+    check = TaskCheck(id=task.id, grading=grading_of(task), oracle="no plan", null="fails",
+                      deterministic=None)
+    if task.grader is None:
+        check.null, check.note = "ungraded", "task has no grader"
+        return check
+    workspaces = []
+    try:
+        regrade_from = None
+        if task.plan:
+            traj, ws = await _episode(harness, task, False, limits)
+            workspaces.append(ws)
+            ungraded = (traj.grade_error or "").startswith("ungraded")
+            check.oracle = "pass" if traj.passed else ("ungraded" if ungraded else "fail")
+            if not traj.passed:
+                check.note = (traj.grade_error or traj.error
+                              or f"oracle scored {traj.score} ({traj.termination})")
+            regrade_from = (traj, ws)
+        traj, ws = await _episode(harness, task, True, limits)
+        workspaces.append(ws)
+        if traj.grade_error is not None:
+            ungraded = traj.grade_error.startswith("ungraded")
+            check.null = "ungraded" if ungraded else "grade error"
+            check.note = check.note or traj.grade_error
+        elif traj.passed:
+            check.null, check.note = "passes", check.note or "the null policy passes"
+        regrade_from = regrade_from or (traj, ws)
+        if check.null != "ungraded":
+            first = _first(regrade_from[0])
+            again = await _regrade(task, regrade_from[1], regrade_from[0],
+                                   limits.grader_timeout_s)
+            check.deterministic = first == again
+            if not check.deterministic:
+                check.note = check.note or f"regrading gave {again[:120]} after {first[:120]}"
+    finally:
+        for ws in workspaces:
+            ws.cleanup()
+    return check
+
+
+async def validate_tasks(harness: Harness, tasks: list[Task], limits: EpisodeLimits,
+                         concurrency: int, progress: Any = None) -> list[TaskCheck]:
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(task: Task) -> TaskCheck:
+        async with sem:
+            result = await check_task(harness, task, limits)
+        if progress is not None:
+            progress()
+        return result
+
+    return list(await asyncio.gather(*(one(t) for t in tasks)))
+
+
+def summarize(checks: list[TaskCheck]) -> dict[str, int]:
+    def count(pred: Any) -> int:
+        return sum(1 for c in checks if pred(c))
+
+    return {"tasks": len(checks), "ok": count(lambda c: c.ok),
+            "oracle_pass": count(lambda c: c.oracle == "pass"),
+            "oracle_fail": count(lambda c: c.oracle == "fail"),
+            "no_plan": count(lambda c: c.oracle == "no plan"),
+            "null_passes": count(lambda c: c.null == "passes"),
+            "grade_errors": count(lambda c: c.null == "grade error"),
+            "ungraded": count(lambda c: c.null == "ungraded"),
+            "automated_only": count(lambda c: c.grading == "automated_only"),
+            "nondeterministic": count(lambda c: c.deterministic is False)}
+
+
+@tasks_app.command("validate")
+def validate(suite: str = typer.Argument(..., help="Suite address."),
+             sample: int | None = typer.Option(None, "--sample", min=1, help="Check a seeded "
+                                               "random sample of N tasks (default: all)."),
+             seed: int = typer.Option(0, "--seed", help="Seed of --sample."),
+             split: str | None = typer.Option(None, "--split", help="train or eval."),
+             harness: str = typer.Option("S0-T0-O0-C0-W0", "--harness", help="Configuration "
+                                         "code (or adapter:NAME) to run the episodes through."),
+             concurrency: int = typer.Option(4, "--concurrency", min=1),
+             option: list[str] = OPTION, judge: str | None = JUDGE,
+             as_json: bool = AS_JSON) -> None:
+    """Oracle passes, null fails, grading is deterministic — for every (sampled) task."""
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from harnessgrid.api import resolve_harness
+    from harnessgrid.runtime import EpisodeLimits
+
+    loaded = open_suite(suite, option, judge)
+    tasks = list(loaded.tasks(split))
+    if sample is not None and sample < len(tasks):
+        chosen = set(random.Random(seed).sample(range(len(tasks)), sample))
+        tasks = [t for i, t in enumerate(tasks) if i in chosen]
+    the_harness = resolve_harness(harness)
+    limits = EpisodeLimits()
+    if as_json:
+        checks = asyncio.run(validate_tasks(the_harness, tasks, limits, concurrency))
+    else:
+        with Progress(transient=True) as bar:
+            job = bar.add_task(f"validating {len(tasks)} tasks", total=len(tasks))
+            checks = asyncio.run(validate_tasks(the_harness, tasks, limits, concurrency,
+                                                lambda: bar.advance(job)))
+    totals = summarize(checks)
+    failed = totals["ok"] < totals["tasks"]
+    if as_json:
+        typer.echo(json.dumps({"suite": loaded.name, "harness": the_harness.name,
+                               "summary": totals,
+                               "tasks": [{**asdict(c), "ok": c.ok} for c in checks]}, indent=2))
+    else:
+        table = Table(title=f"{loaded.name} through {the_harness.name}")
+        for column in ("task", "grading", "oracle", "null", "deterministic"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("note", overflow="fold")
+        for c in checks:
+            det = "-" if c.deterministic is None else ("yes" if c.deterministic else "NO")
+            style = "" if c.ok else "red"
+            note = c.note if len(c.note) <= 60 else c.note[:59] + "…"
+            table.add_row(c.id, c.grading, c.oracle, c.null, det, note, style=style)
+        console = Console()
+        console.print(table, highlight=False)
+        console.print(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in totals.items()),
+                      highlight=False)
+        if totals["ungraded"] or totals["automated_only"]:
+            console.print(f"{totals['ungraded']} task(s) ungraded and "
+                          f"{totals['automated_only']} graded on their automated part only: "
+                          "pass --judge MODEL for LLM-judge grading", highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+@tasks_app.command("export")
+def export(suite: str = typer.Argument(..., help="Suite address."),
+           out_dir: str = typer.Argument(..., help="New (or empty) directory to write."),
+           fmt: str = typer.Option("clawgym", "--format", help="Output layout: clawgym."),
+           split: str | None = typer.Option(None, "--split", help="train or eval."),
+           limit: int | None = typer.Option(None, "--limit", min=1, help="First N tasks."),
+           option: list[str] = OPTION, judge: str | None = JUDGE,
+           as_json: bool = AS_JSON) -> None:
+    """Write a suite in the ClawGym layout (one folder per task)."""
+    from harnessgrid.plugins.tasks.clawgym import export_clawgym
+
+    if fmt != "clawgym":
+        raise ConfigError(f"unknown export format {fmt!r}", hint="the only format is clawgym")
+    report = export_clawgym(open_suite(suite, option, judge), Path(out_dir), split=split,
+                            limit=limit)
+    if as_json:
+        typer.echo(json.dumps({"out_dir": str(report.out_dir), "exported": report.exported,
+                               "skipped": report.skipped, "ungraded": report.ungraded},
+                              indent=2))
+        return
+    typer.echo(f"exported {len(report.exported)} task(s) to {report.out_dir}")
+    if report.ungraded:
+        typer.echo(f"{len(report.ungraded)} of them without a grader (no reward/)")
+    for task_id, why in report.skipped.items():
+        typer.echo(f"skipped {task_id}: {why}")

@@ -1,0 +1,211 @@
+"""``clawgym:PATH`` — task suites in the ClawGym layout, harnessgrid's native on-disk format
+(DESIGN §7).
+
+A suite is a directory of task folders (``PATH`` itself may be one task folder)::
+
+    <suite>/<task>/data_entry.json   {"task_id", "user_query", "input_mount_dir"?,
+                                      "metadata": {"category", "grading_type", ...}}
+    <suite>/<task>/input_files/...   mirrored into the workspace
+    <suite>/<task>/reward/check.py   grade(transcript, workspace_path) -> {name: score}
+    <suite>/<task>/reward/reward.sh  last stdout line: a float in [0, 1]
+
+The workspace is mounted at ``input_mount_dir`` — by default ``/root/.openclaw/workspace``,
+where ClawGym's OpenClaw runs put it and where real ``reward.sh`` files look for
+``reward/check.py`` — for the agent and the grader alike, so absolute paths in instructions
+and graders hold. Graders are untrusted code and run in the sandbox
+(:mod:`._sandboxed_grader`); ``reward/`` is mounted only while grading. When both files exist
+``check.py`` is used (named sub-scores, and the transcript; converted suites' ``reward.sh`` only
+averages what ``check.py`` prints) unless the option ``grader="reward.sh"`` says otherwise.
+
+Loader options: ``mount_path`` (for tasks without ``input_mount_dir``), ``split`` (``eval``
+or ``train``; default ``eval``), ``grader`` (``auto``, ``check.py``, ``reward.sh``),
+``grader_timeout_s``, ``native_graders`` (see :mod:`._clawgym_export`; default True).
+:func:`export_clawgym` writes any suite in this layout.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harnessgrid import hookimpl
+from harnessgrid.errors import ConfigError
+from harnessgrid.models import Action
+from harnessgrid.registrations import TaskSuiteSpec
+from harnessgrid.tasks import Grader, Task, TaskLimits, TaskSuite
+
+from ._clawgym_export import ExportReport, RegeneratedGrader, export_clawgym
+from ._sandboxed_grader import (
+    GradingLimits,
+    reward_from,
+    run_in_sandbox,
+    runner_command,
+    scores_from,
+)
+
+__all__ = ["DEFAULT_MOUNT", "ClawGymGrader", "ExportReport", "export_clawgym", "load",
+           "load_task"]
+
+DEFAULT_MOUNT = "/root/.openclaw/workspace"
+_GRADER_CHOICES = ("auto", "check.py", "reward.sh")
+_OPTIONS = {"mount_path", "split", "grader", "grader_timeout_s", "native_graders"}
+_RESERVED_MOUNTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+                    "/proc", "/dev", "/sys", "/tmp")
+
+
+class ClawGymGrader:
+    """Runs a task's ``reward/check.py`` (through the grading runner, which passes the
+    transcript) or ``reward/reward.sh`` in a fresh sandbox over the final workspace's copy."""
+
+    def __init__(self, reward_dir: Path, mount_path: str, entry: str,
+                 limits: GradingLimits | None = None) -> None:
+        self.reward_dir = reward_dir
+        self.mount_path = mount_path
+        self.entry = entry
+        self.limits = limits or GradingLimits()
+
+    def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+        reward = f"{self.mount_path}/reward"
+        if self.entry == "check.py":
+            command = runner_command(f"{reward}/check.py", self.mount_path)
+        else:
+            command = f"bash {reward}/reward.sh"
+        result = run_in_sandbox(workspace, self.mount_path, command, files={},
+                                transcript=transcript, reward_dir=self.reward_dir,
+                                limits=self.limits)
+        what = f"reward/{self.entry}"
+        if self.entry == "check.py":
+            return scores_from(result, what)
+        return {"reward": reward_from(result, what)}
+
+    def export_reward(self, dest: Path) -> None:
+        """The reward folder as it is (the exporter's hook for graders that are files)."""
+        shutil.copytree(self.reward_dir, dest, symlinks=True)
+
+    def __repr__(self) -> str:
+        return f"ClawGymGrader({str(self.reward_dir)!r}, entry={self.entry!r})"
+
+
+def load(argument: str | None = None, **options: Any) -> TaskSuite:
+    """The suite at ``argument`` (a directory of task folders, or one task folder)."""
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise ConfigError(f"unknown option(s) for clawgym suites: {', '.join(unknown)}",
+                          hint=f"options: {', '.join(sorted(_OPTIONS))}")
+    if not argument:
+        raise ConfigError("the clawgym suite needs a directory", hint="write clawgym:PATH")
+    root = Path(argument).expanduser().resolve()
+    if not root.is_dir():
+        raise ConfigError(f"clawgym suite directory {argument!r} does not exist",
+                          hint="point clawgym:PATH at a folder of task folders")
+    split = str(options.get("split", "eval"))
+    if split not in ("train", "eval"):
+        raise ConfigError(f"split {split!r} is not train or eval", hint="pass split=train|eval")
+    folders = ([root] if (root / "data_entry.json").is_file() else
+               sorted(p for p in root.iterdir() if (p / "data_entry.json").is_file()))
+    if not folders:
+        raise ConfigError(f"no task folders (with data_entry.json) under {argument!r}",
+                          hint="a ClawGym suite is <suite>/<task>/data_entry.json")
+    name = f"clawgym:{argument}"
+    tasks = [load_task(folder, suite=name, **options) for folder in folders]
+    seen: dict[str, Path] = {}
+    for task, folder in zip(tasks, folders):
+        if task.id in seen:
+            raise ConfigError(f"task id {task.id!r} is used by {seen[task.id]} and {folder}",
+                              hint="give every task folder a unique task_id")
+        seen[task.id] = folder
+    return TaskSuite(name=name, splits={split: tuple(tasks)})
+
+
+def load_task(folder: Path, *, suite: str = "", mount_path: str = DEFAULT_MOUNT,
+              grader: str = "auto", grader_timeout_s: float = 60.0,
+              native_graders: bool = True, split: str = "eval") -> Task:
+    """One task folder as a :class:`Task` (``split`` is accepted and ignored here)."""
+    entry_path = folder / "data_entry.json"
+    try:
+        entry = json.loads(entry_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"{entry_path}: cannot read it as JSON: {exc}") from None
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{entry_path}: expected a JSON object, got {type(entry).__name__}")
+    query = entry.get("user_query")
+    if not isinstance(query, str) or not query.strip():
+        raise ConfigError(f"{entry_path}: 'user_query' is missing or empty",
+                          hint="data_entry.json needs the instruction as user_query")
+    task_id = str(entry.get("task_id") or folder.name)
+    metadata = _mapping(entry.get("metadata"))
+    mount = _mount(entry.get("input_mount_dir") or mount_path, entry_path)
+    inputs = folder / "input_files"
+    own = _mapping(metadata.get("harnessgrid"))
+    return Task(
+        id=task_id, instruction=query, source_dir=inputs if inputs.is_dir() else None,
+        grader=_grader(folder / "reward", mount, grader, grader_timeout_s, own, native_graders),
+        plan=_plan(own.get("plan")), tags=_strings(metadata.get("tags")),
+        category=str(metadata.get("category") or "general"),
+        difficulty=_int(metadata.get("difficulty"), 1),
+        limits=TaskLimits.model_validate(own.get("limits") or {}), mount_path=mount, suite=suite,
+        metadata={**metadata, "grading_type": metadata.get("grading_type", "automated"),
+                  "source": str(folder)})
+
+
+def _grader(reward: Path, mount: str, choice: str, timeout_s: float, own: dict[str, Any],
+            native: bool) -> Grader | None:
+    if choice not in _GRADER_CHOICES:
+        raise ConfigError(f"grader={choice!r} is not one of {', '.join(_GRADER_CHOICES)}")
+    if native and RegeneratedGrader.applies(own):
+        return RegeneratedGrader(str(own["suite"]), str(own["task_id"]),
+                                 str(own.get("content_hash", "")))
+    has = {name: (reward / name).is_file() for name in ("check.py", "reward.sh")}
+    entry = next((n for n in (("check.py", "reward.sh") if choice == "auto" else (choice,))
+                  if has[n]), None)
+    if entry is None:
+        return None
+    return ClawGymGrader(reward, mount, entry, GradingLimits(timeout_s=float(timeout_s)))
+
+
+def _mount(value: Any, where: Path) -> str:
+    text = str(value)
+    parts = [p for p in text.split("/") if p not in ("", ".")]
+    if not text.startswith("/") or not parts or ".." in parts:
+        raise ConfigError(f"{where}: input_mount_dir {text!r} is not an absolute path",
+                          hint=f"use an absolute directory such as {DEFAULT_MOUNT}")
+    mount = "/" + "/".join(parts)
+    for reserved in _RESERVED_MOUNTS:
+        if mount == reserved or mount.startswith(reserved + "/"):
+            raise ConfigError(f"{where}: input_mount_dir {mount!r} would hide {reserved} in the "
+                              "sandbox", hint=f"mount the workspace elsewhere, e.g. {DEFAULT_MOUNT}")
+    return mount
+
+
+def _mapping(raw: Any) -> dict[str, Any]:
+    return {str(k): v for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def _strings(raw: Any) -> tuple[str, ...]:
+    return tuple(str(t) for t in raw) if isinstance(raw, list) else ()
+
+
+def _int(raw: Any, default: int) -> int:
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return default
+
+
+def _plan(raw: Any) -> tuple[Action, ...]:
+    """An oracle plan recorded by our exporter; anything unreadable means no plan."""
+    try:
+        return tuple(Action.model_validate(a) for a in raw or ())
+    except (TypeError, ValueError):
+        return ()
+
+
+@hookimpl
+def harnessgrid_task_suites() -> Iterator[TaskSuiteSpec]:
+    yield TaskSuiteSpec(
+        name="clawgym", load=load, takes_argument=True,
+        description="Tasks in the ClawGym layout (data_entry.json, input_files/, reward/); "
+                    "graders run sandboxed. Address: clawgym:PATH.")

@@ -1,0 +1,279 @@
+"""``pinchbench:PATH`` — task suites in PinchBench's markdown format (DESIGN §7).
+
+Each ``task_*.md`` holds YAML front matter (``id``, ``name``, ``category``,
+``grading_type: automated|llm_judge|hybrid``, ``timeout_seconds``, ``workspace_files``) and
+sections ``## Prompt``, ``## Expected Behavior``, ``## Grading Criteria``, ``## Automated
+Checks`` (python defining ``grade(transcript, workspace_path)``) and ``## LLM Judge Rubric``.
+Real files vary, so the parser (:mod:`._pinchbench_format`) is tolerant: front matter with or
+without ``---`` fences; ``---`` rules between sections and extra sections (kept in metadata);
+checks as a fenced python block or bare code; rubric criteria as ``### Criterion N: title
+(Weight: P%)``. ``workspace_files`` entries are a bare name (from a folder named after the
+task beside the ``.md``) or ``{source, dest}`` (``source`` relative to the asset folder,
+option ``assets=``; default ``PATH/assets``, or the repository's ``assets/`` when PATH is its
+``tasks/``). Files are confined to the suite's folders, so a task file cannot copy host files
+into a workspace (and on to a model provider).
+
+Grading: automated checks run sandboxed (:mod:`._sandboxed_grader`); the LLM judge
+(:mod:`._judge`) is opt-in (``judge=MODEL``, plus ``judge_api_base``, ``judge_api_key``,
+``judge_timeout_s``). Hybrid = mean of the automated mean and the judge's weighted score
+(sub-scores ``automated`` and ``llm_judge``). Without a judge, ``llm_judge`` tasks are
+*ungraded* (a ``GraderError`` starting with ``ungraded:``) and hybrid tasks are graded on their
+automated part only; ``Task.metadata["graded_as"]`` says which, so tools can count both.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harnessgrid import hookimpl
+from harnessgrid.errors import ConfigError
+from harnessgrid.registrations import TaskSuiteSpec
+from harnessgrid.tasks import GraderError, Task, TaskLimits, TaskSuite
+
+from ._clawgym_export import NotExportable, write_reward
+from ._judge import Criterion, JudgeContext, LiteLLMJudge, judge_score
+from ._pinchbench_format import check_code, parse_rubric, parse_task_file
+from ._sandboxed_grader import (
+    GRADING_DIR,
+    GradingLimits,
+    run_in_sandbox,
+    runner_command,
+    scores_from,
+)
+
+__all__ = ["PinchBenchGrader", "load", "load_task", "parse_rubric", "parse_task_file"]
+
+DEFAULT_MOUNT = "/root/.openclaw/workspace"
+GRADING_TYPES = ("automated", "llm_judge", "hybrid")
+_OPTIONS = {"assets", "judge", "judge_api_base", "judge_api_key", "judge_timeout_s",
+            "mount_path", "split", "grader_timeout_s"}
+
+
+class PinchBenchGrader:
+    """Automated checks (sandboxed), the LLM judge, or both, per the task's grading type."""
+
+    def __init__(self, task_id: str, grading_type: str, code: str | None, problem: str | None,
+                 criteria: list[Criterion], context: JudgeContext, mount_path: str,
+                 judge: LiteLLMJudge | None, limits: GradingLimits | None = None) -> None:
+        self.task_id = task_id
+        self.grading_type = grading_type
+        self.code = code
+        self.problem = problem
+        self.criteria = criteria
+        self.context = context
+        self.mount_path = mount_path
+        self.judge = judge
+        self.limits = limits or GradingLimits()
+
+    @property
+    def graded_as(self) -> str:
+        """``automated``, ``llm_judge``, ``hybrid``, ``automated_only`` (hybrid without a
+        judge) or ``ungraded`` (judge-only without a judge)."""
+        if self.grading_type == "automated":
+            return "automated"
+        if self.judge is not None:
+            return self.grading_type
+        return "automated_only" if self.grading_type == "hybrid" and self.code else "ungraded"
+
+    def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+        uses_code = self.grading_type in ("automated", "hybrid")
+        if self.problem and uses_code:
+            raise GraderError(f"task {self.task_id}: {self.problem}")
+        if self.graded_as == "ungraded":
+            raise GraderError(f"ungraded: {self.grading_type} task and no judge given "
+                              "(pass --judge MODEL, or judge=MODEL to the loader)")
+        auto = self._automated(workspace, transcript) if uses_code and self.code else None
+        if self.judge is None or self.grading_type == "automated":
+            assert auto is not None
+            return auto
+        if not self.criteria:
+            raise GraderError(f"task {self.task_id}: no rubric criteria for the judge")
+        judged = judge_score(self.judge, self.criteria, self.context, workspace, transcript)
+        if auto is None:
+            return {"llm_judge": judged}
+        return {"automated": sum(auto.values()) / len(auto), "llm_judge": judged}
+
+    def _automated(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+        assert self.code is not None
+        result = run_in_sandbox(workspace, self.mount_path,
+                                runner_command(f"{GRADING_DIR}/check.py", self.mount_path),
+                                files={"check.py": self.code}, transcript=transcript,
+                                limits=self.limits)
+        return scores_from(result, "automated checks")
+
+    def export_reward(self, dest: Path) -> None:
+        """Automated-only tasks become a ClawGym ``check.py``; judged ones have no such form."""
+        if self.grading_type != "automated" or self.code is None:
+            raise NotExportable(f"{self.grading_type} grading needs an LLM judge, which a "
+                                "check.py cannot express")
+        write_reward(dest, self.code)
+
+
+def load(argument: str | None = None, **options: Any) -> TaskSuite:
+    """The suite at ``argument``: a folder of ``task_*.md`` (or its ``tasks/``), or one file."""
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise ConfigError(f"unknown option(s) for pinchbench suites: {', '.join(unknown)}",
+                          hint=f"options: {', '.join(sorted(_OPTIONS))}")
+    if not argument:
+        raise ConfigError("the pinchbench suite needs a path", hint="write pinchbench:PATH")
+    root = Path(argument).expanduser().resolve()
+    if root.is_file():
+        files, base = [root], root.parent
+    elif root.is_dir():
+        base = root / "tasks" if not any(root.glob("task_*.md")) and (root / "tasks").is_dir() \
+            else root
+        files = sorted(base.glob("task_*.md"))
+    else:
+        raise ConfigError(f"pinchbench path {argument!r} does not exist",
+                          hint="point pinchbench:PATH at a folder of task_*.md files")
+    if not files:
+        raise ConfigError(f"no task_*.md files in {argument!r}",
+                          hint="PinchBench tasks are markdown files named task_*.md")
+    split = str(options.pop("split", "eval"))
+    if split not in ("train", "eval"):
+        raise ConfigError(f"split {split!r} is not train or eval", hint="pass split=train|eval")
+    suite_root = base.parent if base.name == "tasks" else base
+    assets = _assets_dir(options.pop("assets", None), suite_root, base)
+    judge = None
+    if options.get("judge"):
+        judge = LiteLLMJudge(str(options["judge"]), api_base=options.get("judge_api_base"),
+                             api_key=options.get("judge_api_key"),
+                             timeout_s=float(options.get("judge_timeout_s", 60.0)))
+    name = f"pinchbench:{argument}"
+    tasks = [load_task(f, assets=assets, root=suite_root, judge=judge, suite=name,
+                       mount_path=str(options.get("mount_path", DEFAULT_MOUNT)),
+                       grader_timeout_s=float(options.get("grader_timeout_s", 60.0)))
+             for f in files]
+    ids = [t.id for t in tasks]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ConfigError(f"task ids used by more than one file: {', '.join(dupes)}")
+    return TaskSuite(name=name, splits={split: tuple(tasks)})
+
+
+def _assets_dir(option: Any, suite_root: Path, base: Path) -> Path:
+    if option:
+        path = Path(str(option)).expanduser().resolve()
+        if not path.is_dir():
+            raise ConfigError(f"assets folder {str(option)!r} does not exist",
+                              hint="pass assets=DIR, the folder workspace_files sources are in")
+        return path
+    for candidate in (base / "assets", suite_root / "assets"):
+        if candidate.is_dir():
+            return candidate
+    return suite_root
+
+
+def load_task(path: Path, *, assets: Path, root: Path | None = None,
+              judge: LiteLLMJudge | None = None, suite: str = "",
+              mount_path: str = DEFAULT_MOUNT, grader_timeout_s: float = 60.0) -> Task:
+    """One ``task_*.md`` as a :class:`Task`; its workspace files must lie in ``root`` (the
+    suite's folder, default the file's) or ``assets``."""
+    parsed = parse_task_file(path)
+    front, sections = parsed.front, parsed.sections
+    task_id = str(front.get("id") or path.stem)
+    prompt = sections.get("prompt", "").strip()
+    if not prompt:
+        raise ConfigError(f"{path}: no '## Prompt' section (or it is empty)",
+                          hint="the prompt is what the agent is asked to do")
+    checks = sections.get("checks", "")
+    code = check_code(checks) if checks.strip() else None
+    grading_type = str(front.get("grading_type") or ("automated" if code else "llm_judge"))
+    grading_type = grading_type.strip().lower()
+    if grading_type not in GRADING_TYPES:
+        raise ConfigError(f"{path}: grading_type {grading_type!r} is not one of "
+                          f"{', '.join(GRADING_TYPES)}")
+    problem = None
+    if grading_type in ("automated", "hybrid") and code is None:
+        problem = ("its '## Automated Checks' define no grade(transcript, workspace_path)"
+                   if checks.strip() else "it has no '## Automated Checks' section")
+    criteria = parse_rubric(sections.get("rubric", ""), sections.get("criteria", ""))
+    grader = PinchBenchGrader(
+        task_id, grading_type, code, problem, criteria,
+        JudgeContext(prompt=prompt, expected=sections.get("expected", "")), mount_path, judge,
+        GradingLimits(timeout_s=grader_timeout_s))
+    return Task(
+        id=task_id, instruction=prompt, files=_workspace_files(front, path, task_id, assets,
+                                                                      root or path.parent),
+        grader=grader, category=str(front.get("category") or "general"),
+        limits=TaskLimits(wall_s=_timeout(front.get("timeout_seconds"), path)),
+        mount_path=mount_path, suite=suite,
+        metadata={"name": str(front.get("name") or task_id), "grading_type": grading_type,
+                  "graded_as": grader.graded_as, "judge": judge.model if judge else None,
+                  "expected_behavior": sections.get("expected", ""),
+                  "criteria": [{"number": c.number, "title": c.title, "weight": c.weight}
+                               for c in criteria],
+                  "extra_sections": parsed.extra, "source": str(path)})
+
+
+def _timeout(value: Any, path: Path) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{path}: timeout_seconds {value!r} is not a number") from None
+    if seconds <= 0:
+        raise ConfigError(f"{path}: timeout_seconds {value!r} must be positive")
+    return seconds
+
+
+def _workspace_files(front: dict[str, Any], path: Path, task_id: str, assets: Path,
+                     root: Path) -> dict[str, str | bytes]:
+    entries = front.get("workspace_files") or []
+    if not isinstance(entries, list):
+        raise ConfigError(f"{path}: workspace_files must be a list, got {entries!r:.80}")
+    task_dirs = [path.parent / path.stem, path.parent / task_id]
+    files: dict[str, str | bytes] = {}
+    for entry in entries:
+        if isinstance(entry, str):
+            dest, places = entry, [d / entry for d in task_dirs] + [assets / entry]
+        elif isinstance(entry, dict) and "content" in entry:
+            dest = str(entry.get("dest") or entry.get("path") or "")
+            files[_dest(dest, path)] = str(entry["content"])
+            continue
+        elif isinstance(entry, dict) and entry.get("source"):
+            source = str(entry["source"])
+            dest = str(entry.get("dest") or os.path.basename(source))
+            places = [assets / source, root / source, path.parent / source]
+        else:
+            raise ConfigError(f"{path}: workspace_files entry {entry!r:.80} is neither a file "
+                              "name nor {source, dest}")
+        found = next((p for p in places if p.is_file()), None)
+        if found is None:
+            raise ConfigError(f"{path}: workspace file {entry!r:.80} not found",
+                              hint="looked in " + ", ".join(str(p) for p in places)
+                              + "; pass assets=DIR for {source, dest} entries")
+        if not (_inside(found, root) or _inside(found, assets)):
+            raise ConfigError(f"{path}: workspace file {entry!r:.80} resolves outside the "
+                              f"suite's folders ({found.resolve()})")
+        files[_dest(dest, path)] = found.read_bytes()
+    return files
+
+
+def _dest(dest: str, path: Path) -> str:
+    parts = [p for p in dest.split("/") if p not in ("", ".")]
+    if not parts or dest.startswith("/") or ".." in parts:
+        raise ConfigError(f"{path}: workspace file destination {dest!r} must be a relative "
+                          "path inside the workspace")
+    return "/".join(parts)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+@hookimpl
+def harnessgrid_task_suites() -> Iterator[TaskSuiteSpec]:
+    yield TaskSuiteSpec(
+        name="pinchbench", load=load, takes_argument=True,
+        description="Tasks in PinchBench's markdown format (task_*.md); automated checks run "
+                    "sandboxed, LLM-judge grading with judge=MODEL. Address: pinchbench:PATH.")

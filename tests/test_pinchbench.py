@@ -1,0 +1,280 @@
+"""The PinchBench format: tolerant parsing, sandboxed automated checks, and LLM-judge grading
+over real HTTP against the scripted local server (canned judge replies).
+
+External tasks have no oracle plans, so :data:`SOLUTIONS` holds hand-written ones that the
+scripted policy plays through a real harness."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from servers import Canned, OpenAICompatServer, http_error, openai_text
+
+import harnessgrid as hg
+from harnessgrid.errors import ConfigError
+from harnessgrid.models import Action
+from harnessgrid.plugins.tasks import clawgym, pinchbench
+from harnessgrid.policies.scripted import ScriptedPolicy
+from harnessgrid.runtime import run_episode
+from harnessgrid.tasks import Task, TaskSuite
+from harnessgrid.trajectory import Trajectory
+
+FIXTURES = Path(__file__).parent / "fixtures" / "pinchbench"
+A = Action.of
+SUMMARY = ("# Meeting summary\n\nDecisions: ship on Friday; drop the legacy CSV export.\n\n"
+           "Action items: Ana - changelog; Bo - migration script; Chen - customer email.\n")
+SOLUTIONS: dict[str, tuple[Action, ...]] = {
+    "task_01_word_count": (A("read", path="poem.txt"), A("write", path="count.txt",
+                                                         content="19\n")),
+    "task_02_meeting_notes": (A("read", path="notes.txt"),
+                              A("write", path="summary.md", content=SUMMARY)),
+    "task_03_todo_cleanup": (
+        A("write", path="done.txt", content="[x] renew passport\n[x] pay rent\n"),
+        A("write", path="todo.txt",
+          content="[ ] call the plumber\n[ ] book dentist\n[ ] fix bike light\n")),
+}
+needs_litellm = pytest.mark.skipif(importlib.util.find_spec("litellm") is None,
+                                   reason="the judge needs the api extra (litellm)")
+# litellm's pydantic models warn at import time about their own TypedDicts; not our concern.
+pytestmark = pytest.mark.filterwarnings("ignore:Items? .*ReadOnly. qualifier:UserWarning")
+
+
+def play(task: Task, plan: tuple[Action, ...] | None, code: str = "S0-T0-O0-C0-W0") -> Trajectory:
+    harness = hg.compose(hg.FactorSpace.default().parse(code))
+    if plan is not None:
+        task = task.model_copy(update={"plan": plan})
+    return asyncio.run(run_episode(harness, task, ScriptedPolicy(empty=plan is None)))
+
+
+@pytest.fixture(scope="module")
+def suite() -> TaskSuite:
+    return pinchbench.load(str(FIXTURES))
+
+
+def test_fixture_suite_parses(suite: TaskSuite) -> None:
+    tasks = {t.id: t for t in suite.tasks("eval")}
+    assert sorted(tasks) == sorted(SOLUTIONS)
+    count, notes, todo = (tasks[i] for i in sorted(SOLUTIONS))
+    # fenced front matter, {source, dest} from assets/, fenced python, extra section
+    assert count.files == {"poem.txt": (FIXTURES / "assets/texts/poem.txt").read_bytes()}
+    assert count.limits.wall_s == 90 and count.category == "text_processing"
+    assert count.instruction.startswith("There is a short poem") and "---" not in count.instruction
+    assert count.metadata["graded_as"] == "automated"
+    assert count.metadata["extra_sections"] == ["Additional Notes"]
+    # unfenced front matter, bare-name file from the task's folder, weighted rubric
+    assert notes.metadata["name"] == "Summarise Meeting Notes"
+    assert set(notes.files) == {"notes.txt"} and notes.metadata["graded_as"] == "ungraded"
+    assert notes.metadata["criteria"] == [
+        {"number": 1, "title": "Decisions captured", "weight": 0.6},
+        {"number": 2, "title": "Owners of action items", "weight": 0.4}]
+    # hybrid with bare (unfenced) check code: graded on the automated part without a judge
+    assert todo.metadata["graded_as"] == "automated_only"
+    grader = todo.grader
+    assert isinstance(grader, pinchbench.PinchBenchGrader) and grader.code is not None
+    assert grader.code.startswith("def grade(transcript, workspace_path):")
+
+
+@pytest.mark.parametrize("task_id", sorted(SOLUTIONS))
+def test_fixtures_without_a_judge(suite: TaskSuite, task_id: str) -> None:
+    task = suite.get(task_id)
+    solved, untouched = play(task, SOLUTIONS[task_id]), play(task, None)
+    if task_id == "task_02_meeting_notes":  # judge-only: ungraded, never a silent 0
+        for traj in (solved, untouched):
+            assert traj.score is None and traj.grade_error is not None
+            assert traj.grade_error.startswith("ungraded: llm_judge task and no judge given")
+        return
+    assert solved.passed, (solved.grade_error, solved.subscores)
+    assert untouched.grade_error is None and not untouched.passed
+    if task_id == "task_03_todo_cleanup":
+        assert set(solved.subscores) == {"done_file", "todo_file"}  # automated part only
+
+
+def judge_reply(scores: dict[str, Any]) -> Canned:
+    return openai_text(json.dumps({"scores": scores, "notes": "checked"}))
+
+
+def judged(srv: OpenAICompatServer) -> TaskSuite:
+    return pinchbench.load(str(FIXTURES), judge="openai/test-judge",
+                           judge_api_base=srv.base_url + "/v1", judge_api_key="x")
+
+
+@needs_litellm
+def test_llm_judge_grades_with_weights_over_http(suite: TaskSuite) -> None:
+    with OpenAICompatServer([judge_reply({"1": 1.0, "2": 0.5})]) as srv:
+        task = judged(srv).get("task_02_meeting_notes")
+        assert task.metadata["graded_as"] == "llm_judge"
+        traj = play(task, SOLUTIONS["task_02_meeting_notes"])
+    assert traj.grade_error is None
+    assert traj.subscores == {"llm_judge": pytest.approx(0.8)}  # 0.6 * 1.0 + 0.4 * 0.5
+    (request,) = srv.requests
+    assert request.json["model"] == "test-judge" and request.json["temperature"] == 0.0
+    prompt = request.json["messages"][-1]["content"]
+    for expected in ("Criterion 1: Decisions captured", "Owners of action items",
+                     "summary.md", "Action items: Ana", "[assistant] CALL", "notes.txt"):
+        assert expected in prompt, expected
+
+
+@needs_litellm
+def test_hybrid_is_the_mean_of_automated_and_judge() -> None:
+    reply = openai_text('Here you go:\n```json\n{"scores": {"Correct split": 1, '
+                        '"criterion 2": {"score": 0.5}}}\n```')
+    with OpenAICompatServer([reply]) as srv:
+        traj = play(judged(srv).get("task_03_todo_cleanup"), SOLUTIONS["task_03_todo_cleanup"])
+    assert traj.subscores == {"automated": 1.0, "llm_judge": 0.75}
+    assert traj.score == pytest.approx(0.875) and not traj.passed
+
+
+@needs_litellm
+@pytest.mark.parametrize("reply, message", [
+    (openai_text("The agent did great, 10/10."), "not a JSON object"),
+    (judge_reply({"1": 1.0}), "no score for criteria [2]"),
+    (judge_reply({"1": 1.0, "2": 7}), "not a number in [0, 1]"),
+    (http_error(400, message="bad model", retry_after_ms=None), "judge openai/test-judge failed"),
+])
+def test_judge_failures_are_grade_errors(reply: Canned, message: str) -> None:
+    with OpenAICompatServer([reply]) as srv:
+        traj = play(judged(srv).get("task_02_meeting_notes"), None)
+    assert traj.score is None and traj.grade_error is not None
+    assert message in traj.grade_error, traj.grade_error
+
+
+def test_automated_checks_run_sandboxed(tmp_path: Path) -> None:
+    task_file = write(tmp_path, "task_09_peek.md", """\
+        ---
+        id: task_09_peek
+        grading_type: automated
+        ---
+        ## Prompt
+        Do nothing.
+        ## Automated Checks
+        ```python
+        def grade(transcript, workspace_path):
+            return {"peeked": float(len(open("/etc/shadow").read()) > 0)}
+        ```
+        """)
+    traj = play(pinchbench.load(str(task_file)).tasks()[0], None)
+    assert traj.grade_error is not None and traj.grade_error.startswith(
+        "automated checks failed with exit code 1: FileNotFoundError")
+
+
+# --- tolerant parsing, and what is still refused ------------------------------------------
+
+def write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_tolerated_variations(tmp_path: Path) -> None:
+    write(tmp_path, "kit/data/in.csv", "a,b\n")
+    path = write(tmp_path, "suite/task_05_misc.md", """\
+        id: task_05_misc
+        grading_type: hybrid
+        workspace_files:
+          - {source: data/in.csv, dest: input/in.csv}
+          - {path: notes/readme.txt, content: "inline\\n"}
+        ## Prompt
+        Read input/in.csv.
+        ***
+        ## Automated Checks
+        Checked by the function below.
+        ```python
+        def grade(transcript, workspace_path):
+            ## a comment that looks like a section heading
+            return {"ok": 1.0}
+        ```
+        ## Grading Criteria
+        - [ ] reads the file
+        - [x] says what is in it
+        ## Something Else
+        ignored
+        """)
+    task = pinchbench.load(str(path.parent), assets=str(tmp_path / "kit")).tasks()[0]
+    assert task.files == {"input/in.csv": b"a,b\n", "notes/readme.txt": "inline\n"}
+    assert task.instruction == "Read input/in.csv."
+    grader = task.grader
+    assert isinstance(grader, pinchbench.PinchBenchGrader) and grader.code is not None
+    assert "## a comment" in grader.code and task.metadata["extra_sections"] == ["Something Else"]
+    assert [(c.number, c.title, c.weight) for c in grader.criteria] == [
+        (1, "reads the file", None), (2, "says what is in it", None)]
+
+
+def test_rubric_parsing() -> None:
+    rubric = ("### Criterion 1: Accuracy (Weight: 70%)\nright numbers\n\n"
+              "### Criterion 2: Style (weight: 0.2)\n\n### Criterion 3: Brevity\nshort\n")
+    parsed = pinchbench.parse_rubric(rubric)
+    assert [(c.number, c.title, c.weight, c.text) for c in parsed] == [
+        (1, "Accuracy", 0.7, "right numbers"), (2, "Style", 0.2, ""), (3, "Brevity", None, "short")]
+    from harnessgrid.plugins.tasks._judge import resolved_weights
+
+    assert resolved_weights(parsed) == pytest.approx({1: 0.7, 2: 0.2, 3: 0.1})
+    assert [c.title for c in pinchbench.parse_rubric("Judge the tone.")] == ["overall"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("---\nid: x\n## Prompt\nhi\n", "never closed"),
+    ("---\nid: [x\n---\n## Prompt\nhi\n", "not valid YAML"),
+    ("---\nid: x\n---\n## Expected Behavior\nhi\n", "no '## Prompt' section"),
+    ("---\nid: x\ngrading_type: vibes\n---\n## Prompt\nhi\n", "grading_type 'vibes'"),
+    ("---\nid: x\ntimeout_seconds: soon\n---\n## Prompt\nhi\n", "timeout_seconds 'soon'"),
+    ("---\nid: x\nworkspace_files: [missing.txt]\n---\n## Prompt\nhi\n", "not found"),
+    ("---\nid: x\nworkspace_files: [{source: ../secret.txt}]\n---\n## Prompt\nhi\n",
+     "outside the suite's folders"),
+    ("---\nid: x\nworkspace_files: [{path: /etc/x, content: y}]\n---\n## Prompt\nhi\n",
+     "must be a relative path"),
+])
+def test_broken_task_files_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "secret.txt").write_text("a host file beside the suite\n")
+    path = tmp_path / "suite" / "task_x.md"
+    path.parent.mkdir()
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        pinchbench.load(str(path.parent))
+
+
+def test_grader_problems_show_at_grading_time(tmp_path: Path) -> None:
+    path = write(tmp_path, "task_06_nocheck.md", """\
+        ---
+        id: task_06_nocheck
+        grading_type: automated
+        ---
+        ## Prompt
+        Do nothing.
+        ## Automated Checks
+        Checked by hand.
+        """)
+    traj = play(pinchbench.load(str(path)).tasks()[0], None)
+    assert traj.grade_error is not None and "define no grade(" in traj.grade_error
+
+
+def test_bad_suite_arguments(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        pinchbench.load(str(tmp_path / "nope"))
+    with pytest.raises(ConfigError, match="no task_"):
+        pinchbench.load(str(tmp_path))
+    with pytest.raises(ConfigError, match="unknown option"):
+        pinchbench.load(str(FIXTURES), native_graders=True)
+    with pytest.raises(ConfigError, match="assets folder"):
+        pinchbench.load(str(FIXTURES), assets=str(tmp_path / "none"))
+
+
+def test_export_to_clawgym(tmp_path: Path, suite: TaskSuite) -> None:
+    """Automated checks become a ClawGym check.py (plus reward.sh); judged tasks are skipped
+    with the reason. The exported task grades the same, through either entry point."""
+    report = clawgym.export_clawgym(suite, tmp_path / "out")
+    assert list(report.exported) == ["task_01_word_count"]
+    assert "needs an LLM judge" in report.skipped["task_02_meeting_notes"]
+    assert "needs an LLM judge" in report.skipped["task_03_todo_cleanup"]
+    assert not (tmp_path / "out" / "task_02_meeting_notes").exists()
+    for entry in ("check.py", "reward.sh"):
+        task = clawgym.load(str(tmp_path / "out"), grader=entry).get("task_01_word_count")
+        assert task.files == {} and task.source_dir is not None
+        assert play(task, SOLUTIONS["task_01_word_count"]).passed, entry
+        assert not play(task, None).passed

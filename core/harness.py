@@ -52,7 +52,12 @@ class Harness(Protocol):
     async def step(self, state: EpisodeState, turn: ModelTurn, env: Environment) -> tuple[
         TurnOutcome, Decision]: ...
 
-    def render_action(self, action: Action, call_id: str) -> ModelTurn: ...
+    def render_action(self, action: Action, call_id: str,
+                      state: EpisodeState | None = None) -> ModelTurn:
+        """The turn performing ``action`` (the inverse of parsing), for the scripted oracle and
+        demonstrations. ``state`` is the episode, for shells whose rendering depends on it
+        (Claude Code reads a file before editing it only when the session has not)."""
+        ...
 
 
 def task_message(task: Task) -> Message:
@@ -104,7 +109,8 @@ class ComposedHarness:
         tool for it (``bash_only``)."""
         return action if self.tool_interface.supports(action.kind) else as_shell(action)
 
-    def render_action(self, action: Action, call_id: str) -> ModelTurn:
+    def render_action(self, action: Action, call_id: str,
+                      state: EpisodeState | None = None) -> ModelTurn:
         return self.tool_interface.render(self._supported(action), call_id)
 
     async def step(self, state: EpisodeState, turn: ModelTurn, env: Environment) -> tuple[

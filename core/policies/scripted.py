@@ -36,8 +36,8 @@ class ScriptedPolicy:
         if harness.protocol.plan_turn and state.plan is None:
             return ModelTurn(content=plan_text(plan))
         if state.awaiting_verification:
-            return harness.render_action(VERIFY_ACTION, call_id)
+            return harness.render_action(VERIFY_ACTION, call_id, state)
         cursor = int(state.scratch.get(_CURSOR, 0))
         state.scratch[_CURSOR] = cursor + 1
         action = plan[cursor] if cursor < len(plan) else Action.of("finish", message="Done.")
-        return harness.render_action(action, call_id)
+        return harness.render_action(action, call_id, state)

@@ -313,7 +313,8 @@ class ClaudeCodeHarness:
         """Native tool calls need no parsing: the turn's calls, as sent."""
         return list(turn.tool_calls)
 
-    def render_action(self, action: Action, call_id: str) -> ModelTurn:
+    def render_action(self, action: Action, call_id: str,
+                      state: EpisodeState | None = None) -> ModelTurn:
         """The turn a careful Claude Code user of the tools would write for ``action``.
 
         A write or edit of a file that exists and was not read since its last change gets a
@@ -321,7 +322,9 @@ class ClaudeCodeHarness:
         the oracle obeys the read-before-write rule exactly when the rule applies. A shell
         command starts with ``cd`` back to the workspace if an earlier command left it.
         """
-        session = ACTIVE.get() or Session(mount_path="/workspace")
+        found = state.scratch.get(SCRATCH_KEY) if state is not None else None
+        session = found if isinstance(found, Session) else (
+            ACTIVE.get() or Session(mount_path="/workspace"))
         a = action.args
 
         def call(name: str, arguments: dict[str, Any], suffix: str = "") -> ToolCall:

@@ -108,7 +108,8 @@ class MiniBashHarness:
                              content=f"[{status}]\n{_clip(output) or '(no output)'}"))
         return outcome, Decision()
 
-    def render_action(self, action: Action, call_id: str) -> ModelTurn:
+    def render_action(self, action: Action, call_id: str,
+                      state: EpisodeState | None = None) -> ModelTurn:
         if action.kind == "finish":
             command = f"echo {SENTINEL} && echo {shlex.quote(action.args['message'])}"
         else:

@@ -234,7 +234,8 @@ class OpenClawHarness:
         return Message(role="tool", content=text, tool_call_id=call.id, name=call.name,
                        kind=kind)
 
-    def render_action(self, action: Action, call_id: str) -> ModelTurn:
+    def render_action(self, action: Action, call_id: str,
+                      state: EpisodeState | None = None) -> ModelTurn:
         """The turn that performs ``action``: file actions map to read/write/edit, list and
         search to ``exec`` (``ls``, ``grep -rn``), shell to exec, finish to a text-only reply
         (``Done.`` when the message is empty, since an empty reply is not a finish here)."""

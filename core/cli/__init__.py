@@ -24,6 +24,7 @@ app = typer.Typer(
 
 def _add_subcommands() -> None:
     from harnessgrid.cli.design_cmd import design_app, schedule_app
+    from harnessgrid.cli.eval_cmd import eval_command, report_command
     from harnessgrid.cli.harness_cmd import harness_app
     from harnessgrid.cli.model_cmd import model_app
     from harnessgrid.cli.plugins_cmd import plugins_app
@@ -36,6 +37,8 @@ def _add_subcommands() -> None:
     app.add_typer(model_app, name="model")
     app.add_typer(harness_app, name="harness")
     app.add_typer(tasks_app, name="tasks")
+    app.command("eval")(eval_command)
+    app.command("report")(report_command)
     app.command("run")(run)
 
 
@@ -54,7 +57,10 @@ def main() -> None:
 
     warnings.showwarning = _show_warning
     try:
-        app(standalone_mode=False)
+        # Outside standalone mode click returns typer.Exit's code instead of raising it.
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except HarnessgridError as exc:
         from rich.console import Console
 

@@ -1,0 +1,142 @@
+"""``harnessgrid eval`` and ``harnessgrid report``: the paper's evaluation protocol from the
+command line (see :mod:`harnessgrid.evaluation`).
+
+``eval`` is resumable: re-running the same command continues where a killed one stopped.
+``report DIR`` (re)writes the tables, plots and ``report.html`` of a directory, and
+``report compare BASE NEW`` puts two evaluations side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from harnessgrid.errors import ConfigError
+
+
+def eval_command(
+    policy: str = typer.Option(..., "--policy", help="scripted, null, litellm:MODEL, "
+                               "anthropic:MODEL, hf:PATH, vllm:NAME."),
+    suites: str = typer.Option(..., "--suites", help="Comma-separated suites, e.g. "
+                               "examples,grid-bench,clawgym:/data/bench."),
+    out: Path = typer.Option(..., "--out", help="Evaluation directory (created; re-use it to "
+                             "resume)."),
+    settings: str = typer.Option("in-space,out-of-space", "--settings",
+                                 help="Any of in-space, out-of-space, original, train."),
+    runs: int = typer.Option(3, "--runs", min=1, help="Independent runs (Pass@1 averaged over "
+                             "runs, with the spread)."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Episodes at once."),
+    harnesses: str | None = typer.Option(None, "--harnesses", help="In-space configurations: "
+                                         "CODE,CODE,... or all (default: the 18 held out of "
+                                         "the orthogonal training design)."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="First N tasks per suite."),
+    split: str | None = typer.Option(None, "--split", help="Suite split (default: eval when "
+                                     "the suite has one, else every task)."),
+    original: str | None = typer.Option(None, "--original", help="The baseline's training "
+                                        "harness (CODE or adapter:NAME), for `original`."),
+    adapters: str = typer.Option("claude-code,openclaw", "--adapters",
+                                 help="Adapters of the out-of-space setting."),
+    holdout_seed: int = typer.Option(0, "--holdout-seed", help="Seed of the held-out "
+                                     "configurations."),
+    policy_opt: list[str] = typer.Option([], "--policy-opt", help="KEY=VALUE for the policy "
+                                         "backend, e.g. temperature=0.7."),
+    max_turns: int = typer.Option(30, "--max-turns", min=1),
+    wall_s: float = typer.Option(600.0, "--wall-s", min=1),
+    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run commands "
+                                           "without bubblewrap (no isolation!)."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write the report."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Report without plots."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no tables."),
+) -> None:
+    """Evaluate a policy: every task through every harness of each setting, RUNS times.
+
+    Results are stored as each episode ends; re-run the same command to resume.
+    """
+    from harnessgrid.cli.run_cmd import parse_options
+    from harnessgrid.evaluation.plan import split_list
+    from harnessgrid.evaluation.run import EvalConfig, evaluate
+    from harnessgrid.runtime import EpisodeLimits
+
+    if unsafe_no_sandbox:
+        typer.secho("warning: --unsafe-no-sandbox: commands run on this machine unisolated",
+                    fg="red", err=True)
+    suite_list = split_list(suites)
+    if not suite_list:
+        raise ConfigError("--suites is empty", hint="e.g. --suites examples")
+    config = EvalConfig(
+        policy=policy, policy_options=parse_options(policy_opt), suites=tuple(suite_list),
+        settings=tuple(split_list(settings)), runs=runs,
+        harnesses=tuple(split_list(harnesses)) or None, original=original,
+        adapters=tuple(split_list(adapters)), holdout_seed=holdout_seed, limit=limit,
+        split=split, concurrency=concurrency,
+        limits=EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
+                             unsafe_no_sandbox=unsafe_no_sandbox))
+    try:
+        outcome = evaluate(config, out, progress=not quiet)
+    except KeyboardInterrupt:
+        typer.secho(f"interrupted: finished episodes are stored in {out}; re-run the same "
+                    "command to resume", fg="yellow", err=True)
+        # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code
+        # from app() instead of raising it, and the code would be lost.
+        raise SystemExit(130) from None
+    if not quiet:
+        typer.echo(f"{outcome.ran} episode(s) run, {outcome.skipped} already stored"
+                   + (f", {outcome.recovered} recovered" if outcome.recovered else "")
+                   + f" ({outcome.seconds:.1f}s)", err=True)
+    if no_report:
+        return
+    _write_and_print(out, plots=not no_plots, as_json=False, quiet=quiet, brief=True)
+
+
+def _write_and_print(out: Path, *, plots: bool, as_json: bool, quiet: bool,
+                     brief: bool = False) -> None:
+    from harnessgrid.evaluation.report import load_report, write_report
+    from harnessgrid.evaluation.tables import render_markdown
+
+    report = load_report(out)
+    files = write_report(report, out, plots=plots)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    elif not quiet:
+        typer.echo(render_markdown(report, brief=brief))
+    if not quiet:
+        typer.echo(f"wrote {files.markdown}, {files.json}, {files.html} and "
+                   f"{len(files.csv)} CSV tables in {files.csv[0].parent}", err=True)
+
+
+def report_command(
+    paths: list[str] = typer.Argument(..., metavar="DIR | compare BASE NEW",
+                                      help="An evaluation directory, or `compare BASE NEW` "
+                                      "(directories or report.json files)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of markdown."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Skip the plots."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Write the files, print nothing."),
+) -> None:
+    """Write and print the report of an evaluation directory (markdown, CSV, JSON, plots,
+    report.html), or compare two evaluations: `report compare BASE NEW`."""
+    if paths and paths[0] == "compare":
+        if len(paths) != 3:
+            raise ConfigError("compare takes two evaluations",
+                              hint="harnessgrid report compare BASE_DIR NEW_DIR")
+        _compare(paths[1], paths[2], as_json)
+        return
+    if len(paths) != 1:
+        raise ConfigError(f"report takes one directory, got {len(paths)}: {' '.join(paths)}",
+                          hint="harnessgrid report DIR, or harnessgrid report compare BASE NEW")
+    out = Path(paths[0])
+    _write_and_print(out, plots=not no_plots, as_json=as_json, quiet=quiet)
+
+
+def _compare(base: str, new: str, as_json: bool) -> None:
+    from harnessgrid.evaluation.compare import compare_reports, render_comparison
+    from harnessgrid.evaluation.report import load_report
+
+    comparison = compare_reports(load_report(base), load_report(new), base, new)
+    if as_json:
+        json.dump(comparison.model_dump(mode="json"), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        typer.echo(render_comparison(comparison))

@@ -1,0 +1,365 @@
+"""The report of an evaluation directory: the paper's table shapes plus behaviour and cost.
+
+:func:`build_report` turns stored results into a :class:`Report` (pure, exact, tested);
+:func:`write_report` writes it as ``report.md``, ``report.json``, ``tables/*.csv``,
+``plots/*.png`` and a self-contained ``report.html``. All tables are long-form lists in the
+JSON and CSV (one row per number, easy to load); the markdown pivots them into the paper's
+shapes. See :mod:`harnessgrid.evaluation.aggregate` for how every number is averaged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from harnessgrid.evaluation.aggregate import (
+    Counts,
+    Stat,
+    columns,
+    group,
+    in_column,
+    is_main,
+    level_index,
+    mean_of,
+    passed,
+    per_run,
+    score,
+)
+from harnessgrid.evaluation.manifest import Manifest, read_manifest
+from harnessgrid.evaluation.results import EvalResult
+from harnessgrid.evaluation.store import read_results
+from harnessgrid.space import FACTOR_LETTERS, FACTORS
+from harnessgrid.tasks import BEHAVIOURS
+
+OVERALL = "overall"
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SuiteCell(_Row):
+    suite: str  # a suite spec, or "overall" (mean over suites)
+    setting: str  # a column id: a setting, or out-of-space:<adapter>
+    pass_rate: Stat
+    score: Stat
+    counts: Counts
+
+
+class BehaviourCell(_Row):
+    behaviour: str
+    setting: str  # a column id, or "overall" (mean over main settings)
+    tasks: int
+    pass_rate: Stat
+    score: Stat
+    counts: Counts
+
+
+class ConfigRow(_Row):
+    harness: str  # a configuration code or adapter:NAME
+    name: str  # what the harness called itself
+    settings: list[str]
+    levels: dict[str, str] | None
+    suite: str  # a suite spec, or "overall" (mean over suites)
+    pass_rate: Stat
+    score: Stat
+    counts: Counts
+
+
+class FactorEffect(_Row):
+    """Main effect: mean pass rate of the evaluated configurations having this level."""
+
+    factor: str
+    level: str
+    pass_rate: float | None
+    configs: int
+
+
+class CostRow(_Row):
+    """Cost of one harness, means per episode (all its episodes: failures cost too);
+    ``pass_per_1k_tokens`` is passes per 1,000 tokens spent on scored episodes."""
+
+    harness: str
+    settings: list[str]
+    episodes: int
+    scored: int
+    passed: int
+    pass_rate: float | None
+    tokens_in: float
+    tokens_out: float
+    tokens: float
+    wall_s: float
+    model_s: float
+    tools_s: float
+    harness_s: float
+    grade_s: float
+    pass_per_1k_tokens: float | None
+
+
+class Report(BaseModel):
+    """Everything ``harnessgrid report`` shows. ``pass_rate`` is over all scored episodes in
+    the directory (pooled); ``overall`` is the paper's mean over suites and settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episodes: int
+    scored: int
+    passed: int
+    pass_rate: float | None
+    mean_score: float | None
+    infra_failures: int
+    ungraded: int
+    expected: int | None = None
+    missing: int | None = None
+    policy: str | None = None
+    runs: list[int]
+    columns: list[str]
+    suite_order: list[str]
+    overall: Stat
+    overall_score: Stat
+    suites: list[SuiteCell]
+    behaviours: list[BehaviourCell]
+    configurations: list[ConfigRow]
+    factor_effects: list[FactorEffect]
+    cost: list[CostRow]
+
+    def suite_cell(self, suite: str, setting: str) -> SuiteCell | None:
+        return next((c for c in self.suites if c.suite == suite and c.setting == setting), None)
+
+    def behaviour_cell(self, behaviour: str, setting: str) -> BehaviourCell | None:
+        return next((c for c in self.behaviours
+                     if c.behaviour == behaviour and c.setting == setting), None)
+
+    def config_row(self, harness: str, suite: str = OVERALL) -> ConfigRow | None:
+        return next((c for c in self.configurations
+                     if c.harness == harness and c.suite == suite), None)
+
+
+def build_report(results: Sequence[EvalResult], manifest: Manifest | None = None) -> Report:
+    """The report of ``results`` (the ``manifest`` adds the policy and what is missing)."""
+    counts = Counts.of(results)
+    scored = [r for r in results if r.scored]
+    cols = columns(results)
+    suite_order = list(dict.fromkeys(
+        [*(manifest.suites if manifest else ()), *(r.suite for r in results)]))
+    suite_order = [s for s in suite_order if any(r.suite == s for r in results)]
+    suites, overall, overall_score = _suite_table(results, cols, suite_order)
+    configurations = _config_table(results, suite_order)
+    expected = missing = None
+    if manifest is not None and manifest.plans:
+        keys = manifest.expected_keys()
+        expected = len(keys)
+        missing = len(keys - {r.key for r in results})
+    return Report(
+        episodes=counts.episodes, scored=counts.scored, passed=counts.passed,
+        pass_rate=counts.pass_rate,
+        mean_score=sum(score(r) for r in scored) / len(scored) if scored else None,
+        infra_failures=counts.infra_failures, ungraded=counts.ungraded, expected=expected,
+        missing=missing, policy=manifest.policy if manifest else None,
+        runs=sorted({r.run for r in results}), columns=cols, suite_order=suite_order,
+        overall=overall, overall_score=overall_score, suites=suites,
+        behaviours=_behaviour_table(results, cols), configurations=configurations,
+        factor_effects=_factor_effects(configurations), cost=_cost_table(results))
+
+
+def _suite_table(results: Sequence[EvalResult], cols: list[str], suite_order: list[str]
+                 ) -> tuple[list[SuiteCell], Stat, Stat]:
+    by_suite = group(results, lambda r: r.suite)
+    cells: list[SuiteCell] = []
+    main: dict[str, list[tuple[dict[int, float], dict[int, float]]]] = {}
+    for col in cols:
+        per_suite: list[tuple[dict[int, float], dict[int, float]]] = []
+        for suite in suite_order:
+            rs = [r for r in by_suite.get(suite, []) if in_column(r, col)]
+            if not rs:
+                continue
+            p, s = per_run(rs, passed), per_run(rs, score)
+            per_suite.append((p, s))
+            cells.append(SuiteCell(suite=suite, setting=col, pass_rate=Stat.of(p),
+                                   score=Stat.of(s), counts=Counts.of(rs)))
+        everything = [r for r in results if in_column(r, col)]
+        cells.append(SuiteCell(
+            suite=OVERALL, setting=col,
+            pass_rate=Stat.of(mean_of([p for p, _ in per_suite if p])),
+            score=Stat.of(mean_of([s for _, s in per_suite if s])),
+            counts=Counts.of(everything)))
+        if is_main(col):
+            main[col] = per_suite
+    pairs = [pair for per_suite in main.values() for pair in per_suite]
+    overall = Stat.of(mean_of([p for p, _ in pairs if p]))
+    overall_score = Stat.of(mean_of([s for _, s in pairs if s]))
+    return cells, overall, overall_score
+
+
+def _behaviour_table(results: Sequence[EvalResult], cols: list[str]) -> list[BehaviourCell]:
+    tags = list(BEHAVIOURS) + sorted({t for r in results for t in r.tags} - set(BEHAVIOURS))
+    cells: list[BehaviourCell] = []
+    for tag in tags:
+        tagged = [r for r in results if tag in r.tags]
+        n_tasks = len({(r.suite, r.task) for r in tagged})
+        mains_p: list[dict[int, float]] = []
+        mains_s: list[dict[int, float]] = []
+        for col in cols:
+            rs = [r for r in tagged if in_column(r, col)]
+            p, s = per_run(rs, passed), per_run(rs, score)
+            if is_main(col):
+                mains_p += [p] if p else []
+                mains_s += [s] if s else []
+            cells.append(BehaviourCell(behaviour=tag, setting=col,
+                                       tasks=len({(r.suite, r.task) for r in rs}),
+                                       pass_rate=Stat.of(p), score=Stat.of(s),
+                                       counts=Counts.of(rs)))
+        cells.append(BehaviourCell(behaviour=tag, setting=OVERALL, tasks=n_tasks,
+                                   pass_rate=Stat.of(mean_of(mains_p)),
+                                   score=Stat.of(mean_of(mains_s)), counts=Counts.of(tagged)))
+    return cells
+
+
+def _harness_order(results: Sequence[EvalResult]) -> list[str]:
+    from harnessgrid.evaluation.aggregate import SETTING_ORDER
+
+    rank = {s: i for i, s in enumerate(SETTING_ORDER)}
+    first: dict[str, tuple[int, str]] = {}
+    for r in results:
+        k = (rank.get(r.setting, len(rank)), r.harness)
+        first[r.harness] = min(first.get(r.harness, k), k)
+    return sorted(first, key=lambda h: first[h])
+
+
+def _config_table(results: Sequence[EvalResult], suite_order: list[str]) -> list[ConfigRow]:
+    by_harness = group(results, lambda r: r.harness)
+    rows: list[ConfigRow] = []
+    for harness in _harness_order(results):
+        rs = by_harness[harness]
+        settings = list(dict.fromkeys(r.setting for r in rs))
+        name = next((r.harness_name for r in rs if r.harness_name), harness)
+        levels = next((r.levels for r in rs if r.levels), None)
+        ps: list[dict[int, float]] = []
+        ss: list[dict[int, float]] = []
+        for suite in suite_order:
+            part = [r for r in rs if r.suite == suite]
+            if not part:
+                continue
+            p, s = per_run(part, passed), per_run(part, score)
+            ps += [p] if p else []
+            ss += [s] if s else []
+            rows.append(ConfigRow(harness=harness, name=name, settings=settings, levels=levels,
+                                  suite=suite, pass_rate=Stat.of(p), score=Stat.of(s),
+                                  counts=Counts.of(part)))
+        rows.append(ConfigRow(harness=harness, name=name, settings=settings, levels=levels,
+                              suite=OVERALL, pass_rate=Stat.of(mean_of(ps)),
+                              score=Stat.of(mean_of(ss)), counts=Counts.of(rs)))
+    return rows
+
+
+def _factor_effects(configurations: Sequence[ConfigRow]) -> list[FactorEffect]:
+    rows = [c for c in configurations if c.suite == OVERALL and c.levels]
+    effects: list[FactorEffect] = []
+    for factor in FACTORS:
+        for level in ordered_levels(rows, factor):
+            values = [c.pass_rate.mean for c in rows if c.levels and c.levels[factor] == level
+                      and c.pass_rate.mean is not None]
+            effects.append(FactorEffect(factor=factor, level=level, configs=len(values),
+                                        pass_rate=sum(values) / len(values) if values else None))
+    return effects
+
+
+def ordered_levels(rows: Sequence[ConfigRow], factor: str) -> list[str]:
+    """The levels of ``factor`` among composed configurations, in the space's order."""
+    index: dict[str, int] = {}
+    for c in rows:
+        if c.levels:
+            index.setdefault(c.levels[factor], level_index(c.harness, FACTOR_LETTERS[factor]))
+    return sorted(index, key=lambda lv: (index[lv], lv))
+
+
+def _cost_table(results: Sequence[EvalResult]) -> list[CostRow]:
+    by_harness = group(results, lambda r: r.harness)
+    rows: list[CostRow] = []
+    for harness in _harness_order(results):
+        rs = by_harness[harness]
+        n = len(rs)
+        c = Counts.of(rs)
+        spent = sum(r.tokens for r in rs if r.scored)
+
+        def mean(attr: str, rs: list[EvalResult] = rs, n: int = n) -> float:
+            return sum(float(getattr(r, attr)) for r in rs) / n
+
+        rows.append(CostRow(
+            harness=harness, settings=list(dict.fromkeys(r.setting for r in rs)), episodes=n,
+            scored=c.scored, passed=c.passed, pass_rate=c.pass_rate,
+            tokens_in=mean("tokens_in"), tokens_out=mean("tokens_out"), tokens=mean("tokens"),
+            wall_s=mean("wall_s"), model_s=mean("model_s"), tools_s=mean("tools_s"),
+            harness_s=mean("harness_s"), grade_s=mean("grade_s"),
+            pass_per_1k_tokens=1000 * c.passed / spent if spent else None))
+    return rows
+
+
+def load_report(path: str | Path) -> Report:
+    """A report from an evaluation directory (computed from its store) or a saved
+    ``report.json``."""
+    from harnessgrid.errors import ConfigError
+
+    p = Path(path)
+    if p.is_file() and p.suffix == ".json":
+        return Report.model_validate_json(p.read_text())
+    if not p.is_dir():
+        raise ConfigError(f"{p} is neither an evaluation directory nor a report.json",
+                          hint="give the --out DIR of `harnessgrid eval`")
+    results = read_results(p)
+    if not results and read_manifest(p) is None:
+        raise ConfigError(f"{p} holds no evaluation results",
+                          hint="run `harnessgrid eval --out DIR ...` first")
+    return build_report(results, read_manifest(p))
+
+
+@dataclass
+class ReportFiles:
+    """Paths written by :func:`write_report`."""
+
+    markdown: Path
+    json: Path
+    html: Path | None
+    csv: list[Path] = field(default_factory=list)
+    plots: list[Path] = field(default_factory=list)
+
+
+def _have_matplotlib() -> bool:
+    import importlib.util
+    import warnings
+
+    if importlib.util.find_spec("matplotlib") is None:
+        warnings.warn("matplotlib is not installed: the report has no plots "
+                      "(pip install 'harnessgrid[plot]')", stacklevel=3)
+        return False
+    return True
+
+
+def write_report(report: Report, out_dir: str | Path, *, plots: bool = True) -> ReportFiles:
+    """Write markdown, JSON, CSV tables, PNG plots and ``report.html`` into ``out_dir``."""
+    from harnessgrid.evaluation.tables import render_markdown, write_csvs
+
+    out = Path(out_dir)
+    md = out / "report.md"
+    md.write_text(render_markdown(report))
+    js = out / "report.json"
+    js.write_text(report.model_dump_json(indent=2) + "\n")
+    files = ReportFiles(markdown=md, json=js, html=None, csv=write_csvs(report, out / "tables"))
+    images: dict[str, bytes] = {}
+    if plots and _have_matplotlib():
+        from harnessgrid.evaluation.plots import make_plots
+
+        images = make_plots(report)
+        (out / "plots").mkdir(exist_ok=True)
+        for name, png in images.items():
+            path = out / "plots" / f"{name}.png"
+            path.write_bytes(png)
+            files.plots.append(path)
+    from harnessgrid.evaluation.html import render_html
+
+    files.html = out / "report.html"
+    files.html.write_text(render_html(report, images))
+    return files

@@ -1,0 +1,116 @@
+"""One evaluation result: the small, flat record the reports are computed from.
+
+A full :class:`~harnessgrid.trajectory.Trajectory` holds every view the model saw, so a long
+episode weighs megabytes; reports need a few numbers per episode. Each result therefore carries
+its key (setting, suite, task, harness, run), what the tables group by (configuration levels,
+behaviour tags), the outcome, the costs, and the byte offset of its full trajectory in
+``trajectories.jsonl`` (so one trajectory can be read back without scanning the file).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, ConfigDict
+
+from harnessgrid.trajectory import Trajectory
+
+#: Where the evaluation key and task facts travel inside ``Trajectory.meta``.
+META_KEY = "eval"
+
+
+class ResultKey(NamedTuple):
+    """What makes an episode unique in an evaluation: a result is stored once per key."""
+
+    setting: str
+    suite: str
+    task: str
+    harness: str  # a configuration code (S1-T0-O2-C1-W0) or adapter:NAME
+    run: int
+
+    def describe(self) -> str:
+        return f"{self.setting} {self.suite}/{self.task} via {self.harness} run {self.run}"
+
+
+class EvalResult(BaseModel):
+    """The outcome and cost of one episode of an evaluation.
+
+    ``scored`` episodes count toward pass rates; infrastructure failures (sandbox crash, policy
+    error) and ungraded episodes (grader error, task without grader) are counted separately and
+    never as 0.
+    """
+
+    # extra="ignore": a newer harnessgrid may add fields; an older report still reads the file.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    setting: str
+    suite: str
+    task: str
+    harness: str
+    run: int
+    harness_name: str = ""  # what the harness called itself (an adapter's own name)
+    levels: dict[str, str] | None = None  # factor → level; None for adapters
+    tags: tuple[str, ...] = ()
+    category: str = "general"
+    termination: str
+    infra_failure: bool = False
+    error: str | None = None
+    score: float | None = None
+    passed: bool | None = None
+    subscores: dict[str, float] = {}
+    grade_error: str | None = None
+    turns: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    wall_s: float = 0.0
+    model_s: float = 0.0
+    tools_s: float = 0.0
+    harness_s: float = 0.0
+    grade_s: float = 0.0
+    episode_id: str = ""
+    traj_offset: int = -1  # byte offset of the trajectory's line in trajectories.jsonl
+    finished_at: float = 0.0
+
+    @property
+    def key(self) -> ResultKey:
+        return ResultKey(self.setting, self.suite, self.task, self.harness, self.run)
+
+    @property
+    def scored(self) -> bool:
+        """Counts toward pass rates: graded and not an infrastructure failure."""
+        return not self.infra_failure and self.passed is not None
+
+    @property
+    def ungraded(self) -> bool:
+        """The agent ran, but no score came back (grader error or no grader)."""
+        return not self.infra_failure and self.passed is None
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    @classmethod
+    def from_trajectory(cls, traj: Trajectory, offset: int = -1) -> EvalResult:
+        """The result of a trajectory whose ``meta["eval"]`` holds its key (see
+        :func:`tag_trajectory`)."""
+        meta: dict[str, Any] = traj.meta[META_KEY]
+        return cls(
+            setting=meta["setting"], suite=meta["suite"], task=meta["task"],
+            harness=meta["harness"], run=int(meta["run"]), harness_name=traj.harness,
+            # an adapter is a black box even when built from factor levels: no levels
+            levels=None if meta["harness"].startswith("adapter:") else traj.config, tags=tuple(meta.get("tags", ())),
+            category=meta.get("category", "general"), termination=traj.termination,
+            infra_failure=traj.infra_failure, error=(traj.error or "")[:500] or None,
+            score=traj.score, passed=traj.passed, subscores=traj.subscores,
+            grade_error=traj.grade_error, turns=len(traj.turns), tokens_in=traj.tokens_in,
+            tokens_out=traj.tokens_out, wall_s=traj.wall_s, model_s=traj.model_s,
+            tools_s=traj.tools_s, harness_s=traj.harness_s, grade_s=traj.grade_s,
+            episode_id=traj.episode_id, traj_offset=offset,
+            finished_at=traj.started_at + traj.wall_s)
+
+
+def tag_trajectory(traj: Trajectory, key: ResultKey, tags: tuple[str, ...],
+                   category: str) -> None:
+    """Write the key and the task facts the reports group by into the trajectory itself, so a
+    trajectory alone is enough to rebuild its result after a crash."""
+    traj.meta[META_KEY] = {**key._asdict(), "tags": list(tags), "category": category}

@@ -1,0 +1,300 @@
+"""Running an evaluation: every (setting, suite, task, harness, run) once, concurrently,
+persisted as each episode ends, resumable.
+
+Example::
+
+    from harnessgrid.evaluation import EvalConfig, evaluate
+
+    cfg = EvalConfig(policy="scripted", suites=("examples",), settings=("in-space",), runs=3)
+    outcome = evaluate(cfg, "runs/eval-scripted")     # re-run the same call to resume
+
+Jobs are ordered run by run, so an interrupted evaluation holds whole runs first. A fresh
+harness is built for every episode (adapters may keep per-session state); the policy is shared,
+as every built-in policy keeps its per-episode state in the episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harnessgrid.evaluation.manifest import (
+    Manifest,
+    Plan,
+    SuiteEntry,
+    now,
+    reconcile,
+    redact,
+    write_manifest,
+)
+from harnessgrid.evaluation.plan import (
+    DEFAULT_ADAPTERS,
+    DEFAULT_SETTINGS,
+    resolve_settings,
+    select_tasks,
+)
+from harnessgrid.evaluation.results import EvalResult, ResultKey, tag_trajectory
+from harnessgrid.evaluation.store import EvalStore
+from harnessgrid.runtime import EpisodeLimits
+from harnessgrid.space import FactorSpace
+from harnessgrid.tasks import Task
+
+if TYPE_CHECKING:
+    from harnessgrid.policies import Policy
+    from harnessgrid.trajectory import Trajectory
+
+
+class EvalConfig(BaseModel):
+    """The parameters of ``harnessgrid eval`` (see :mod:`harnessgrid.evaluation.plan`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: str
+    policy_options: dict[str, Any] = Field(default_factory=dict)
+    suites: tuple[str, ...]
+    settings: tuple[str, ...] = DEFAULT_SETTINGS
+    runs: int = Field(default=3, ge=1)
+    harnesses: tuple[str, ...] | None = None  # in-space override; ("all",) = the whole space
+    original: str | None = None
+    adapters: tuple[str, ...] = DEFAULT_ADAPTERS
+    holdout_seed: int = 0
+    holdout_n: int = Field(default=18, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    split: str | None = None
+    concurrency: int = Field(default=4, ge=1)
+    limits: EpisodeLimits = EpisodeLimits()
+
+
+@dataclass(frozen=True)
+class Job:
+    key: ResultKey
+    task: Task
+
+
+@dataclass
+class EvalOutcome:
+    """What one invocation did: ``skipped`` were already stored, ``recovered`` were rebuilt
+    from trajectories a killed run wrote without their result."""
+
+    out_dir: Path
+    total: int
+    skipped: int
+    ran: int
+    recovered: int
+    seconds: float
+    results: list[EvalResult]
+
+
+OnResult = Callable[[EvalResult], None]
+
+
+def plan_jobs(settings: dict[str, list[str]], tasks: dict[str, list[Task]],
+              runs: int) -> list[Job]:
+    """Every episode of the evaluation, run-major (run 0 of everything first)."""
+    return [Job(ResultKey(setting, spec, task.id, harness, run), task)
+            for run in range(runs)
+            for setting, harnesses in settings.items()
+            for spec, suite_tasks in tasks.items()
+            for task in suite_tasks
+            for harness in harnesses]
+
+
+def build_manifest(config: EvalConfig, policy_spec: str, space: FactorSpace,
+                   settings: dict[str, list[str]], suites: dict[str, tuple[str, str, list[Task]]]
+                   ) -> Manifest:
+    import harnessgrid
+
+    stamp = now()
+    return Manifest(
+        harnessgrid_version=harnessgrid.__version__, created_at=stamp, updated_at=stamp,
+        policy=policy_spec, policy_options=redact(config.policy_options),
+        limits=config.limits.model_dump(mode="json"),
+        space={f.name: list(f.levels) for f in space.factors}, holdout_seed=config.holdout_seed,
+        settings=settings, runs=config.runs,
+        suites={spec: SuiteEntry(name=name, version=version,
+                                 tasks={t.id: t.content_hash() for t in tasks})
+                for spec, (name, version, tasks) in suites.items()},
+        plans=[Plan(suites=tuple(suites), settings=tuple(settings), runs=config.runs)])
+
+
+def evaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy | None = None,
+             space: FactorSpace | None = None, progress: bool = False,
+             on_result: OnResult | None = None) -> EvalOutcome:
+    """Run (or resume) an evaluation into ``out_dir``; see :func:`aevaluate`."""
+    return asyncio.run(aevaluate(config, out_dir, policy=policy, space=space,
+                                 progress=progress, on_result=on_result))
+
+
+async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy | None = None,
+                    space: FactorSpace | None = None, progress: bool = False,
+                    on_result: OnResult | None = None) -> EvalOutcome:
+    """Resolve and validate everything, open the store, then run what is not stored yet.
+
+    ``policy`` overrides ``config.policy`` with an object (its ``spec`` is recorded);
+    ``progress`` shows a rich progress bar with an ETA on stderr.
+    """
+    from harnessgrid.api import resolve_harness, resolve_policy
+    from harnessgrid.registry import get_registry
+    from harnessgrid.tasks import load_suite
+
+    started = time.perf_counter()
+    out = Path(out_dir)
+    space = space or FactorSpace.default()
+    settings = resolve_settings(config.settings, space=space, harnesses=config.harnesses,
+                                original=config.original, adapters=config.adapters,
+                                holdout_seed=config.holdout_seed, holdout_n=config.holdout_n)
+    for harnesses in settings.values():  # build each once: a broken harness fails here
+        for hid in harnesses:
+            resolve_harness(hid, space)
+    suites: dict[str, tuple[str, str, list[Task]]] = {}
+    for spec in dict.fromkeys(config.suites):
+        suite = load_suite(spec)
+        suites[spec] = (suite.name, suite.version, select_tasks(suite, config.split, config.limit))
+    if policy is None:
+        get_registry().policy(config.policy.partition(":")[0])  # unknown scheme: fail early
+    spec = policy.spec if policy is not None else config.policy
+    manifest = build_manifest(config, spec, space, settings, suites)
+    tasks = {s: t for s, (_, _, t) in suites.items()}
+    jobs = plan_jobs(settings, tasks, config.runs)
+    with EvalStore(out) as store:
+        merged = reconcile(out, manifest)
+        todo = [j for j in jobs if j.key not in store.done]
+        skipped = len(jobs) - len(todo)
+        if todo:
+            policy = policy or resolve_policy(config.policy, config.policy_options)
+        write_manifest(out, merged)
+        ran = await _run_jobs(todo, policy, config, space, store,
+                              _reporter(progress, len(todo), skipped, on_result))
+        results = [store.results[j.key] for j in jobs]
+        recovered = store.recovered
+    return EvalOutcome(out_dir=out, total=len(jobs), skipped=skipped, ran=ran,
+                       recovered=recovered, seconds=time.perf_counter() - started,
+                       results=results)
+
+
+async def _run_jobs(jobs: Sequence[Job], policy: Policy | None, config: EvalConfig,
+                    space: FactorSpace, store: EvalStore, report: _Reporter) -> int:
+    """A bounded pool of workers; each stored result is committed before the next starts."""
+    if not jobs:
+        report.close()
+        return 0
+    assert policy is not None
+    queue: asyncio.Queue[Job] = asyncio.Queue()
+    for job in jobs:
+        queue.put_nowait(job)
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        while True:
+            try:
+                job = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            traj = await _episode(job, policy, config.limits, space)
+            tag_trajectory(traj, job.key, job.task.tags, job.task.category)
+            result = store.commit(traj)
+            done += 1
+            report.update(result)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(jobs)))))
+    finally:
+        report.close()
+    return done
+
+
+async def _episode(job: Job, policy: Policy, limits: EpisodeLimits,
+                   space: FactorSpace) -> Trajectory:
+    """One episode; an unexpected exception becomes an infrastructure failure (the same rule
+    as ``run_episodes``), never a crash of the evaluation."""
+    from harnessgrid.api import resolve_harness
+    from harnessgrid.runtime import run_episode
+    from harnessgrid.trajectory import Trajectory
+
+    episode_id = uuid.uuid4().hex[:12]
+    harness_name = job.key.harness
+    try:
+        harness = resolve_harness(job.key.harness, space)
+        harness_name = harness.name
+        return await run_episode(harness, job.task, policy, limits, episode_id=episode_id)
+    except Exception as exc:  # noqa: BLE001 - one broken episode must not stop the others
+        return Trajectory(episode_id=episode_id, harness=harness_name, task_id=job.task.id,
+                          suite=job.task.suite, policy=policy.spec, termination="sandbox_error",
+                          error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}",
+                          started_at=time.time())
+
+
+class _Reporter:
+    """Progress of the running jobs; the no-op base is used in quiet mode."""
+
+    def __init__(self, on_result: OnResult | None) -> None:
+        self.on_result = on_result
+
+    def update(self, result: EvalResult) -> None:
+        if self.on_result is not None:
+            self.on_result(result)
+
+    def close(self) -> None:
+        pass
+
+
+class _RichReporter(_Reporter):
+    """A rich progress bar on stderr: done/total, passes so far, elapsed time and ETA."""
+
+    def __init__(self, total: int, skipped: int, on_result: OnResult | None) -> None:
+        super().__init__(on_result)
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        console = Console(stderr=True)
+        if skipped:
+            console.print(f"resuming: {skipped} episode(s) already stored, {total} to run")
+        self.passed = self.scored = self.failed = 0
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TextColumn("ETA"),
+            TimeRemainingColumn(), console=console)
+        self.task = self.progress.add_task("eval", total=total, stats=self._stats())
+        self.progress.start()
+
+    def _stats(self) -> str:
+        text = f"pass {self.passed}/{self.scored}"
+        return text + (f" · [red]{self.failed} infra/ungraded[/]" if self.failed else "")
+
+    def update(self, result: EvalResult) -> None:
+        self.scored += result.scored
+        self.passed += bool(result.scored and result.passed)
+        self.failed += not result.scored
+        self.progress.update(self.task, advance=1, stats=self._stats())
+        super().update(result)
+
+    def close(self) -> None:
+        self.progress.stop()
+
+
+def _reporter(progress: bool, total: int, skipped: int,
+              on_result: OnResult | None) -> _Reporter:
+    if progress and total:
+        return _RichReporter(total, skipped, on_result)
+    if progress:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"nothing to run: all {skipped} episode(s) already stored")
+    return _Reporter(on_result)

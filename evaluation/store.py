@@ -1,0 +1,239 @@
+"""The result store of an evaluation directory: resumable, crash-safe, append-only JSONL.
+
+Layout of ``DIR``::
+
+    manifest.json        the run's parameters (see :mod:`harnessgrid.evaluation.manifest`)
+    trajectories.jsonl   every finished trajectory, in full (core's TrajectoryStore format)
+    results.jsonl        one small EvalResult per trajectory: the commit record reports read
+    .lock                held while an evaluation writes, so two never write one DIR
+
+**Why JSONL and not SQLite.** Trajectories are nested documents (turns, messages, token
+records) that pydantic already serialises to one JSON line, and core's ``TrajectoryStore``
+appends such a line with one ``O_APPEND`` write plus ``fsync``: with a single writer (the lock)
+that is as durable as a SQLite commit, and the files stay readable by the tools that read every
+other trajectory file of the project (``hg.load_trajectories``, ``jq``, ``grep``, the trainer's
+SFT loader) and can be copied or concatenated without a schema. SQLite would add a second
+format and a schema to migrate, for queries the reports do in memory anyway. What JSONL lacks —
+cheap reading of big runs — comes from the split into two files: reports read only the small
+``results.jsonl``; each result records the byte offset of its trajectory for random access.
+
+**Crash safety.** An episode is committed in two appends: its trajectory, then its result.
+After a crash, at most the last line of each file is torn: :meth:`EvalStore.open` moves torn
+bytes to ``<file>.torn`` and truncates to the last whole line. A trajectory written without its
+result (killed between the two appends) still carries its key in ``meta["eval"]``, so its
+result is rebuilt from it instead of re-running the episode — nothing is lost and nothing is
+stored twice. Results are unique by key; re-running the same command skips stored keys.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+from harnessgrid.errors import ConfigError
+from harnessgrid.evaluation.results import META_KEY, EvalResult, ResultKey
+from harnessgrid.trajectory import Trajectory, TrajectoryStore
+
+RESULTS = "results.jsonl"
+TRAJECTORIES = "trajectories.jsonl"
+LOCK = ".lock"
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append one whole line with a single write and fsync it (what TrajectoryStore does)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def repair_tail(path: Path) -> int:
+    """Cut a torn last line (no trailing newline) off ``path``; keep its bytes in
+    ``<path>.torn`` for inspection. Returns how many bytes were cut."""
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    with path.open("rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return 0
+        keep = _after_last_newline(f, size)
+        f.seek(keep)
+        torn = f.read()
+        f.truncate(keep)
+        f.flush()
+        os.fsync(f.fileno())
+    with path.with_name(path.name + ".torn").open("ab") as out:
+        out.write(torn + b"\n")
+    warnings.warn(f"{path}: cut a torn last line ({len(torn)} bytes, kept in {path.name}.torn) "
+                  "left by an interrupted writer", stacklevel=2)
+    return len(torn)
+
+
+def _after_last_newline(f: IO[bytes], size: int, block: int = 1 << 16) -> int:
+    end = size
+    while end > 0:
+        start = max(0, end - block)
+        f.seek(start)
+        chunk = f.read(end - start)
+        i = chunk.rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        end = start
+    return 0
+
+
+def _whole_lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, line) of every newline-terminated line; a torn last line is
+    skipped (a writer may be appending right now)."""
+    if not path.exists():
+        return
+    with path.open("rb") as f:
+        offset = 0
+        for n, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                return
+            if raw.strip():
+                yield n, offset, raw
+            offset += len(raw)
+
+
+def read_results(out_dir: str | Path) -> list[EvalResult]:
+    """Every stored result of ``out_dir``, first one per key (a duplicate can only come from
+    copying files together by hand; it is reported, not counted twice)."""
+    path = Path(out_dir) / RESULTS
+    seen: dict[ResultKey, EvalResult] = {}
+    duplicates = 0
+    for n, _, raw in _whole_lines(path):
+        try:
+            result = EvalResult.model_validate_json(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{n} is not a stored result: {exc}".splitlines()[0],
+                              hint="the file was edited or is not an evaluation store") from None
+        if result.key in seen:
+            duplicates += 1
+            continue
+        seen[result.key] = result
+    if duplicates:
+        warnings.warn(f"{path}: ignored {duplicates} duplicate result(s) of already stored keys",
+                      stacklevel=2)
+    return list(seen.values())
+
+
+def load_trajectory(out_dir: str | Path, result: EvalResult) -> Trajectory:
+    """The full trajectory of one stored result, read at its recorded offset."""
+    path = Path(out_dir) / TRAJECTORIES
+    with path.open("rb") as f:
+        f.seek(result.traj_offset)
+        return Trajectory.model_validate_json(f.readline())
+
+
+class EvalStore:
+    """The writer side of an evaluation directory. Use as a context manager::
+
+        with EvalStore(out_dir) as store:   # locks, repairs, recovers
+            if key not in store.done:
+                store.commit(trajectory)    # trajectory.meta["eval"] holds the key
+    """
+
+    def __init__(self, out_dir: str | Path) -> None:
+        self.dir = Path(out_dir)
+        self.results_path = self.dir / RESULTS
+        self.trajectories = TrajectoryStore(self.dir / TRAJECTORIES)
+        self.results: dict[ResultKey, EvalResult] = {}
+        self.recovered = 0
+        self._lock: IO[str] | None = None
+
+    @property
+    def done(self) -> set[ResultKey]:
+        return set(self.results)
+
+    def __enter__(self) -> Self:
+        self.open()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def open(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._acquire_lock()
+        repair_tail(self.trajectories.path)
+        repair_tail(self.results_path)
+        self.results = {r.key: r for r in read_results(self.dir)}
+        self._recover_orphans()
+
+    def close(self) -> None:
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    def _acquire_lock(self) -> None:
+        lock = (self.dir / LOCK).open("a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            lock.close()
+            raise ConfigError(f"{self.dir} is being written by another evaluation ({holder})",
+                              hint="wait for it to finish, or choose another --out DIR") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}\n")
+        lock.flush()
+        self._lock = lock
+
+    def _recover_orphans(self) -> None:
+        """Commit results for trajectories stored after the last committed one."""
+        path = self.trajectories.path
+        if not path.exists():
+            return
+        last = max((r.traj_offset for r in self.results.values()), default=-1)
+        with path.open("rb") as f:
+            if last >= 0:
+                f.seek(last)
+                f.readline()  # the last committed trajectory itself
+            while True:
+                offset = f.tell()
+                raw = f.readline()
+                if not raw:
+                    break
+                traj = Trajectory.model_validate_json(raw)
+                if META_KEY not in traj.meta:
+                    continue
+                result = EvalResult.from_trajectory(traj, offset)
+                if result.key not in self.results:
+                    self._append_result(result)
+                    self.recovered += 1
+
+    def commit(self, traj: Trajectory) -> EvalResult:
+        """Persist a finished trajectory and its result (in that order; see module doc)."""
+        if self._lock is None:
+            raise RuntimeError("EvalStore.commit outside `with EvalStore(...)`")
+        path = self.trajectories.path
+        offset = path.stat().st_size if path.exists() else 0
+        self.trajectories.append(traj)
+        result = EvalResult.from_trajectory(traj, offset)
+        self._append_result(result)
+        return result
+
+    def _append_result(self, result: EvalResult) -> None:
+        if result.key in self.results:
+            raise RuntimeError(f"result already stored: {result.key.describe()}")
+        append_line(self.results_path, (result.model_dump_json() + "\n").encode())
+        self.results[result.key] = result
+
+    def extend(self, results: Iterable[EvalResult]) -> None:
+        """Store results without trajectories (imports, tests of the reports)."""
+        for result in results:
+            self._append_result(result)

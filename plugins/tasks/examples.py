@@ -28,7 +28,7 @@ UPPER_TASK = Task(
     plan=(Action.of("read", path="in.txt"),
           Action.of("shell", command="tr a-z A-Z < in.txt > out.txt"),
           Action.of("read", path="out.txt")),
-    tags=("observation_reading",), suite="examples")
+    suite="examples")
 
 
 def _grade_config(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
@@ -50,7 +50,7 @@ EDIT_TASK = Task(
           Action.of("edit", path="conf/app.ini", old="port = 80\n", new="port = 8080\n"),
           Action.of("write", path="notes/found.txt", content="conf/app.ini\n"),
           Action.of("read", path="conf/app.ini")),
-    tags=("tool_selection", "planning"), suite="examples")
+    suite="examples")
 
 
 def load(argument: str | None = None, **options: Any) -> TaskSuite:

@@ -438,11 +438,14 @@ def test_unsafe_mode_warns_and_still_limits(
         assert sb.run_sync("head -c 50000000 /dev/zero").killed == "output_limit"
         marker = "hg-unsafe-bg-test"
         daemon = f"python3 -c 'import time; time.sleep(300)' {marker}"
+        # Matches the two python processes (argv joined by spaces, no quote before the
+        # marker) but not the shell running the line, whatever path python3 resolves to.
+        pattern = f"[t]ime.sleep.300. {marker}"  # [t]: the pattern must not match itself
         started = sb.run_sync(
             # Wait (bounded) for both to start: python start-up is slow on a loaded machine.
             f"setsid {daemon} & {daemon} & "
-            f"for i in $(seq 100); do [ \"$(pgrep -fc '^python3 .*{marker}')\" = 2 ] && break; "
-            f"sleep 0.1; done; pgrep -fc '^python3 .*{marker}'"
+            f"for i in $(seq 100); do [ \"$(pgrep -fc '{pattern}')\" = 2 ] && break; "
+            f"sleep 0.1; done; pgrep -fc '{pattern}'"
         )
         assert started.stdout.strip() == "2", "both were running while the command ran"
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)

@@ -22,16 +22,11 @@ truncated sampling distribution. ``temperature=0`` is greedy decoding and record
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from harnessgrid.errors import ConfigError
-from harnessgrid.models import Message, ModelTurn, ToolSpec
-from harnessgrid.policies import PolicyRequest
-from harnessgrid.policies.token import Generation, TokenBookkeeper, stop_token_ids
+from harnessgrid.policies.token import Generation, TokenPolicy
 
 _HINT = ("hf: takes a local checkpoint directory (config.json, weights, tokenizer files) or a "
          "Hugging Face hub name such as Qwen/Qwen3-4B-Instruct-2507; offline "
@@ -40,7 +35,7 @@ _HINT = ("hf: takes a local checkpoint directory (config.json, weights, tokenize
          "harnessgrid.tiny_model.build_tiny_model(dir) writes a small local checkpoint.")
 
 
-class HFPolicy:
+class HFPolicy(TokenPolicy):
     """Samples turns from a transformers model, recording exact ids and logprobs.
 
     One instance serves any number of concurrent episodes: generation runs in a worker thread
@@ -80,19 +75,8 @@ class HFPolicy:
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
         eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        self.book = TokenBookkeeper(tokenizer, stop_ids=stop_token_ids(tokenizer, eos),
-                                    max_episodes=max_episodes)
-        self._lock = threading.Lock()
+        self._init_tokens(tokenizer, eos, max_episodes)
 
-    async def act(self, request: PolicyRequest) -> ModelTurn:
-        """One turn, off the event loop (generation blocks for as long as it samples)."""
-        return await asyncio.to_thread(self.book.turn, request, self._generate,
-                                       max_new_tokens=self.max_new_tokens, seed=self.seed)
-
-    def count_tokens(self, messages: Sequence[Message],
-                     tools: Sequence[ToolSpec] | None = None) -> int:
-        """Exact prompt length through the tokenizer's chat template."""
-        return int(self.book.count_tokens(messages, tools))  # int(): mypy sees harnessgrid as Any
 
     # -- loading --------------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ import logging
 import re
 import threading
 import weakref
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -344,3 +345,36 @@ class TokenBookkeeper:
             return None, f"the assistant turn does not end with {self.closing!r}"
         text = self._missing_close(conv.completion_ids) + full[len(before):]
         return self._encode_text(text), ""
+
+
+class TokenPolicy(ABC):
+    """What the hf and vLLM backends share: the bookkeeping, ``act`` off the event loop and
+    exact token counting. A backend sets ``spec``, ``max_new_tokens`` and ``seed``, calls
+    :meth:`_init_tokens` and implements :meth:`_generate`."""
+
+    spec: str
+    max_new_tokens: int
+    seed: int | None
+    book: TokenBookkeeper
+
+    def _init_tokens(self, tokenizer: Any, eos: Any, max_episodes: int) -> None:
+        self.book = TokenBookkeeper(tokenizer, stop_ids=stop_token_ids(tokenizer, eos),
+                                    max_episodes=max_episodes)
+        self._lock = threading.Lock()  # one generation at a time per model
+
+    async def act(self, request: PolicyRequest) -> ModelTurn:
+        """One turn, off the event loop (generation blocks for as long as it samples)."""
+        import asyncio
+
+        return await asyncio.to_thread(self.book.turn, request, self._generate,
+                                       max_new_tokens=self.max_new_tokens, seed=self.seed)
+
+    def count_tokens(self, messages: Sequence[Message],
+                     tools: Sequence[ToolSpec] | None = None) -> int:
+        """Exact prompt length through the tokenizer's chat template."""
+        return self.book.count_tokens(messages, tools)
+
+    @abstractmethod
+    def _generate(self, prompt_ids: list[int], max_new_tokens: int,
+                  seed: int | None) -> Generation:
+        """Sample a completion of ``prompt_ids`` (blocking; called in a worker thread)."""

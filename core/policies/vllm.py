@@ -30,18 +30,13 @@ generation is serialised under a lock: concurrent episodes take turns rather tha
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Sequence
 from typing import Any
 
 from harnessgrid.errors import ConfigError
-from harnessgrid.models import Message, ModelTurn, ToolSpec
-from harnessgrid.policies import PolicyRequest
-from harnessgrid.policies.token import Generation, TokenBookkeeper, stop_token_ids
+from harnessgrid.policies.token import Generation, TokenPolicy
 
 
-class VLLMPolicy:
+class VLLMPolicy(TokenPolicy):
     """Token-in/token-out turns through ``vllm.LLM.generate`` (see the module docstring)."""
 
     def __init__(self, name: str, *, temperature: float = 1.0, top_p: float = 1.0,
@@ -81,19 +76,8 @@ class VLLMPolicy:
         self.llm = llm
         self.tokenizer = tokenizer if tokenizer is not None else llm.get_tokenizer()
         eos = getattr(self.tokenizer, "eos_token_id", None)
-        self.book = TokenBookkeeper(self.tokenizer, stop_ids=stop_token_ids(self.tokenizer, eos),
-                                    max_episodes=max_episodes)
-        self._lock = threading.Lock()
+        self._init_tokens(self.tokenizer, eos, max_episodes)
 
-    async def act(self, request: PolicyRequest) -> ModelTurn:
-        """One turn, off the event loop."""
-        return await asyncio.to_thread(self.book.turn, request, self._generate,
-                                       max_new_tokens=self.max_new_tokens, seed=self.seed)
-
-    def count_tokens(self, messages: Sequence[Message],
-                     tools: Sequence[ToolSpec] | None = None) -> int:
-        """Exact prompt length through the tokenizer's chat template."""
-        return int(self.book.count_tokens(messages, tools))  # int(): mypy sees harnessgrid as Any
 
     def _generate(self, prompt_ids: list[int], max_new_tokens: int,
                   seed: int | None) -> Generation:

@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessgrid.episode import ContextBudget, Decision, TurnOutcome
-from harnessgrid.errors import ConfigError
 from harnessgrid.harness import Harness
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall
 from harnessgrid.plugins import BUILTIN_PLUGINS
@@ -547,15 +546,10 @@ def test_oracle_scores_one_on_the_examples(task: Task) -> None:
 
 
 def test_oracle_on_a_sample_of_grid_bench() -> None:
-    """Every 10th ``grid-bench`` task. Skipped while the generated suites are not registered
-    (they arrive with the tasks issue); it then runs without changes."""
+    """Every 10th ``grid-bench`` task."""
     from harnessgrid.runtime import run_episodes
 
-    try:
-        suite = load_suite("grid-bench")
-    except ConfigError:
-        pytest.skip("task suite grid-bench is not registered yet")
-    tasks = list(suite.tasks())[::10]
+    tasks = list(load_suite("grid-bench").tasks())[::10]
     trajs = asyncio.run(run_episodes([(ClaudeCodeHarness(), t) for t in tasks], ScriptedPolicy(),
                                      EpisodeLimits(max_turns=60), concurrency=8))
     failed = [(t.task_id, t.termination, t.subscores, t.error) for t in trajs if t.score != 1.0]

@@ -556,16 +556,7 @@ def test_oracle_scores_one_through_the_adapter(task: Task) -> None:
 def _grid_bench() -> Any:
     from harnessgrid.tasks import load_suite
 
-    try:
-        return load_suite("grid-bench")
-    except ConfigError:
-        pass
-    try:
-        registry = PluginManager(builtins=[*BUILTIN_PLUGINS, "harnessgrid.plugins.tasks.grid"],
-                                 load_external=False).registry()
-        return registry.task_suite("grid-bench").load(None)
-    except Exception as exc:  # noqa: BLE001 - the suite is another module's work
-        pytest.skip(f"grid-bench is not available: {exc}")
+    return load_suite("grid-bench")
 
 
 def test_oracle_scores_one_on_a_grid_bench_sample() -> None:

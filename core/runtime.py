@@ -102,7 +102,10 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
     traj.tokens_out = sum(t.tokens_out for t in traj.turns)
     for part in ("model_s", "tools_s", "harness_s"):
         setattr(traj, part, sum(getattr(t, part) for t in traj.turns))
-    traj.segments = 1 + sum(t.new_segment for t in traj.turns[1:])
+    # Token policies may also restart a segment on their own (a chat template that is not
+    # append-only for this conversation); their records are then the truth.
+    token_segments = {t.tokens.segment for t in traj.turns if t.tokens is not None}
+    traj.segments = len(token_segments) or 1 + sum(t.new_segment for t in traj.turns[1:])
     if not traj.infra_failure and task.grader is not None:
         # An adapter that emulates a real shell writes that shell's own session transcript;
         # graders written for the shell read exactly that.

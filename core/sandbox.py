@@ -386,6 +386,30 @@ def notes_for(killed, timeout, disk, truncated, cap):
     return notes
 
 
+LONG_SCRIPT = 100_000  # bytes; the kernel caps one argv string at 128 KiB
+
+
+def run_any(req, disk):
+    """Run a request; a command too long for argv (a big heredoc) is sourced from a file."""
+    if len(req["cmd"].encode()) <= LONG_SCRIPT:
+        return run(req, disk)
+    path = "%s/.hg-command-%d" % (CFG["env"].get("TMPDIR", "/tmp"), os.getpid())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        data = memoryview(req["cmd"].encode())
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+    try:
+        return run(dict(req, cmd=". %s" % path), disk)
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def run(req, disk):
     start = time.monotonic()
     deadline = start + req["timeout"]
@@ -501,7 +525,7 @@ def main():
         except (ValueError, EOFError, TypeError) as exc:
             send({"error": "bad request: %s" % exc})
             continue
-        header, out, err = run(req, disk)
+        header, out, err = run_any(req, disk)
         header["duration_s"] = time.monotonic() - began
         send(header, out, err)
 

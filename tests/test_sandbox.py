@@ -451,3 +451,15 @@ def test_unsafe_mode_warns_and_still_limits(
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
         assert marker not in ps.stdout
     assert not os.path.lexists(ws.root / "reward"), "the link is removed at close"
+
+
+def test_command_longer_than_argv_allows(ws: Workspace) -> None:
+    """A 300 KB command (a big heredoc, as an agent writing a file through a shell-only
+    interface produces) runs: the kernel's 128 KiB argv limit does not apply to it."""
+    content = "line of text\n" * 25_000
+    command = f"cat > big.txt <<'EOF'\n{content}EOF\nwc -c < big.txt; exit 3"
+    with Sandbox(ws, FAST) as sb:
+        result = sb.run_sync(command)
+        assert result.exit_code == 3 and result.stdout.strip() == str(len(content))
+        assert sb.run_sync("ls -A /tmp").stdout == ""  # the script file is gone
+    assert (ws.root / "big.txt").read_text() == content

@@ -26,14 +26,21 @@ def harnessgrid_factor_levels():
 '''
 
 
+def write_dist_info(root: Path, dist: str, entry_points: dict[str, str],
+                    version: str = "0.1.0") -> Path:
+    """A dist-info in ``root`` declaring ``{name: module}`` in entry-point group harnessgrid."""
+    root.mkdir(parents=True, exist_ok=True)
+    info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    lines = "".join(f"{name} = {module}\n" for name, module in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[harnessgrid]\n{lines}")
+    return root
+
+
 def make_plugin_dist(root: Path, dist: str, module: str, source: str,
                      entry_point: str | None = None, version: str = "0.1.0") -> Path:
     """Write module ``module`` and a dist-info declaring it in group ``harnessgrid``."""
     root.mkdir(parents=True, exist_ok=True)
     (root / f"{module}.py").write_text(textwrap.dedent(source))
-    info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text(
-        f"[harnessgrid]\n{entry_point or module} = {module}\n")
-    return root
+    return write_dist_info(root, dist, {entry_point or module: module}, version)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from plugin_dist import write_dist_info
 
 import harnessgrid as hg
 from harnessgrid.errors import ConfigError
@@ -25,11 +26,8 @@ PROBE = ("system_prompt=probe,tool_interface=probe_text,observation=probe,contex
 
 @pytest.fixture
 def plugin_env(tmp_path: Path) -> dict[str, str]:
-    info = tmp_path / "hg_probe-0.1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hg-probe\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text(
-        "[harnessgrid]\nprobe_levels = levels_for_tests\nprobe_suite = probe_suite\n")
+    write_dist_info(tmp_path, "hg-probe", {"probe_levels": "levels_for_tests",
+                                          "probe_suite": "probe_suite"})
     return {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{TESTS}"}
 
 

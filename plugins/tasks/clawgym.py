@@ -34,6 +34,7 @@ from typing import Any
 from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action
+from harnessgrid.plugins.tasks._suite_path import suite_path
 from harnessgrid.registrations import TaskSuiteSpec
 from harnessgrid.tasks import Grader, Task, TaskLimits, TaskSuite
 
@@ -91,13 +92,7 @@ class ClawGymGrader:
 
 def load(argument: str | None = None, **options: Any) -> TaskSuite:
     """The suite at ``argument`` (a directory of task folders, or one task folder)."""
-    unknown = sorted(set(options) - _OPTIONS)
-    if unknown:
-        raise ConfigError(f"unknown option(s) for clawgym suites: {', '.join(unknown)}",
-                          hint=f"options: {', '.join(sorted(_OPTIONS))}")
-    if not argument:
-        raise ConfigError("the clawgym suite needs a directory", hint="write clawgym:PATH")
-    root = Path(argument).expanduser().resolve()
+    root = suite_path("clawgym", argument, options, _OPTIONS)
     if not root.is_dir():
         raise ConfigError(f"clawgym suite directory {argument!r} does not exist",
                           hint="point clawgym:PATH at a folder of task folders")

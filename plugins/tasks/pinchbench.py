@@ -30,6 +30,7 @@ from typing import Any
 
 from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
+from harnessgrid.plugins.tasks._suite_path import suite_path
 from harnessgrid.registrations import TaskSuiteSpec
 from harnessgrid.tasks import GraderError, Task, TaskLimits, TaskSuite
 
@@ -114,13 +115,7 @@ class PinchBenchGrader:
 
 def load(argument: str | None = None, **options: Any) -> TaskSuite:
     """The suite at ``argument``: a folder of ``task_*.md`` (or its ``tasks/``), or one file."""
-    unknown = sorted(set(options) - _OPTIONS)
-    if unknown:
-        raise ConfigError(f"unknown option(s) for pinchbench suites: {', '.join(unknown)}",
-                          hint=f"options: {', '.join(sorted(_OPTIONS))}")
-    if not argument:
-        raise ConfigError("the pinchbench suite needs a path", hint="write pinchbench:PATH")
-    root = Path(argument).expanduser().resolve()
+    root = suite_path("pinchbench", argument, options, _OPTIONS)
     if root.is_file():
         files, base = [root], root.parent
     elif root.is_dir():

@@ -58,7 +58,8 @@ def test_wheel_imports_every_subpackage(tmp_path: Path) -> None:
 
 
 def test_help_does_not_import_heavy_libraries() -> None:
-    """`harnessgrid --help` must stay fast: no torch, transformers, litellm, numpy or oapackage."""
+    """`harnessgrid --help` must stay fast: no torch, transformers, litellm, numpy, oapackage,
+    nor even asyncio (15 ms with ssl) or jsonschema."""
     script = (
         "import sys\n"
         "sys.argv = ['harnessgrid', '--help']\n"
@@ -66,7 +67,7 @@ def test_help_does_not_import_heavy_libraries() -> None:
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
         "{'torch', 'transformers', 'litellm', 'trl', 'anthropic', 'numpy', 'oapackage', "
-        "'matplotlib'})\n"
+        "'matplotlib', 'asyncio', 'jsonschema'})\n"
         "print('HEAVY', heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,6 +97,8 @@ def run(
     show: bool = typer.Option(False, "--show", help="Render the conversation as the model saw it."),
 ) -> None:
     """Run one episode and print its score, termination reason, turns and costs."""
+    import asyncio
+
     from harnessgrid.api import arun_agent, resolve_harness, resolve_policy
     from harnessgrid.runtime import EpisodeLimits, run_episode
     from harnessgrid.trajectory import TrajectoryStore

@@ -11,7 +11,6 @@ judge-graded tasks without a judge are counted as ungraded, not as failures.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
@@ -118,9 +117,10 @@ def list_tasks(suite: str | None = typer.Option(None, "--suite", help="A suite a
         return
     loaded = open_suite(suite, option, judge)
     loaded.tasks(split)  # an unknown split is a ConfigError naming the splits
-    rows: list[dict[str, Any]] = [{"id": t.id, "split": name, "category": t.category, "tags": list(t.tags),
-             "difficulty": t.difficulty, "grading": grading_of(t), "plan_length": len(t.plan)}
-            for name, tasks in loaded.splits.items() if split in (None, name) for t in tasks]
+    rows: list[dict[str, Any]] = [
+        {"id": t.id, "split": name, "category": t.category, "tags": list(t.tags),
+         "difficulty": t.difficulty, "grading": grading_of(t), "plan_length": len(t.plan)}
+        for name, tasks in loaded.splits.items() if split in (None, name) for t in tasks]
     if as_json:
         typer.echo(json.dumps(rows[:limit], indent=2))
         return
@@ -214,6 +214,8 @@ async def _episode(harness: Harness, task: Task, empty: bool,
 
 async def _regrade(task: Task, ws: Any, traj: Trajectory, timeout_s: float) -> str:
     """Grade ``ws`` again (on a fresh copy) and describe the outcome like the first grading."""
+    import asyncio
+
     import tempfile
 
     assert task.grader is not None
@@ -276,6 +278,8 @@ async def check_task(harness: Harness, task: Task, limits: EpisodeLimits) -> Tas
 
 async def validate_tasks(harness: Harness, tasks: list[Task], limits: EpisodeLimits,
                          concurrency: int, progress: Any = None) -> list[TaskCheck]:
+    import asyncio
+
     sem = asyncio.Semaphore(concurrency)
 
     async def one(task: Task) -> TaskCheck:
@@ -315,6 +319,8 @@ def validate(suite: str = typer.Argument(..., help="Suite address."),
              option: list[str] = OPTION, judge: str | None = JUDGE,
              as_json: bool = AS_JSON) -> None:
     """Oracle passes, null fails, grading is deterministic — for every (sampled) task."""
+    import asyncio
+
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table

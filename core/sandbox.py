@@ -1050,9 +1050,13 @@ class Sandbox:
         """Stop the sandbox (killing anything still running) and hand the workspace back."""
         proc = self._begin_close()
         if proc is not None:
-            # No grace period: the server keeps no state worth flushing, and SIGKILL to the
-            # bwrap process group takes PID 1 and so the whole pid namespace down at once.
-            # Polling for a clean exit cost ~5 ms per episode.
+            # Wait for the clean exit (the server kills everything, and bwrap returns only once
+            # the whole pid namespace is gone) so the private uid is free when it is leased
+            # again. Blocking in a thread wakes at once; polling cost ~5 ms per episode.
+            try:
+                await asyncio.to_thread(proc.wait, 2.0)
+            except subprocess.TimeoutExpired:
+                pass
             _kill_process(proc)
         self._release_host_state()
 

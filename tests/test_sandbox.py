@@ -463,3 +463,20 @@ def test_command_longer_than_argv_allows(ws: Workspace) -> None:
         assert result.exit_code == 3 and result.stdout.strip() == str(len(content))
         assert sb.run_sync("ls -A /tmp").stdout == ""  # the script file is gone
     assert (ws.root / "big.txt").read_text() == content
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the private uid exists only when run as root")
+def test_async_close_leaves_no_process_of_the_uid(ws: Workspace) -> None:
+    """After ``await close()`` nothing of the sandbox runs any more, so the uid it leased can
+    be handed to the next sandbox without inheriting processes (or their RLIMIT_NPROC count)."""
+
+    async def episode() -> int:
+        sb = Sandbox(ws, FAST)
+        await sb.start()
+        uid = int((await sb.run("id -u")).stdout)
+        await sb.run("(sleep 30 &) ; sleep 30 & true")
+        await sb.close()
+        return uid
+
+    for _ in range(3):
+        assert processes_of(asyncio.run(episode())) == []

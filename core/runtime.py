@@ -23,7 +23,7 @@ from harnessgrid.episode import ContextBudget, EpisodeState, estimate_tokens
 from harnessgrid.errors import SandboxError
 from harnessgrid.models import Message
 from harnessgrid.policies import Policy, PolicyRequest, TokenCounter
-from harnessgrid.sandbox import Sandbox, SandboxLimits
+from harnessgrid.sandbox import UNSAFE_NO_SANDBOX, Sandbox, SandboxLimits
 from harnessgrid.tasks import GraderError, Task, validate_scores
 from harnessgrid.tools import Environment
 from harnessgrid.trajectory import CallRecord, Termination, Trajectory, TurnRecord
@@ -111,7 +111,12 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
         # graders written for the shell read exactly that.
         events = getattr(harness, "session_events", None)
         transcript = events(traj) if callable(events) else traj.transcript()
-        await _grade(task, ws, traj, transcript, limits.grader_timeout_s)
+        # Graders that run code follow the episode's sandbox choice.
+        token = UNSAFE_NO_SANDBOX.set(limits.unsafe_no_sandbox)
+        try:
+            await _grade(task, ws, traj, transcript, limits.grader_timeout_s)
+        finally:
+            UNSAFE_NO_SANDBOX.reset(token)
     traj.wall_s = time.perf_counter() - clock
     if own_workspace:
         ws.cleanup()

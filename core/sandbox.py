@@ -64,6 +64,7 @@ import tempfile
 import time
 import warnings
 import weakref
+from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -543,6 +544,11 @@ _BOOTSTRAP = (
 # ---------------------------------------------------------------------------- public data types
 
 
+#: The episode's sandbox choice, visible to code that runs on its behalf (graders run in a worker
+#: thread, which copies the context). The runtime sets it; a user never needs to.
+UNSAFE_NO_SANDBOX: ContextVar[bool] = ContextVar("harnessgrid_unsafe_no_sandbox", default=False)
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     """Per-command limits (``workspace_mb`` and ``tmp_mb`` hold for the sandbox's lifetime).
@@ -827,7 +833,9 @@ class Sandbox:
     ``extra_ro_binds`` maps host paths to sandbox paths mounted read-only (graders mount a task's
     ``reward/`` folder at ``<mount_path>/reward``). ``unsafe_no_sandbox`` runs commands as plain
     subprocesses in the workspace directory, for hosts without bubblewrap (paths under
-    ``mount_path`` then do not exist for commands, and binds become plain symlinks).
+    ``mount_path`` then do not exist for commands, and binds become plain symlinks). Left at
+    None it follows :data:`UNSAFE_NO_SANDBOX`, which the runtime sets for an episode run
+    unsandboxed, so graders that run code make the same choice as the episode they grade.
     """
 
     def __init__(
@@ -835,9 +843,11 @@ class Sandbox:
         workspace: Workspace,
         limits: SandboxLimits | None = None,
         *,
-        unsafe_no_sandbox: bool = False,
+        unsafe_no_sandbox: bool | None = None,
         extra_ro_binds: Mapping[Path, str] | None = None,
     ) -> None:
+        if unsafe_no_sandbox is None:
+            unsafe_no_sandbox = UNSAFE_NO_SANDBOX.get()
         self.workspace = workspace
         self.limits = limits if limits is not None else SandboxLimits()
         self.unsafe_no_sandbox = unsafe_no_sandbox

@@ -246,3 +246,24 @@ def test_store_skips_a_torn_last_line(tmp_path: Path, registry: Registry) -> Non
         loaded = store.load()
     assert [t.episode_id for t in loaded] == [traj.episode_id]
     assert loaded[0] == traj
+
+
+def test_graders_follow_the_episodes_sandbox_choice(registry: Registry) -> None:
+    """A grader that runs code in a Sandbox of its own gets the episode's unsafe_no_sandbox,
+    so hosts without bubblewrap can grade code-running tasks when the user opted in."""
+    from harnessgrid.sandbox import Sandbox
+    from harnessgrid.workspace import Workspace
+
+    seen: list[bool] = []
+
+    def grade(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+        with Sandbox(Workspace.open(ws, in_place=True)) as sb:
+            seen.append(sb.unsafe_no_sandbox)
+            return {"ran": float(sb.run_sync("cat out.txt").stdout == "HELLO WORLD\n")}
+
+    task = UPPER_TASK.model_copy(update={"grader": FunctionGrader(grade)})
+    for unsafe in (False, True):
+        traj = run(run_episode(harness(registry), task, ScriptedPolicy(),
+                               EpisodeLimits(unsafe_no_sandbox=unsafe)))
+        assert traj.score == 1.0, traj.grade_error
+    assert seen == [False, True]

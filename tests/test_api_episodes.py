@@ -1,0 +1,83 @@
+"""Whole episodes with API policies over real HTTP: the litellm policy against a local
+OpenAI-compatible server through a composed harness (via the CLI), and the anthropic policy
+against a local Messages-API server through the Claude Code adapter. The servers replay canned
+model turns, malformed ones included, and record what the client sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from servers import (
+    AnthropicCompatServer,
+    OpenAICompatServer,
+    anthropic_text,
+    anthropic_tool_use,
+    openai_raw_tool_call,
+    openai_text,
+    openai_tool_call,
+)
+
+import harnessgrid as hg
+from harnessgrid.plugins.tasks.examples import UPPER_TASK
+
+pytest.importorskip("litellm")  # the [api] extra; installed by scripts/test.sh
+
+
+def test_litellm_episode_through_the_cli_with_a_malformed_call() -> None:
+    """function_calling harness, litellm policy: a call with broken JSON arguments becomes a
+    format-error observation, the model recovers, and the task is solved and graded."""
+    script = [
+        openai_tool_call("read_file", {"path": "in.txt"}),
+        openai_raw_tool_call("run_command", '{"command": "tr a-z A-Z < in.txt'),  # cut JSON
+        openai_tool_call("run_command", {"command": "tr a-z A-Z < in.txt > out.txt"}),
+        openai_tool_call("finish", {"summary": "done"}),
+    ]
+    with OpenAICompatServer(script) as server:
+        out = subprocess.run(
+            [sys.executable, "-m", "harnessgrid", "run", "--task", "examples/upper",
+             "--harness", "S0-T0-O0-C0-W0", "--policy", "litellm:openai/test-model",
+             "--policy-opt", f"api_base={server.base_url}/v1", "--policy-opt", "api_key=x",
+             "--json"],
+            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+            capture_output=True, text=True, timeout=180)
+        requests = [r.json for r in server.requests]
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["score"] == 1.0 and result["termination"] == "finished"
+    assert result["turns"] == 4 and result["tokens_in"] == 4 * 11  # from the servers' usage
+    # What the model saw: native tools, and its broken call answered by a tool message.
+    assert {t["function"]["name"] for t in requests[0]["tools"]} >= {"read_file", "finish"}
+    third = requests[2]["messages"]
+    error_reply = [m for m in third if m["role"] == "tool"][-1]
+    assert "not valid JSON" in error_reply["content"]
+    assert third[-2]["tool_calls"][0]["function"]["arguments"].startswith('{"command"')
+
+
+def test_anthropic_episode_through_the_claude_code_adapter() -> None:
+    """The anthropic policy drives adapter:claude-code: Read, Bash, an Edit refused because of
+    a relative path, then a text-only reply ends the episode, as in the real shell."""
+    script = [
+        anthropic_tool_use("Read", {"file_path": "/workspace/in.txt"}),
+        anthropic_tool_use("Bash", {"command": "tr a-z A-Z < in.txt > out.txt"}),
+        anthropic_tool_use("Read", {"file_path": "out.txt"}),  # relative: refused
+        anthropic_text("out.txt now holds the upper-cased text."),
+    ]
+    with AnthropicCompatServer(script) as server:
+        policy = hg.make_policy("anthropic:claude-test", {"base_url": server.base_url,
+                                                          "api_key": "x", "max_retries": 0})
+        traj = asyncio.run(hg.run_episode(hg.resolve_harness("adapter:claude-code"), UPPER_TASK,
+                                          policy))
+        requests = [r.json for r in server.requests]
+    assert traj.termination == "finished" and traj.score == 1.0, traj.error
+    assert [t["name"] for t in requests[0]["tools"]][:3] == ["Read", "Write", "Edit"]
+    assert isinstance(requests[0]["system"], (str, list))  # system prompt at the top level
+    refused = requests[3]["messages"][-1]["content"][0]
+    assert refused["type"] == "tool_result" and "<tool_use_error>" in str(refused["content"])
+    names = [p["name"] for e in traj.transcript() if e.get("type") == "message"
+             for p in e["message"]["content"] if p.get("type") == "toolCall"]
+    assert names == ["Read", "Bash", "Read"]

@@ -1,0 +1,415 @@
+"""Command server, PID 1 of an episode sandbox (see :mod:`harnessgrid.sandbox`).
+
+Not imported by harnessgrid: the host reads this file's text and sends it, with ``CFG``, to a
+bootstrap interpreter inside the sandbox (``-I -S``, standard library only), which runs it
+with ``exec``. Protocol: requests on stdin as a 4-byte length and a marshal'd dict (from the host only);
+per request one JSON header line on stdout, followed by ``out_len`` bytes of stdout and
+``err_len`` bytes of stderr. Imported as a module (tooling, tests) it defines functions and
+does nothing.
+"""
+
+import _json, ctypes, marshal, os, resource, select, signal, sys, time  # noqa: E401
+
+CFG = globals().get("CFG")  # injected by the bootstrap; None when imported
+if CFG is not None:
+    ROOT, UID, PIDNS, QUOTA = CFG["root"], CFG["uid"], CFG["pidns"], CFG["quota"]
+    LIM = CFG["limits"]
+TICK = 0.05
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MB = 1024 * 1024
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def become_unprivileged():
+    """Drop to the sandbox uid for good: no capabilities, not dumpable, saved uid kept at 0.
+
+    Commands run as the same uid but cannot touch the server: as PID 1 it ignores their
+    signals, being non-dumpable it cannot be ptraced or read through /proc, and its saved uid
+    of 0 makes prlimit() on it fail. Spawned commands lose the saved uid at execve.
+    """
+    os.setgroups([])
+    os.setresgid(UID, UID, 0)
+    os.setresuid(UID, UID, 0)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    if LIBC.capset(ctypes.byref(Header(0x20080522, 0)), (ctypes.c_uint32 * 6)()) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    with open("/proc/self/status") as fh:
+        caps = [line.split()[1] for line in fh if line.startswith(("CapPrm", "CapEff", "CapAmb"))]
+    if any(int(value, 16) for value in caps):
+        raise SystemExit("sandbox server: could not drop capabilities: %s" % caps)
+
+
+def prctl(option, value):
+    try:
+        LIBC.prctl(option, value, 0, 0, 0)
+    except AttributeError:  # not Linux (unsafe mode on macOS)
+        pass
+
+
+def setup():
+    os.closerange(3, min(os.sysconf("SC_OPEN_MAX"), 1 << 16))
+    if PIDNS and os.getpid() != 1:  # kill(-1) outside a pid namespace would hit the host
+        raise SystemExit("sandbox server: expected to be PID 1 of its own pid namespace")
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # PID 1 ignores default-handled signals
+    # Limits the commands inherit (hard = soft, so they cannot raise them); CPU is per command.
+    limits = [
+        (resource.RLIMIT_AS, LIM["memory_mb"] * MB),
+        (resource.RLIMIT_FSIZE, LIM["file_size_mb"] * MB),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    if PIDNS:  # outside, RLIMIT_NPROC would count every process of the user, not ours
+        limits.append((resource.RLIMIT_NPROC, LIM["max_procs"]))
+    for res, value in limits:
+        try:
+            resource.setrlimit(res, (int(value), int(value)))
+        except (OSError, ValueError):
+            if PIDNS:
+                raise  # unsafe mode applies what the platform allows
+    if UID is not None:
+        become_unprivileged()
+    prctl(4, 0)  # PR_SET_DUMPABLE 0
+    if not PIDNS:
+        prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come to us to be killed
+    os.umask(0o022)
+
+
+def dumps(value):
+    """JSON for the header's plain values, without importing json (and re, enum): that import
+    alone was a third of the server's start-up time."""
+    if value is None or value is True or value is False:
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, (int, float)):
+        return repr(value) if value == value and abs(value) != float("inf") else "null"
+    if isinstance(value, str):
+        return _json.encode_basestring_ascii(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(dumps(v) for v in value) + "]"
+    return "{" + ",".join(_json.encode_basestring_ascii(str(k)) + ":" + dumps(v)
+                          for k, v in value.items()) + "}"
+
+
+def send(header, out=b"", err=b""):
+    header["out_len"], header["err_len"] = len(out), len(err)
+    data = memoryview(dumps(header).encode() + b"\n" + out + err)
+    while data:
+        data = data[os.write(1, data):]
+
+
+def scan(path):
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except PermissionError:  # a command hid a directory from us (we own it): open it up
+        try:
+            os.chmod(path, os.stat(path).st_mode | 0o700)
+            with os.scandir(path) as it:
+                return list(it)
+        except OSError:
+            return []
+    except OSError:
+        return []
+
+
+def usage(top):
+    """Bytes the tree occupies on disk; hard links counted once, symlinks not followed."""
+    total, seen, stack = 0, set(), [top]
+    while stack:
+        for entry in scan(stack.pop()):
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_nlink > 1:
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return total
+
+
+class Disk:
+    """Workspace quota: a statvfs estimate each tick, confirmed by a (throttled) full walk."""
+
+    def __init__(self):
+        self.walk()
+
+    def free(self):
+        st = os.statvfs(ROOT)
+        return st.f_bavail * st.f_frsize
+
+    def walk(self):
+        began = time.monotonic()
+        self.used = usage(ROOT)
+        self.ref = self.free()
+        self.walked = time.monotonic()
+        self.cost = self.walked - began
+
+    def estimate(self):
+        return self.used + self.ref - self.free()
+
+    def floor(self):
+        """Usage when a command starts: exact when we may already be over the quota."""
+        if self.estimate() > QUOTA:
+            self.walk()
+        return max(self.used, self.estimate())
+
+    def refresh(self):
+        """Walk when the estimate says over quota or the last walk is old; never too often."""
+        since = time.monotonic() - self.walked
+        if since >= max(0.05, 20 * self.cost):
+            if since > max(5.0, 50 * self.cost) or self.estimate() > QUOTA:
+                self.walk()
+
+    def over(self, floor):
+        """Over quota and grown past ``floor``: a command that only deletes is never killed."""
+        self.refresh()
+        return self.used > QUOTA and self.used > floor
+
+
+def rss_total():
+    total = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit() and name != "1":
+            try:
+                with open("/proc/%s/statm" % name, "rb") as fh:
+                    total += int(fh.read().split()[1]) * PAGE
+            except (OSError, IndexError, ValueError):
+                pass
+    return total
+
+
+def children():
+    try:
+        with open("/proc/self/task/%d/children" % os.getpid()) as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:
+        return []
+
+
+def kill_all(pid, reaped):
+    """Kill the command and everything it started."""
+    if PIDNS:  # we are PID 1: kill(-1) reaches every other process in the namespace
+        while True:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if not reaped:
+        os.waitpid(pid, 0)
+    for _ in range(1000):  # subreaper: orphans that left the process group come to us
+        kids = children()
+        if not kids:
+            break
+        for kid in kids:
+            try:
+                os.kill(kid, signal.SIGKILL)
+                os.waitpid(kid, 0)
+            except OSError:
+                pass
+
+
+def spawn(req, w_out, w_err):
+    """posix_spawn (vfork speed); the limits were set on us and are inherited, except CPU."""
+    os.chdir(req["cwd"])
+    cpu = int(LIM["cpu_s"] + 0.999)
+    script = "ulimit -St %d; ulimit -Ht %d; %s" % (cpu, cpu + 1, req["cmd"])
+    env = dict(CFG["env"], PWD=req["cwd"])
+    env.update(req["env"])
+    options = dict(
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, w_out, 1),
+            (os.POSIX_SPAWN_DUP2, w_err, 2),
+        ],
+        setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT),
+    )
+    try:
+        return os.posix_spawn("/bin/sh", ["sh", "-c", script], env, setsid=True, **options)
+    except NotImplementedError:  # no POSIX_SPAWN_SETSID: a process group does for killpg
+        return os.posix_spawn("/bin/sh", ["sh", "-c", script], env, setpgroup=0, **options)
+
+
+SIGNAL_REASONS = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size"}
+
+
+def notes_for(killed, timeout, disk, truncated, cap):
+    notes = []
+    if killed == "timeout":
+        notes.append("command killed: it ran longer than the %g s time limit" % timeout)
+    elif killed == "output_limit":
+        notes.append("command killed: it printed more than %d bytes" % (cap * CFG["discard_factor"]))
+    elif killed == "memory":
+        notes.append("command killed: its processes used more than %d MB of memory" % LIM["memory_mb"])
+    elif killed == "disk_quota":
+        notes.append(
+            "command killed: the workspace grew past its %d MB quota (%d MB used); delete files"
+            % (QUOTA // MB, disk.used // MB)
+        )
+    elif killed == "cpu":
+        notes.append("command killed: it used more than %d s of CPU time" % LIM["cpu_s"])
+    elif killed == "file_size":
+        notes.append("command killed: it wrote a file larger than %d MB" % LIM["file_size_mb"])
+    if truncated:
+        notes.append("output truncated to the first %d bytes" % cap)
+    return notes
+
+
+LONG_SCRIPT = 100_000  # bytes; the kernel caps one argv string at 128 KiB
+
+
+def run_any(req, disk):
+    """Run a request; a command too long for argv (a big heredoc) is sourced from a file."""
+    if len(req["cmd"].encode()) <= LONG_SCRIPT:
+        return run(req, disk)
+    path = "%s/.hg-command-%d" % (CFG["env"].get("TMPDIR", "/tmp"), os.getpid())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        data = memoryview(req["cmd"].encode())
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+    try:
+        return run(dict(req, cmd=". %s" % path), disk)
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def run(req, disk):
+    start = time.monotonic()
+    deadline = start + req["timeout"]
+    cap = LIM["output_bytes"]
+    floor = disk.floor()
+    r_out, w_out = os.pipe()
+    r_err, w_err = os.pipe()
+    try:
+        pid = spawn(req, w_out, w_err)
+    except OSError as exc:
+        for fd in (r_out, w_out, r_err, w_err):
+            os.close(fd)
+        msg = "sandbox: cannot start the command: %s\n" % exc
+        return {"exit_code": 127, "killed": None, "truncated": False, "notes": []}, b"", msg.encode()
+    os.close(w_out)
+    os.close(w_err)
+    try:
+        pidfd = os.pidfd_open(pid)  # wakes select() when the command exits (Linux >= 5.3)
+    except (AttributeError, OSError):
+        pidfd = None  # older kernels: poll waitpid instead
+    kept = {r_out: bytearray(), r_err: bytearray()}
+    live = [r_out, r_err]
+    seen, status, killed = 0, None, None
+    next_tick = start + TICK
+
+    def pump(fd):
+        nonlocal seen
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return False
+        if not data:
+            live.remove(fd)
+            os.close(fd)
+            return False
+        seen += len(data)
+        room = cap - len(kept[r_out]) - len(kept[r_err])
+        if room > 0:
+            kept[fd] += data[:room]
+        return True
+
+    while status is None:
+        now = time.monotonic()
+        if now >= deadline:
+            killed = "timeout"
+            break
+        if now >= next_tick:
+            if PIDNS and rss_total() > LIM["memory_mb"] * MB:
+                killed = "memory"
+                break
+            if disk.over(floor):
+                killed = "disk_quota"
+                break
+            next_tick = now + TICK
+        wait = max(0.0, min(deadline, next_tick) - now)
+        if pidfd is None:
+            wait = min(wait, 0.001)
+        ready = select.select(live + ([] if pidfd is None else [pidfd]), [], [], wait)[0]
+        for fd in ready:
+            if fd == pidfd:
+                status = os.waitpid(pid, 0)[1]
+            else:
+                pump(fd)
+        if pidfd is None:
+            done, code = os.waitpid(pid, os.WNOHANG)
+            status = code if done else None
+        if seen > cap * CFG["discard_factor"]:
+            killed = "output_limit"
+            break
+    if pidfd is not None:
+        os.close(pidfd)
+    kill_all(pid, status is not None)
+    for fd in list(live):  # what the command wrote before it ended; writers are gone now
+        os.set_blocking(fd, False)
+        while fd in live and pump(fd):
+            pass
+        if fd in live:
+            os.close(fd)
+    exit_code = None
+    if killed is None and status is not None:
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            exit_code = 128 + sig
+            killed = SIGNAL_REASONS.get(sig)
+        else:
+            exit_code = os.waitstatus_to_exitcode(status)
+            killed = SIGNAL_REASONS.get(exit_code - 128)  # the shell's child died of it
+    truncated = seen > cap
+    notes = notes_for(killed, req["timeout"], disk, truncated, cap)
+    if disk.estimate() > QUOTA:
+        disk.walk()  # only when we may be over the quota: the note below must be true
+    if killed is None and disk.used > QUOTA:
+        notes.append(
+            "the workspace uses %d MB, over its %d MB quota: commands that grow it will be killed"
+            % (disk.used // MB, QUOTA // MB)
+        )
+    header = {"exit_code": exit_code, "killed": killed, "truncated": truncated, "notes": notes}
+    return header, bytes(kept[r_out]), bytes(kept[r_err])
+
+
+def main():
+    setup()
+    disk = Disk()
+    send({"ready": True})
+    stdin = sys.stdin.buffer
+    while True:
+        size = stdin.read(4)  # requests: 4-byte length, then marshal (from the host only)
+        if len(size) < 4:
+            break
+        began = time.monotonic()
+        try:
+            req = marshal.loads(stdin.read(int.from_bytes(size, "little")))
+        except (ValueError, EOFError, TypeError) as exc:
+            send({"error": "bad request: %s" % exc})
+            continue
+        header, out, err = run_any(req, disk)
+        header["duration_s"] = time.monotonic() - began
+        send(header, out, err)
+
+
+if CFG is not None:
+    main()

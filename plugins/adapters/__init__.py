@@ -1,1 +1,1 @@
-"""plugins/adapters."""
+"""Built-in adapters: black-box emulations of real agent shells (``adapter:NAME``)."""

@@ -1,1 +1,1 @@
-"""plugins/factors."""
+"""Built-in factor levels: a folder per factor, a module per level, each its own plugin."""

@@ -1,1 +1,1 @@
-"""plugins/tasks."""
+"""Built-in task suites and the loaders of external task formats."""

@@ -9,6 +9,7 @@ model sees) belongs to the harness.
 from __future__ import annotations
 
 import asyncio
+import logging
 import tempfile
 import time
 import traceback
@@ -31,6 +32,8 @@ from harnessgrid.workspace import Workspace
 
 if TYPE_CHECKING:
     from harnessgrid.harness import Harness
+
+logger = logging.getLogger(__name__)
 
 
 class EpisodeLimits(BaseModel):
@@ -198,23 +201,31 @@ async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[d
     traj.grade_s = time.perf_counter() - t0
 
 
+def crashed_episode(harness_name: str, task: Task, policy: Policy,
+                    exc: BaseException) -> Trajectory:
+    """The trajectory of an episode that raised out of :func:`run_episode` (a bug in a harness,
+    an adapter or a plugin): ``internal_error``, with the traceback, never a score."""
+    logger.error("episode of %s through %s crashed", task.id, harness_name, exc_info=exc)
+    trace = "".join(traceback.format_exception(exc, limit=-4))
+    return Trajectory(episode_id=uuid.uuid4().hex[:12], harness=harness_name, task_id=task.id,
+                      suite=task.suite, policy=policy.spec, termination="internal_error",
+                      error=f"{type(exc).__name__}: {exc}\n{trace}", started_at=time.time())
+
+
 async def run_episodes(jobs: Iterable[tuple[Harness, Task]], policy: Policy,
                        limits: EpisodeLimits | None = None, *, concurrency: int = 4,
                        on_done: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
     """Run many episodes concurrently (at most ``concurrency`` at once). One failing episode
     never takes the others down: an unexpected exception becomes that episode's
-    ``sandbox_error`` trajectory."""
+    ``internal_error`` trajectory (see :func:`crashed_episode`)."""
     sem = asyncio.Semaphore(concurrency)
 
     async def one(harness: Harness, task: Task) -> Trajectory:
         async with sem:
             try:
                 traj = await run_episode(harness, task, policy, limits)
-            except Exception as exc:  # noqa: BLE001
-                traj = Trajectory(episode_id=uuid.uuid4().hex[:12], harness=harness.name,
-                                  task_id=task.id, suite=task.suite, policy=policy.spec,
-                                  termination="sandbox_error",
-                                  error=f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - reported, and the others go on
+                traj = crashed_episode(harness.name, task, policy, exc)
             if on_done is not None:
                 on_done(traj)
             return traj

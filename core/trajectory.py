@@ -20,10 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from harnessgrid.models import Action, Message, TokenRecord, ToolCall, ToolResult
 
 Termination = Literal["finished", "max_turns", "context_overflow", "token_budget", "timeout",
-                      "format_errors", "policy_error", "sandbox_error"]
-#: Terminations caused by infrastructure, not by the agent: excluded from scores and group
-#: statistics instead of counting as 0.
-INFRA_FAILURES: frozenset[str] = frozenset({"policy_error", "sandbox_error"})
+                      "format_errors", "policy_error", "sandbox_error", "internal_error"]
+#: Terminations not caused by the agent: excluded from scores and group statistics instead of
+#: counting as 0. ``internal_error`` is a bug in harnessgrid or a plugin (a harness or grader
+#: that raised), reported with its traceback.
+INFRA_FAILURES: frozenset[str] = frozenset({"policy_error", "sandbox_error", "internal_error"})
 
 
 class CallRecord(BaseModel):

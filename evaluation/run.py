@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -217,8 +216,7 @@ async def _episode(job: Job, policy: Policy, limits: EpisodeLimits,
     """One episode; an unexpected exception becomes an infrastructure failure (the same rule
     as ``run_episodes``), never a crash of the evaluation."""
     from harnessgrid.api import resolve_harness
-    from harnessgrid.runtime import run_episode
-    from harnessgrid.trajectory import Trajectory
+    from harnessgrid.runtime import crashed_episode, run_episode
 
     episode_id = uuid.uuid4().hex[:12]
     harness_name = job.key.harness
@@ -227,10 +225,7 @@ async def _episode(job: Job, policy: Policy, limits: EpisodeLimits,
         harness_name = harness.name
         return await run_episode(harness, job.task, policy, limits, episode_id=episode_id)
     except Exception as exc:  # noqa: BLE001 - one broken episode must not stop the others
-        return Trajectory(episode_id=episode_id, harness=harness_name, task_id=job.task.id,
-                          suite=job.task.suite, policy=policy.spec, termination="sandbox_error",
-                          error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}",
-                          started_at=time.time())
+        return crashed_episode(harness_name, job.task, policy, exc)
 
 
 class _Reporter:

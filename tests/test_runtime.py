@@ -267,3 +267,20 @@ def test_graders_follow_the_episodes_sandbox_choice(registry: Registry) -> None:
                                EpisodeLimits(unsafe_no_sandbox=unsafe)))
         assert traj.score == 1.0, traj.grade_error
     assert seen == [False, True]
+
+
+def test_a_crashing_harness_is_an_internal_error(registry: Registry) -> None:
+    """A harness (or adapter) bug does not take other episodes down and is reported as
+    ``internal_error`` with its traceback: never scored, never mistaken for the sandbox."""
+    broken = harness(registry)
+
+    async def explode(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError("bug in a plugin")
+
+    broken.step = explode  # type: ignore[method-assign]
+    jobs = [(broken, UPPER_TASK), (harness(registry), UPPER_TASK)]
+    crashed, fine = run(run_episodes(jobs, ScriptedPolicy()))
+    assert crashed.termination == "internal_error" and crashed.infra_failure
+    assert crashed.score is None and "bug in a plugin" in (crashed.error or "")
+    assert "Traceback" in (crashed.error or "") and "explode" in (crashed.error or "")
+    assert fine.passed

@@ -24,7 +24,13 @@ from harnessgrid.episode import ContextBudget, EpisodeState, estimate_tokens
 from harnessgrid.errors import SandboxError
 from harnessgrid.models import Message
 from harnessgrid.policies import Policy, PolicyRequest, TokenCounter
-from harnessgrid.sandbox import UNSAFE_NO_SANDBOX, Sandbox, SandboxLimits
+from harnessgrid.sandbox import (
+    INSTALL_HINT,
+    UNSAFE_NO_SANDBOX,
+    Sandbox,
+    SandboxLimits,
+    check_bwrap,
+)
 from harnessgrid.tasks import GraderError, Task, validate_scores
 from harnessgrid.tools import Environment
 from harnessgrid.trajectory import CallRecord, Termination, Trajectory, TurnRecord
@@ -51,6 +57,16 @@ class EpisodeLimits(BaseModel):
     unsafe_no_sandbox: bool = False
 
 
+def require_sandbox(limits: EpisodeLimits) -> None:
+    """Refuse up front, with the install hint, when episodes would need a sandbox this machine
+    cannot make; better one clear error than one ``sandbox_error`` per episode."""
+    if limits.unsafe_no_sandbox:
+        return
+    problem = check_bwrap()
+    if problem is not None:
+        raise SandboxError(problem, hint=INSTALL_HINT)
+
+
 def _effective(limits: EpisodeLimits, task: Task) -> EpisodeLimits:
     update: dict[str, Any] = {}
     if task.limits.max_turns is not None:
@@ -74,6 +90,7 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
     """Run one episode and return its trajectory; never raises for agent or infrastructure
     failures (they become the trajectory's ``termination`` and ``error``)."""
     limits = _effective(limits or EpisodeLimits(), task)
+    require_sandbox(limits)
     episode_id = episode_id or uuid.uuid4().hex[:12]
     started = time.time()
     clock = time.perf_counter()
@@ -218,6 +235,7 @@ async def run_episodes(jobs: Iterable[tuple[Harness, Task]], policy: Policy,
     """Run many episodes concurrently (at most ``concurrency`` at once). One failing episode
     never takes the others down: an unexpected exception becomes that episode's
     ``internal_error`` trajectory (see :func:`crashed_episode`)."""
+    require_sandbox(limits or EpisodeLimits())
     sem = asyncio.Semaphore(concurrency)
 
     async def one(harness: Harness, task: Task) -> Trajectory:

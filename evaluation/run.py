@@ -142,6 +142,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     """
     from harnessgrid.api import resolve_harness, resolve_policy
     from harnessgrid.registry import get_registry
+    from harnessgrid.runtime import require_sandbox
     from harnessgrid.tasks import load_suite
 
     started = time.perf_counter()
@@ -163,6 +164,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     manifest = build_manifest(config, spec, space, settings, suites)
     tasks = {s: t for s, (_, _, t) in suites.items()}
     jobs = plan_jobs(settings, tasks, config.runs)
+    require_sandbox(config.limits)
     with EvalStore(out) as store:
         merged = reconcile(out, manifest)
         todo = [j for j in jobs if j.key not in store.done]

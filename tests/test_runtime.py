@@ -284,3 +284,21 @@ def test_a_crashing_harness_is_an_internal_error(registry: Registry) -> None:
     assert crashed.score is None and "bug in a plugin" in (crashed.error or "")
     assert "Traceback" in (crashed.error or "") and "explode" in (crashed.error or "")
     assert fine.passed
+
+
+def test_missing_bubblewrap_is_one_clear_error(registry: Registry,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a working bwrap the runtime refuses up front with the install hint (instead of
+    one sandbox_error per episode), unless the user opted out of the sandbox. The missing
+    binary is simulated: bwrap is installed on this machine."""
+    monkeypatch.setattr("harnessgrid.runtime.check_bwrap",
+                        lambda: "bubblewrap (bwrap) is not installed or not on PATH")
+    for call in (lambda: run_episode(harness(registry), UPPER_TASK, ScriptedPolicy()),
+                 lambda: run_episodes([(harness(registry), UPPER_TASK)], ScriptedPolicy())):
+        with pytest.raises(SandboxError) as exc:
+            run(call())
+        assert "apt-get install -y bubblewrap" in (exc.value.hint or "")
+        assert "--unsafe-no-sandbox" in (exc.value.hint or "")
+    traj = run(run_episode(harness(registry), UPPER_TASK, ScriptedPolicy(),
+                           EpisodeLimits(unsafe_no_sandbox=True)))
+    assert traj.passed

@@ -73,7 +73,7 @@ def _file_action(action: Action, ws: Workspace) -> str:
             hits = ws.search(a["pattern"], a["path"], max_results=MAX_SEARCH_RESULTS + 1)
             lines = [f"{f}:{n}:{text}" for f, n, text in hits[:MAX_SEARCH_RESULTS]]
             if len(hits) > MAX_SEARCH_RESULTS:
-                lines.append(f"... more matches; narrow the pattern or path")
+                lines.append("... more matches; narrow the pattern or path")
             return "\n".join(lines) if lines else "no matches"
         case "finish":
             return a["message"]

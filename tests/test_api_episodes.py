@@ -18,7 +18,6 @@ from servers import (
     anthropic_text,
     anthropic_tool_use,
     openai_raw_tool_call,
-    openai_text,
     openai_tool_call,
 )
 

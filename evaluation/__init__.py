@@ -17,8 +17,9 @@ Names are imported on first use, so importing this package stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from harnessgrid._lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
     "EvalConfig": "harnessgrid.evaluation.run",
@@ -49,17 +50,7 @@ __all__ = ["SETTINGS", "EvalConfig", "EvalOutcome", "EvalResult", "EvalStore", "
            "render_comparison", "render_markdown", "resolve_settings", "write_report"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harnessgrid.evaluation' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only

@@ -14,8 +14,8 @@ from harnessgrid.errors import HarnessgridError
 
 app = typer.Typer(
     name="harnessgrid",
-    help="Harness Scaling for agentic RL: designs over harness factors, sandboxed episodes, "
-    "training and evaluation.",
+    help="Harness Scaling for agentic RL: designs over harness factors, tasks, sandboxed "
+    "episodes through any harness with any policy, and evaluation.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -52,11 +52,16 @@ def target(ws: Workspace, raw: Any, parameter: str = "file_path") -> Target:
     if not isinstance(raw, str) or not raw.startswith("/"):
         raise ToolError(f"{parameter} must be an absolute path (for example "
                         f"{ws.mount_path}/notes.txt), got {raw!r}")
+    return confine(ws, raw, raw, "used")
+
+
+def confine(ws: Workspace, path: str, shown: Any, verb: str) -> Target:
+    """``path`` resolved inside the workspace, or the shell's error naming ``shown``."""
     try:
-        host = ws.resolve(raw)
+        host = ws.resolve(path)
     except WorkspaceError:
-        raise ToolError(f"{raw} is outside the working directory {ws.mount_path}; only "
-                        "paths under it can be used") from None
+        raise ToolError(f"{shown} is outside the working directory {ws.mount_path}; only "
+                        f"paths under it can be {verb}") from None
     key = ws.relative(host)
     return Target(ws.mount_path if key == "." else f"{ws.mount_path}/{key}", key, host)
 

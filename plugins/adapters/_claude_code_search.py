@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harnessgrid.models import ToolResult
-from harnessgrid.plugins.adapters._claude_code_files import Target, ToolError, target
+from harnessgrid.plugins.adapters._claude_code_files import Target, ToolError, confine, target
 from harnessgrid.plugins.adapters._claude_code_session import Session
 from harnessgrid.plugins.adapters._claude_code_tools import (
     BASH_MAX_OUTPUT_CHARS,
@@ -62,15 +62,10 @@ def search_root(session: Session, ws: Workspace, raw: Any) -> Target:
     """Glob/Grep's ``path``: absolute, or relative to the shell's working directory."""
     cwd = session.absolute(session.cwd)
     path = cwd if raw is None else raw if raw.startswith("/") else f"{cwd}/{raw}"
-    try:
-        host = ws.resolve(path)
-    except WorkspaceError:
-        raise ToolError(f"{raw} is outside the working directory {ws.mount_path}; only paths "
-                        "under it can be searched") from None
-    key = ws.relative(host)
-    if not host.exists():
+    found = confine(ws, path, raw, "searched")
+    if not found.host.exists():
         raise ToolError(f"Path does not exist: {path}")
-    return Target(ws.mount_path if key == "." else f"{ws.mount_path}/{key}", key, host)
+    return found
 
 
 def _newest_first(ws: Workspace, keys: list[str]) -> list[str]:

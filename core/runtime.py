@@ -179,6 +179,7 @@ async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLim
         tools_s = sum(e.result.duration_s for e in outcome.executed)
         traj.turns.append(TurnRecord(
             index=index, view=list(view), assistant=turn.message(), tokens=turn.tokens,
+            finish_reason=turn.finish_reason,
             tokens_in=turn.tokens_in, tokens_out=turn.tokens_out,
             calls=[CallRecord(call=e.call, action=e.action, result=e.result)
                    for e in outcome.executed],

@@ -13,11 +13,14 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harnessgrid.models import Action, Message, TokenRecord, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from harnessgrid.token_rows import TokenRow
 
 Termination = Literal["finished", "max_turns", "context_overflow", "token_budget", "timeout",
                       "format_errors", "policy_error", "sandbox_error", "internal_error"]
@@ -44,6 +47,9 @@ class TurnRecord(BaseModel):
     view: list[Message]  # exactly the messages the model was given
     assistant: Message
     tokens: TokenRecord | None = None
+    #: Why generation stopped: ``"stop"`` (an end-of-turn token), ``"length"`` (cut by the
+    #: per-turn token limit; the harness closed the turn), or what an API reported.
+    finish_reason: str | None = None
     tokens_in: int = 0
     tokens_out: int = 0
     calls: list[CallRecord] = Field(default_factory=list)
@@ -90,6 +96,13 @@ class Trajectory(BaseModel):
     @property
     def infra_failure(self) -> bool:
         return self.termination in INFRA_FAILURES
+
+    def token_rows(self) -> list[TokenRow]:
+        """The episode as training rows, one per append-only token segment (see
+        :mod:`harnessgrid.token_rows`); empty when the policy recorded no token ids."""
+        from harnessgrid.token_rows import token_rows
+
+        return token_rows(self)
 
     def transcript(self) -> list[dict[str, Any]]:
         """The episode as OpenClaw session events (what ClawGym/PinchBench graders read)."""

@@ -32,3 +32,11 @@ def on_sys_path() -> Iterator[Callable[[Path], None]]:
         if any(str(getattr(mod, "__file__", "") or "").startswith(p) for p in added):
             del sys.modules[name]
     reset_registry()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The offline tiny chat model (built once per test session)."""
+    from harnessgrid.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))

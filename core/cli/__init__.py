@@ -30,6 +30,7 @@ def _add_subcommands() -> None:
     from harnessgrid.cli.plugins_cmd import plugins_app
     from harnessgrid.cli.run_cmd import run
     from harnessgrid.cli.tasks_cmd import tasks_app
+    from harnessgrid.cli.train_cmd import train_command
 
     app.add_typer(design_app, name="design")
     app.add_typer(schedule_app, name="schedule")
@@ -40,6 +41,7 @@ def _add_subcommands() -> None:
     app.command("eval")(eval_command)
     app.command("report")(report_command)
     app.command("run")(run)
+    app.command("train")(train_command)
 
 
 _add_subcommands()

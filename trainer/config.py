@@ -1,0 +1,265 @@
+"""The experiment config of ``harnessgrid train`` (DESIGN §8): one YAML file, validated.
+
+Example (``examples/tiny-grpo.yaml``)::
+
+    model: .tiny-model/tiny        # a local checkpoint or a hub name (hf: policy rules)
+    algorithm: grpo                # grpo | ppo | sft
+    design: oa                     # single | first-order | random | oa | full | adapter:NAME
+    k: 2                           # configurations per task, on successive steps
+    tasks_per_step: 2
+    rollouts_per_task: 4
+    steps: 2
+    output_dir: runs/tiny-grpo
+    trl: {logging_steps: 1}        # passed to TRL's GRPOConfig / SFTConfig as they are
+
+Every field has the paper's default where the paper has one (GRPO 16 tasks x 8 rollouts, PPO
+128 x 1, 300 steps, K = 2). ``--set key=value`` overrides a field from the command line
+(``--set ppo.gamma=0.99``, ``--set trl.report_to=[wandb]``); values are read as YAML. A bad
+file, key or value is a :class:`~harnessgrid.errors.ConfigError` naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from harnessgrid.errors import ConfigError
+
+__all__ = ["ExperimentConfig", "PPOOptions", "SFTOptions", "apply_overrides", "load_config"]
+
+Algorithm = Literal["grpo", "ppo", "sft"]
+DESIGNS = ("single", "first-order", "random", "oa", "full")
+
+#: GRPOConfig / SFTConfig fields this config sets itself; setting them under ``trl:`` would
+#: silently disagree with the top-level field, so it is refused with the field to use instead.
+OWNED_TRL_FIELDS: dict[str, str] = {
+    "output_dir": "output_dir", "max_steps": "steps", "learning_rate": "learning_rate",
+    "beta": "beta", "epsilon": "epsilon", "epsilon_high": "epsilon_high",
+    "loss_type": "loss_type", "temperature": "temperature", "seed": "seed",
+    "scale_rewards": "scale_rewards", "num_generations": "rollouts_per_task",
+    "per_device_train_batch_size": "tasks_per_step", "gradient_accumulation_steps":
+    "micro_batch_tokens", "steps_per_generation": "(one generation per step)",
+    "generation_batch_size": "tasks_per_step x rollouts_per_task",
+    "max_completion_length": "max_new_tokens", "use_vllm": "generation",
+    "num_train_epochs": "steps",
+}
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PPOOptions(_Options):
+    """The critic of ``algorithm: ppo`` (DESIGN §8): a token-classification head (one value per
+    position) on a copy of the policy's backbone, trained with its own optimizer on a clipped
+    value loss; advantages are GAE over the episode's model tokens."""
+
+    critic_learning_rate: float = Field(default=1e-5, gt=0)
+    gamma: float = Field(default=1.0, ge=0, le=1)
+    lam: float = Field(default=0.95, ge=0, le=1)
+    value_clip: float = Field(default=0.2, gt=0)
+    whiten_advantages: bool = True
+
+
+class SFTOptions(_Options):
+    """Demonstrations for ``algorithm: sft`` (and a warm start): episodes of a teacher policy
+    through the design's harnesses, kept when their score reaches ``min_score``."""
+
+    teacher: str = "scripted"
+    teacher_options: dict[str, Any] = Field(default_factory=dict)
+    episodes: int = Field(default=256, ge=1)
+    min_score: float = Field(default=1.0, ge=0, le=1)
+    epochs: float = Field(default=1.0, gt=0)
+    batch_size: int = Field(default=8, ge=1)
+    max_length: int | None = Field(default=None, ge=16)
+
+
+class ExperimentConfig(BaseModel):
+    """One training run. See the module docstring and README's "Training" section."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # what is trained
+    model: str = Field(description="hf checkpoint directory or hub name; tiny:SIZE builds "
+                                   "the offline tiny model (tests, CPU examples)")
+    init_from: str | None = Field(
+        default=None, description="start from this checkpoint (e.g. an SFT run's final/)")
+    algorithm: Algorithm = "grpo"
+    device: str = "auto"
+    dtype: str = "float32"
+    generation: Literal["hf", "vllm"] = Field(
+        default="hf", description="hf: transformers on the trained model; vllm: TRL's vLLM "
+                                  "engine (trl.vllm_mode colocate or server)")
+
+    # which (task, harness) pairs are rolled out
+    design: str = "oa"
+    harness: str | None = Field(default=None, description="the configuration of design: single")
+    design_size: int = Field(default=18, ge=1, description="N of design: random")
+    with_levels: tuple[str, ...] = Field(default=(), description="FACTOR:LEVEL added to the "
+                                                                 "default space")
+    k: int = Field(default=2, ge=1)
+    pairing: Literal["hamming", "random", "repeat"] = "hamming"
+    suite: str = "grid"
+    split: str = "train"
+    max_tasks: int | None = Field(default=None, ge=1, description="use N tasks, evenly spread over the split")
+
+    # how many
+    tasks_per_step: int | None = Field(default=None, ge=1,
+                                       description="default: grpo 16, ppo 128")
+    rollouts_per_task: int | None = Field(default=None, ge=1,
+                                          description="default: grpo 8, ppo 1")
+    steps: int = Field(default=300, ge=1)
+
+    # the objective (TRL's clipped surrogate, unchanged)
+    learning_rate: float = Field(default=1e-6, gt=0)
+    beta: float = Field(default=0.0, ge=0, description="KL coefficient")
+    epsilon: float = Field(default=0.2, gt=0, description="clip range")
+    epsilon_high: float | None = Field(default=None, gt=0)
+    loss_type: Literal["dapo", "grpo", "bnpo", "dr_grpo", "cispo"] = "dapo"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    reward: Literal["score", "pass"] = "score"
+    mask_truncated_turns: bool = Field(
+        default=False, description="no loss on turns cut by max_new_tokens")
+
+    # episodes
+    max_turns: int = Field(default=30, ge=1)
+    context_budget: int = Field(default=32_768, ge=256)
+    max_new_tokens: int = Field(default=1024, ge=1, description="per turn")
+    temperature: float = Field(default=1.0, gt=0,
+                               description="sampling and loss (must be the same)")
+    episode_timeout_s: float = Field(default=600.0, gt=0)
+    concurrency: int = Field(default=64, ge=1, description="episodes in flight per process")
+    micro_batch_tokens: int = Field(default=16_384, ge=64,
+                                    description="padded tokens per forward/backward chunk")
+    unsafe_no_sandbox: bool = False
+
+    # bookkeeping
+    seed: int = 0
+    output_dir: str = "runs/train"
+    save_trajectories: bool = False
+    rollout_backend: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+    ppo: PPOOptions = PPOOptions()
+    sft: SFTOptions = SFTOptions()
+    trl: dict[str, Any] = Field(default_factory=dict,
+                                description="passed to TRL's GRPOConfig / SFTConfig")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ExperimentConfig:
+        if not (self.design in DESIGNS or self.design.startswith("adapter:")):
+            raise ValueError(f"design {self.design!r} is not one of {', '.join(DESIGNS)} "
+                             "or adapter:NAME")
+        if self.design == "single" and self.harness is None:
+            raise ValueError("design: single needs harness: CODE (e.g. S0-T0-O0-C0-W0)")
+        if self.algorithm == "grpo" and self.group_size < 2:
+            raise ValueError("grpo needs rollouts_per_task >= 2 (the group baseline); "
+                             "use algorithm: ppo for one rollout per task")
+        for key in self.trl:
+            if key in OWNED_TRL_FIELDS:
+                raise ValueError(f"trl.{key} is set by this config; use "
+                                 f"{OWNED_TRL_FIELDS[key]} instead")
+        return self
+
+    # -- derived ------------------------------------------------------------------------------
+    @property
+    def tasks(self) -> int:
+        """Tasks per step (the algorithm's paper default when not set)."""
+        if self.tasks_per_step is not None:
+            return self.tasks_per_step
+        return 128 if self.algorithm == "ppo" else 16
+
+    @property
+    def group_size(self) -> int:
+        """Rollouts per (task, configuration) pair."""
+        if self.rollouts_per_task is not None:
+            return self.rollouts_per_task
+        return 1 if self.algorithm == "ppo" else 8
+
+    @property
+    def is_adapter(self) -> bool:
+        return self.design.startswith("adapter:")
+
+    def fingerprint(self) -> str:
+        """A hash of everything that decides what a run computes (not where it writes), so a
+        resumed run can refuse a changed config."""
+        data = self.model_dump(mode="json", exclude={"output_dir", "save_trajectories",
+                                                     "concurrency", "ray_address",
+                                                     "rollout_backend"})
+        data["trl"] = {k: v for k, v in data["trl"].items()
+                       if k not in ("report_to", "logging_steps", "save_steps",
+                                    "save_total_limit", "run_name", "disable_tqdm")}
+        blob = json.dumps(data, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _describe(error: ValidationError, source: str) -> ConfigError:
+    lines = []
+    for e in error.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"unknown key {where!r}")
+        elif e["type"] == "missing":
+            lines.append(f"{where}: required")
+        else:
+            shown = "" if e["type"] == "value_error" else f" (got {e.get('input')!r})"
+            lines.append(f"{where}: {e['msg'].removeprefix('Value error, ')}{shown}")
+    fields = ", ".join(ExperimentConfig.model_fields)
+    return ConfigError(f"{source}: " + "; ".join(lines),
+                       hint=f"top-level keys: {fields}; see README.md, Training")
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """``key=value`` strings applied to ``data`` (dotted keys reach nested tables; values are
+    YAML, so ``--set steps=10``, ``--set trl.report_to=[wandb]``, ``--set harness=null``)."""
+    import yaml
+
+    out: dict[str, Any] = json.loads(json.dumps(data))  # a deep copy of plain data
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"bad --set {item!r}", hint="write KEY=VALUE, e.g. --set steps=10")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"bad value in --set {item!r}: {exc}",
+                              hint="values are YAML: 10, 0.5, true, [a, b], 'text'") from None
+        node = out
+        *parents, leaf = key.strip().split(".")
+        for p in parents:
+            child = node.setdefault(p, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {item!r}: {p!r} is not a table",
+                                  hint="dotted keys only reach nested tables (ppo, sft, trl)")
+            node = child
+        node[leaf] = value
+    return out
+
+
+def config_from_mapping(data: Mapping[str, Any], source: str = "config") -> ExperimentConfig:
+    try:
+        return ExperimentConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise _describe(exc, source) from None
+
+
+def load_config(path: str | Path, overrides: Iterable[str] = ()) -> ExperimentConfig:
+    """Read, override and validate an experiment config file."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"no such config file: {str(path)!r}",
+                          hint="see examples/tiny-grpo.yaml for a complete one")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}", hint="fix the line it names") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys to values, got "
+                          f"{type(data).__name__}", hint="see examples/tiny-grpo.yaml")
+    return config_from_mapping(apply_overrides(data, overrides), str(path))

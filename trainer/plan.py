@@ -1,0 +1,123 @@
+"""What a run rolls out, built once from its config: the factor space and design, the tasks,
+the schedule, the episode limits, and how to build each harness.
+
+For ``design: adapter:NAME`` (black-box training through one emulated shell) there is no
+factor design: every rollout goes through the adapter, and the schedule (over a one-point
+design, K = 1) only orders the tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from harnessgrid.errors import ConfigError
+from harnessgrid.trainer.rollout import RolloutJob, plan_step
+
+if TYPE_CHECKING:
+    from harnessgrid.designs import Design
+    from harnessgrid.harness import Harness
+    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.schedule import Schedule
+    from harnessgrid.space import FactorSpace
+    from harnessgrid.tasks import Task
+    from harnessgrid.trainer.config import ExperimentConfig
+
+__all__ = ["TrainingPlan", "build_design"]
+
+
+def build_space(with_levels: tuple[str, ...]) -> FactorSpace:
+    """The default space plus ``FACTOR:LEVEL`` additions (registered levels only)."""
+    from harnessgrid.composition import registry_space
+
+    return registry_space(with_levels) if with_levels else _default_space()
+
+
+def _default_space() -> FactorSpace:
+    from harnessgrid.space import FactorSpace
+
+    return FactorSpace.default()
+
+
+def build_design(config: ExperimentConfig, space: FactorSpace) -> Design:
+    """The training design named by ``config.design`` (not for adapter designs)."""
+    from harnessgrid import designs
+
+    match config.design:
+        case "oa":
+            return designs.orthogonal_design(space)
+        case "full":
+            return designs.full_design(space)
+        case "first-order":
+            return designs.first_order_design(space)
+        case "random":
+            return designs.random_design(space, config.design_size, config.seed)
+        case "single":
+            assert config.harness is not None  # checked by the config
+            return designs.single_design(space.parse(config.harness))
+    raise ConfigError(f"unknown design {config.design!r}",
+                      hint="single, first-order, random, oa, full or adapter:NAME")
+
+
+class TrainingPlan:
+    """The run's rollouts, step by step (see the module docstring)."""
+
+    def __init__(self, config: ExperimentConfig, tasks: list[Task] | None = None) -> None:
+        from harnessgrid.designs import single_design
+        from harnessgrid.runtime import EpisodeLimits
+        from harnessgrid.schedule import Schedule
+
+        self.config = config
+        self.space = build_space(config.with_levels)
+        self.adapter: str | None = None
+        if config.is_adapter:
+            self._check_adapter(config.design)
+            self.adapter = config.design
+            self.design = single_design(self.space.config([0] * len(self.space.sizes)))
+            k, pairing = 1, "repeat"
+        else:
+            self.design = build_design(config, self.space)
+            k, pairing = config.k, config.pairing
+        task_list = list(tasks) if tasks is not None else self._load_tasks(config)
+        self.tasks: dict[str, Task] = {t.id: t for t in task_list}
+        self.schedule: Schedule = Schedule(self.design, [t.id for t in task_list], k=k,
+                                           pairing=pairing,  # type: ignore[arg-type]
+                                           tasks_per_step=config.tasks, seed=config.seed)
+        self.limits: EpisodeLimits = EpisodeLimits(
+            max_turns=config.max_turns, max_context_tokens=config.context_budget,
+            wall_s=config.episode_timeout_s, unsafe_no_sandbox=config.unsafe_no_sandbox)
+
+    @staticmethod
+    def _check_adapter(spec: str) -> None:
+        from harnessgrid.registry import get_registry
+
+        get_registry().adapter(spec.removeprefix("adapter:"))  # raises, naming the known ones
+
+    @staticmethod
+    def _load_tasks(config: ExperimentConfig) -> list[Task]:
+        from harnessgrid.tasks import load_suite
+
+        tasks = list(load_suite(config.suite).tasks(config.split))
+        if not tasks:
+            raise ConfigError(f"suite {config.suite!r} split {config.split!r} has no tasks",
+                              hint="choose another split (see `harnessgrid tasks list`)")
+        if config.max_tasks and config.max_tasks < len(tasks):
+            # Every (len/N)-th task: generated suites are ordered by family, so the first N
+            # would all be one family.
+            stride = len(tasks) / config.max_tasks
+            return [tasks[int(i * stride)] for i in range(config.max_tasks)]
+        return tasks
+
+    def jobs(self, step: int) -> list[RolloutJob]:
+        return plan_step(self.schedule, step, self.config.group_size, self.config.seed,
+                         adapter=self.adapter)
+
+    def make_harness(self, spec: str) -> Harness:
+        from harnessgrid.api import resolve_harness
+
+        return resolve_harness(spec, self.space)
+
+    def fingerprint(self) -> str:
+        """The schedule's fingerprint, plus the adapter: what decides each step's pairs."""
+        key = f"{self.schedule.fingerprint()}:{self.adapter}:{self.config.group_size}"
+        return hashlib.sha256(key.encode()).hexdigest()[:16]

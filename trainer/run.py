@@ -1,0 +1,302 @@
+"""``harnessgrid train CONFIG``: build the run from its config, train, resume.
+
+Output directory layout::
+
+    OUT/config.yaml            the resolved config (what was run)
+    OUT/steps.jsonl            one line per step: pairs rolled out, reward per configuration,
+                               pass rate, segments per episode, tokens/s, logprob gap, timings
+    OUT/checkpoint-N/          TRL/transformers checkpoints (model, optimizer, scheduler, RNG,
+                               trainer state) + critic/ for PPO + harnessgrid_state.json
+    OUT/trajectories/          every episode, per step (``save_trajectories: true``)
+    OUT/final/                 the trained model and tokenizer (``hf:OUT/final``)
+
+Resume (``--resume``) continues from the newest *complete* checkpoint (one whose
+``harnessgrid_state.json`` was written), after checking that the config and schedule are the
+ones it was made with; steps after that checkpoint are redone and their lines in
+``steps.jsonl`` replaced, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harnessgrid.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harnessgrid.trainer.config import ExperimentConfig
+    from harnessgrid.trainer.grpo import RewardFunc, StepReport
+    from harnessgrid.trainer.plan import TrainingPlan
+
+__all__ = ["TrainResult", "latest_checkpoint", "load_model", "train"]
+
+STEPS_FILE = "steps.jsonl"
+
+
+@dataclass
+class TrainResult:
+    output_dir: Path
+    final_model: Path
+    steps: int
+    resumed_from: Path | None
+    reports: list[dict[str, Any]]
+
+
+def require_training_extras() -> None:
+    """A clear error, before any work, when the training stack is not installed."""
+    missing = []
+    for module in ("torch", "transformers", "trl", "datasets", "accelerate"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise ConfigError(f"training needs {', '.join(missing)}, which "
+                          f"{'is' if len(missing) == 1 else 'are'} not installed",
+                          hint="pip install 'harnessgrid[train]'")
+
+
+def resolve_model_path(spec: str) -> str:
+    """``tiny:SIZE`` → the offline tiny model, built once into the cache directory
+    (``$HARNESSGRID_CACHE``, default ``~/.cache/harnessgrid``); anything else as given."""
+    if not spec.startswith("tiny:"):
+        return spec
+    from harnessgrid.tiny_model import SIZES, build_tiny_model
+
+    size = spec.removeprefix("tiny:")
+    if size not in SIZES:
+        raise ConfigError(f"model {spec!r}: unknown tiny-model size {size!r}",
+                          hint=f"sizes: {', '.join(f'tiny:{s}' for s in SIZES)}")
+    cache = Path(os.environ.get("HARNESSGRID_CACHE", Path.home() / ".cache" / "harnessgrid"))
+    return str(build_tiny_model(cache / f"tiny-model-{size}", size=size))
+
+
+def load_model(path: str, dtype: str, device: str) -> tuple[Any, Any]:
+    """The causal LM and tokenizer at ``path`` (a checkpoint directory, a hub name or
+    ``tiny:SIZE``), with the same errors as the ``hf:`` policy."""
+    import torch
+    import transformers
+
+    from harnessgrid.policies.hf import _HINT as HINT
+
+    hf: Any = transformers  # partially typed upstream
+
+    path = resolve_model_path(path)
+
+    if path.startswith(("/", "./", "../", "~")) and not Path(path).expanduser().is_dir():
+        raise ConfigError(f"model: no such directory {path!r}", hint=HINT)
+    torch_dtype = getattr(torch, dtype, None)
+    if not isinstance(torch_dtype, torch.dtype):
+        raise ConfigError(f"unknown dtype {dtype!r}", hint="float32, bfloat16 or float16")
+    try:
+        tokenizer = hf.AutoTokenizer.from_pretrained(path)
+        model = hf.AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+    except (OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"model {path!r} cannot be loaded: {reason}", hint=HINT) from None
+    if device not in ("auto", "cpu"):
+        model.to(device)
+    return model, tokenizer
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def grpo_args(config: ExperimentConfig, device: str) -> Any:
+    """TRL's GRPOConfig for this run. One optimizer step per schedule step (micro-batching
+    happens inside the step); ``num_generations`` and the batch sizes only satisfy GRPOConfig's
+    checks -- the trainer forms its own batches."""
+    from trl import GRPOConfig  # type: ignore[attr-defined]
+
+    defaults: dict[str, Any] = {"report_to": [], "logging_steps": 1, "save_strategy": "steps",
+                                "save_steps": max(1, min(50, config.steps)),
+                                "save_total_limit": 2, "disable_tqdm": True,
+                                "gradient_checkpointing": False}
+    trl_options = {**defaults, **config.trl}
+    _check_trl_keys(GRPOConfig, trl_options)
+    on_cpu = device == "cpu"
+    if on_cpu:
+        trl_options.update(use_cpu=True, bf16=False, fp16=False)
+    try:
+        return GRPOConfig(
+            output_dir=config.output_dir, max_steps=config.steps,
+            learning_rate=config.learning_rate, beta=config.beta, epsilon=config.epsilon,
+            epsilon_high=config.epsilon_high, loss_type=config.loss_type,
+            scale_rewards=config.scale_rewards, temperature=config.temperature,
+            seed=config.seed, num_generations=2, per_device_train_batch_size=2,
+            gradient_accumulation_steps=1, steps_per_generation=1,
+            max_completion_length=config.max_new_tokens, **trl_options)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"trl options rejected by GRPOConfig: {exc}",
+                          hint="fix or remove the key under trl:") from None
+
+
+def _check_trl_keys(config_class: Any, options: dict[str, Any]) -> None:
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(config_class)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(f"unknown trl option(s) {', '.join(unknown)} for "
+                          f"{config_class.__name__}",
+                          hint="keys under trl: are TRL/transformers training arguments, e.g. "
+                               "report_to, logging_steps, save_steps, max_grad_norm, bf16")
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    """The newest checkpoint whose state file was written (complete)."""
+    from harnessgrid.trainer.grpo import STATE_FILE
+
+    found = []
+    for d in output_dir.glob("checkpoint-*"):
+        suffix = d.name.removeprefix("checkpoint-")
+        if suffix.isdigit() and (d / STATE_FILE).is_file():
+            found.append((int(suffix), d))
+    return max(found)[1] if found else None
+
+
+class StepLog:
+    """``steps.jsonl``: appended (fsync'd) after each step; on resume, cut back to the steps
+    before the checkpoint (rewritten atomically)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a line cut by a crash is the last one
+        return out
+
+    def truncate(self, before_step: int) -> None:
+        keep = [r for r in self.read() if r.get("step", -1) < before_step]
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
+        os.replace(tmp, self.path)
+
+    def append(self, report: dict[str, Any]) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(report) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _prepare_output(config: ExperimentConfig, out: Path, resume: bool) -> Path | None:
+    """Refuse to mix runs; on resume, find and check the checkpoint and cut the step log."""
+    from harnessgrid.trainer.grpo import STATE_FILE
+
+    has_run = (out / STEPS_FILE).exists() or any(out.glob("checkpoint-*"))
+    if not resume:
+        if has_run:
+            raise ConfigError(f"{out} already holds a training run",
+                              hint="add --resume to continue it, or choose another output "
+                                   "directory (--set output_dir=...)")
+        return None
+    checkpoint = latest_checkpoint(out)
+    if checkpoint is None:
+        if has_run:
+            # Started, but killed before the first checkpoint: start over from step 0.
+            StepLog(out / STEPS_FILE).truncate(0)
+        return None
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    if state.get("config") != config.fingerprint():
+        raise ConfigError(f"{checkpoint} was made with a different config",
+                          hint="resume with the config (and --set values) the run started "
+                               f"with; it is saved in {out / 'config.yaml'}")
+    StepLog(out / STEPS_FILE).truncate(int(state["step"]))
+    return checkpoint
+
+
+def train(config: ExperimentConfig, *, resume: bool = False,
+          on_step: Callable[[StepReport], None] | None = None,
+          policy_options: dict[str, Any] | None = None,
+          reward_funcs: Sequence[RewardFunc] | None = None,
+          plan: TrainingPlan | None = None) -> TrainResult:
+    """Run (or resume) the experiment ``config``; see the module docstring for the outputs.
+
+    ``reward_funcs`` replace the default reward (the task's grade; see
+    :func:`~harnessgrid.trainer.grpo.trajectory_reward`); ``plan`` replaces the rollouts the
+    config describes (e.g. hand-picked harnesses)."""
+    require_training_extras()
+    if config.algorithm == "sft":
+        from harnessgrid.trainer.sft import train_sft
+
+        return train_sft(config, resume=resume)
+    from harnessgrid.runtime import require_sandbox
+    from harnessgrid.trainer.grpo import HarnessTrainer
+    from harnessgrid.trainer.plan import TrainingPlan
+
+    out = Path(config.output_dir)
+    plan = plan or TrainingPlan(config)
+    require_sandbox(plan.limits)
+    checkpoint = _prepare_output(config, out, resume)
+    if checkpoint is not None:
+        state = json.loads((checkpoint / "harnessgrid_state.json").read_text())
+        if state.get("schedule") != plan.fingerprint():
+            raise ConfigError(f"{checkpoint} was made with a different schedule (tasks, design "
+                              "or plugins changed)",
+                              hint="resume where the same suite, plugins and design are "
+                                   "available")
+    device = resolve_device(config.device)
+    model, tokenizer = load_model(config.init_from or config.model, config.dtype, device)
+    args = grpo_args(config, device)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_config(config, out)
+    steplog = StepLog(out / STEPS_FILE)
+    reports: list[dict[str, Any]] = []
+
+    def record(report: StepReport) -> None:
+        steplog.append(report)
+        reports.append(report)
+        if on_step is not None:
+            on_step(report)
+
+    trainer = HarnessTrainer(experiment=config, plan=plan, model=model, tokenizer=tokenizer,
+                             args=args, on_step=record, policy_options=policy_options,
+                             reward_funcs=reward_funcs)
+    _quiet_transformers_printing(trainer)
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    final = out / "final"
+    if trainer.accelerator.is_main_process:
+        tmp = out / "final.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        trainer.accelerator.unwrap_model(trainer.model).save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    trainer.accelerator.wait_for_everyone()
+    return TrainResult(output_dir=out, final_model=final, steps=int(trainer.state.global_step),
+                       resumed_from=checkpoint, reports=reports)
+
+
+def _write_config(config: ExperimentConfig, out: Path) -> None:
+    import yaml
+
+    tmp = out / "config.yaml.tmp"
+    tmp.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+    os.replace(tmp, out / "config.yaml")
+
+
+def _quiet_transformers_printing(trainer: Any) -> None:
+    """The step display is ours (``on_step``); transformers' own printer would repeat it."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)

@@ -256,3 +256,175 @@ def test_cli_train_runs_an_example_and_reports_bad_configs(tiny_model_dir: Path,
                           "--set", "stepz=3"], capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 2
     assert "unknown key 'stepz'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# -- SFT, warm start, resume (issue 16) ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sft_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> TrainResult:
+    """Black-box SFT: scripted-oracle demonstrations through the emulated OpenClaw shell."""
+    out = tmp_path_factory.mktemp("sft") / "run"
+    cfg = tiny_config(tiny_model_dir, out, algorithm="sft", design="adapter:openclaw",
+                      max_turns=30, context_budget=16000, learning_rate=1e-3,
+                      sft={"episodes": 6, "batch_size": 4})
+    return train(cfg)
+
+
+def test_sft_from_oracle_demonstrations_changes_the_weights(sft_run: TrainResult,
+                                                           tiny_model_dir: Path) -> None:
+    assert sft_run.steps == 2
+    assert changed(weights(tiny_model_dir), weights(sft_run.final_model))
+    demos = sft_run.output_dir / "demonstrations"
+    trajectories = [Trajectory.model_validate_json(line)
+                    for line in (demos / "trajectories.jsonl").read_text().splitlines()]
+    assert len(trajectories) == 6
+    assert {t.harness for t in trajectories} == {"adapter:openclaw"}
+    assert all(t.passed for t in trajectories)  # the oracle solves every task
+
+
+def test_sft_rows_train_on_assistant_tokens_only(sft_run: TrainResult,
+                                                 tiny_model_dir: Path) -> None:
+    import datasets
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    dataset = datasets.load_from_disk(str(sft_run.output_dir / "demonstrations" / "dataset"))
+    assert len(dataset) >= 6
+    for row in dataset:
+        ids, mask = row["input_ids"], row["assistant_masks"]
+        assert len(ids) == len(mask)
+        spans, current = [], []
+        for token, m in zip(ids, mask, strict=True):
+            if m:
+                current.append(token)
+            elif current:
+                spans.append(current)
+                current = []
+        if current:
+            spans.append(current)
+        assistant = [tokenizer.decode(s) for s in spans]
+        assert assistant and all(a.endswith("<|im_end|>") for a in assistant)
+        assert sum("<tool_call>" in a for a in assistant) >= len(assistant) - 1  # acts, finishes
+        assert not any("<tool_response>" in a or "<|im_start|>" in a for a in assistant)
+        harness_text = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
+        assert "<tool_response>" in harness_text  # observations carry no loss
+        messages = json.loads(row["messages"])
+        calls = [c["function"]["name"] for m in messages if m["role"] == "assistant"
+                 for c in m.get("tool_calls", [])]
+        assert set(calls) <= {"read", "write", "edit", "exec", "process"}  # OpenClaw's tools
+
+
+def test_warm_start_from_an_sft_checkpoint(sft_run: TrainResult, tiny_model_dir: Path,
+                                           tmp_path: Path) -> None:
+    """GRPO with ``init_from`` trains the SFT model, not the base one (a learning rate too
+    small to move the weights visibly shows where they came from)."""
+    cfg = tiny_config(tiny_model_dir, tmp_path / "warm", init_from=str(sft_run.final_model),
+                      steps=1, learning_rate=1e-12)
+    result = train(cfg, reward_funcs=[parity_reward])
+    start, end = weights(sft_run.final_model), weights(result.final_model)
+    assert all(torch.allclose(start[k], end[k], atol=1e-6) for k in start)
+    assert changed(weights(tiny_model_dir), end)
+    with pytest.raises(ConfigError, match="no such directory"):
+        train(tiny_config(tiny_model_dir, tmp_path / "x", init_from=str(tmp_path / "nope")))
+
+
+@pytest.mark.slow
+def test_kill_and_resume_redoes_the_same_batch(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """kill -9 during a run, then ``--resume``: the steps after the last complete checkpoint are
+    redone with the same pairs, episode ids (hence sampling seeds) and token ids as an
+    uninterrupted run, each step is logged once, and the final weights agree."""
+    import os
+    import signal
+    import time
+
+    import yaml
+
+    def config_file(out: Path) -> Path:
+        data = tiny_config(tiny_model_dir, out, steps=4, max_turns=2,
+                           trl={"save_steps": 1}).model_dump(mode="json")
+        path = out.parent / f"{out.name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return path
+
+    cmd = [sys.executable, "-m", "harnessgrid", "train", "--quiet"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    done = subprocess.run([*cmd, str(config_file(whole))], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    proc = subprocess.Popen([*cmd, str(config_file(killed))], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    marker = killed / "checkpoint-1" / "harnessgrid_state.json"
+    deadline = time.monotonic() + 300
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert marker.exists()
+    resumed = subprocess.run([*cmd, "--resume", str(config_file(killed))], capture_output=True,
+                             text=True, timeout=600, check=False)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+
+    assert [r["step"] for r in steps_log(killed)] == [0, 1, 2, 3]  # nothing counted twice
+    for step in range(4):
+        a, b = saved_trajectories(whole, step), saved_trajectories(killed, step)
+        assert [t.episode_id for t in a] == [t.episode_id for t in b]
+        assert [(t.task_id, t.harness) for t in a] == [(t.task_id, t.harness) for t in b]
+        records = [(x.tokens, y.tokens) for ta, tb in zip(a, b, strict=True)
+                   for x, y in zip(ta.turns, tb.turns, strict=True)]
+        assert records and all(x is not None and y is not None for x, y in records)
+        for x, y in records:
+            assert x is not None and y is not None
+            assert (x.prompt_ids, x.completion_ids) == (y.prompt_ids, y.completion_ids)
+            # logprobs agree up to float rounding (batch composition may differ)
+            assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs, strict=True)) < 1e-5
+    end_a, end_b = weights(whole / "final"), weights(killed / "final")
+    assert all(torch.allclose(end_a[k], end_b[k], atol=1e-6) for k in end_a)
+
+
+REWARD_MODULE = '''
+def parity(trajectories):
+    out = []
+    for t in trajectories:
+        tokens = [turn.tokens for turn in t.turns if turn.tokens is not None]
+        out.append(None if t.infra_failure else float(tokens[0].completion_ids[0] % 2))
+    return out
+'''
+
+
+@pytest.mark.slow
+def test_two_process_grpo_keeps_replicas_identical(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``accelerate launch`` with two CPU processes (gloo): each process rolls out its share of
+    the step's episodes, group statistics are computed over both shares, and both processes
+    hold identical, changed weights afterwards. (``accelerate launch --cpu`` starts a single
+    process; two CPU processes are launched with ``--multi_gpu --num_processes 2``, which
+    accelerate runs through torch.distributed on gloo when no GPU is present.)"""
+    import os
+
+    import yaml
+
+    (tmp_path / "parity_reward.py").write_text(REWARD_MODULE)
+    out = tmp_path / "ddp"
+    data = tiny_config(tiny_model_dir, out, reward_funcs=["parity_reward:parity"],
+                       rollouts_per_task=4).model_dump(mode="json")
+    (tmp_path / "ddp.yaml").write_text(yaml.safe_dump(data))
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    launched = subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
+         "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+         "-m", "harnessgrid", "train", "--quiet", str(tmp_path / "ddp.yaml")],
+        capture_output=True, text=True, timeout=600, env=env, check=False)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["steps"] == 2
+    assert len(set(summary["weight_checksums"])) == 1  # replicas in sync
+    assert changed(weights(tiny_model_dir), weights(out / "final"))
+    for step, report in enumerate(steps_log(out)):
+        shares = [[Trajectory.model_validate_json(line) for line in
+                   (out / "trajectories" / f"step-{step:06d}.rank{r}.jsonl").read_text()
+                   .splitlines()] for r in (0, 1)]
+        ids = [t.episode_id for share in shares for t in share]
+        assert len(shares[0]) == len(shares[1]) == 4 and len(set(ids)) == 8
+        # the main process's report covers both shares: every group has all its rollouts
+        assert report["episodes"] == 8
+        assert all(len(p["rewards"]) == 4 for p in report["pairs"])

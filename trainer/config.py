@@ -67,16 +67,18 @@ class PPOOptions(_Options):
 
 
 class SFTOptions(_Options):
-    """Demonstrations for ``algorithm: sft`` (and a warm start): episodes of a teacher policy
-    through the design's harnesses, kept when their score reaches ``min_score``."""
+    """Demonstrations for ``algorithm: sft`` (and a warm start): ``episodes`` episodes of a
+    teacher policy through the design's harnesses (the schedule's pairs, one rollout each),
+    kept when their score reaches ``min_score``; ``steps`` optimizer steps of ``batch_size``
+    segment rows each."""
 
     teacher: str = "scripted"
     teacher_options: dict[str, Any] = Field(default_factory=dict)
     episodes: int = Field(default=256, ge=1)
     min_score: float = Field(default=1.0, ge=0, le=1)
-    epochs: float = Field(default=1.0, gt=0)
     batch_size: int = Field(default=8, ge=1)
-    max_length: int | None = Field(default=None, ge=16)
+    max_length: int | None = Field(default=None, ge=16,
+                                   description="truncate rows (None: keep them whole)")
 
 
 class ExperimentConfig(BaseModel):
@@ -123,6 +125,9 @@ class ExperimentConfig(BaseModel):
     loss_type: Literal["dapo", "grpo", "bnpo", "dr_grpo", "cispo"] = "dapo"
     scale_rewards: Literal["group", "batch", "none"] = "group"
     reward: Literal["score", "pass"] = "score"
+    reward_funcs: tuple[str, ...] = Field(
+        default=(), description="module:function reward functions replacing `reward` "
+                                "(called with the step's trajectories; see README)")
     mask_truncated_turns: bool = Field(
         default=False, description="no loss on turns cut by max_new_tokens")
 
@@ -156,6 +161,8 @@ class ExperimentConfig(BaseModel):
                              "or adapter:NAME")
         if self.design == "single" and self.harness is None:
             raise ValueError("design: single needs harness: CODE (e.g. S0-T0-O0-C0-W0)")
+        if self.algorithm == "sft" and self.generation != "hf":
+            raise ValueError("sft does not generate; leave generation: hf")
         if self.algorithm == "grpo" and self.group_size < 2:
             raise ValueError("grpo needs rollouts_per_task >= 2 (the group baseline); "
                              "use algorithm: ppo for one rollout per task")

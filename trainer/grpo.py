@@ -23,7 +23,6 @@ one-completion-per-prompt rows (measured facts in DESIGN §8):
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import os
@@ -38,6 +37,7 @@ from trl import GRPOTrainer  # type: ignore[attr-defined]
 
 from harnessgrid.trainer.advantages import EpisodeOutcome, gae, group_advantages
 from harnessgrid.trainer.batches import TrainRow, collate, micro_batches
+from harnessgrid.trainer.checkpoints import CompleteCheckpoints
 from harnessgrid.trainer.rollout import RolloutJob, run_rollouts
 
 if TYPE_CHECKING:
@@ -48,9 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["HarnessTrainer", "StepReport", "trajectory_reward"]
 
 logger = logging.getLogger(__name__)
-
-#: Written last into a checkpoint folder: a folder without it was cut short and is not resumed.
-STATE_FILE = "harnessgrid_state.json"
 
 RewardFunc = Callable[[Sequence["Trajectory"]], list[float | None]]
 
@@ -73,7 +70,7 @@ class StepReport(dict[str, Any]):
     """What one step did (one line of ``steps.jsonl``; see :meth:`HarnessTrainer._report`)."""
 
 
-class HarnessTrainer(GRPOTrainer):
+class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
     """GRPO (``critic=None``) or PPO (with a critic) on harnessgrid episodes.
 
     ``plan`` supplies the step's rollout jobs, the tasks, how to build a harness and the
@@ -366,34 +363,13 @@ class HarnessTrainer(GRPOTrainer):
         tmp.write_text("".join(t.model_dump_json() + "\n" for t in trajectories))
         os.replace(tmp, path)
 
-    # -- checkpoints -----------------------------------------------------------------------------
-    def _save_checkpoint(self, model: Any, trial: Any) -> None:
-        """TRL's checkpoint, plus the critic and this trainer's state; a marker file written
-        last tells a complete checkpoint from one cut short. Old checkpoints are rotated only
-        after the new one is complete."""
-        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+    # -- checkpoints (CompleteCheckpoints) ----------------------------------------------------
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {"config": self.experiment.fingerprint(), "schedule": self.plan.fingerprint()}
 
-        limit, self.args.save_total_limit = self.args.save_total_limit, None
-        parent: Any = super()
-        try:
-            parent._save_checkpoint(model, trial)
-        finally:
-            self.args.save_total_limit = limit
-        run_dir = self._get_output_dir(trial=trial)
-        folder = Path(run_dir) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+    def save_extra_state(self, folder: Path) -> None:
         if self.critic is not None:
             self.critic.save(folder / "critic")
-        if self.args.should_save:
-            state = {"step": int(self.state.global_step),
-                     "config": self.experiment.fingerprint(),
-                     "schedule": self.plan.fingerprint(), "complete": True}
-            tmp = folder / (STATE_FILE + ".tmp")
-            tmp.write_text(json.dumps(state))
-            os.replace(tmp, folder / STATE_FILE)
-            if limit:
-                rotate_checkpoints(output_dir=run_dir, save_total_limit=limit,
-                                   best_model_checkpoint=self.state.best_model_checkpoint,
-                                   use_mtime=True)
 
     def _load_optimizer_and_scheduler(self, checkpoint: Any) -> None:
         parent: Any = super()

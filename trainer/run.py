@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessgrid.errors import ConfigError
+from harnessgrid.trainer.checkpoints import STATE_FILE, latest_checkpoint
 
 if TYPE_CHECKING:
     from harnessgrid.trainer.config import ExperimentConfig
@@ -121,9 +122,10 @@ def grpo_args(config: ExperimentConfig, device: str) -> Any:
     defaults: dict[str, Any] = {"report_to": [], "logging_steps": 1, "save_strategy": "steps",
                                 "save_steps": max(1, min(50, config.steps)),
                                 "save_total_limit": 2, "disable_tqdm": True,
-                                "gradient_checkpointing": False}
+                                "gradient_checkpointing": False,
+                                "ddp_find_unused_parameters": False}
     trl_options = {**defaults, **config.trl}
-    _check_trl_keys(GRPOConfig, trl_options)
+    check_trl_keys(GRPOConfig, trl_options)
     on_cpu = device == "cpu"
     if on_cpu:
         trl_options.update(use_cpu=True, bf16=False, fp16=False)
@@ -141,7 +143,7 @@ def grpo_args(config: ExperimentConfig, device: str) -> Any:
                           hint="fix or remove the key under trl:") from None
 
 
-def _check_trl_keys(config_class: Any, options: dict[str, Any]) -> None:
+def check_trl_keys(config_class: Any, options: dict[str, Any]) -> None:
     import dataclasses
 
     known = {f.name for f in dataclasses.fields(config_class)}
@@ -151,18 +153,6 @@ def _check_trl_keys(config_class: Any, options: dict[str, Any]) -> None:
                           f"{config_class.__name__}",
                           hint="keys under trl: are TRL/transformers training arguments, e.g. "
                                "report_to, logging_steps, save_steps, max_grad_norm, bf16")
-
-
-def latest_checkpoint(output_dir: Path) -> Path | None:
-    """The newest checkpoint whose state file was written (complete)."""
-    from harnessgrid.trainer.grpo import STATE_FILE
-
-    found = []
-    for d in output_dir.glob("checkpoint-*"):
-        suffix = d.name.removeprefix("checkpoint-")
-        if suffix.isdigit() and (d / STATE_FILE).is_file():
-            found.append((int(suffix), d))
-    return max(found)[1] if found else None
 
 
 class StepLog:
@@ -198,29 +188,34 @@ class StepLog:
             os.close(fd)
 
 
-def _prepare_output(config: ExperimentConfig, out: Path, resume: bool) -> Path | None:
-    """Refuse to mix runs; on resume, find and check the checkpoint and cut the step log."""
-    from harnessgrid.trainer.grpo import STATE_FILE
+def is_main_launch_process() -> bool:
+    """Rank 0 of a ``torchrun`` / ``accelerate launch`` group (or a plain process)."""
+    return int(os.environ.get("RANK", "0")) == 0
 
+
+def prepare_output(config: ExperimentConfig, out: Path, resume: bool) -> Path | None:
+    """Refuse to mix runs; on resume, find and check the checkpoint and cut the step log.
+    Only the main process of a multi-process launch checks and writes; the others only look
+    up the checkpoint (rank 0 creates nothing in ``out`` that could change it)."""
+    if not is_main_launch_process():
+        return latest_checkpoint(out) if resume else None
     has_run = (out / STEPS_FILE).exists() or any(out.glob("checkpoint-*"))
-    if not resume:
-        if has_run:
-            raise ConfigError(f"{out} already holds a training run",
-                              hint="add --resume to continue it, or choose another output "
-                                   "directory (--set output_dir=...)")
-        return None
-    checkpoint = latest_checkpoint(out)
-    if checkpoint is None:
-        if has_run:
-            # Started, but killed before the first checkpoint: start over from step 0.
-            StepLog(out / STEPS_FILE).truncate(0)
-        return None
-    state = json.loads((checkpoint / STATE_FILE).read_text())
-    if state.get("config") != config.fingerprint():
-        raise ConfigError(f"{checkpoint} was made with a different config",
-                          hint="resume with the config (and --set values) the run started "
-                               f"with; it is saved in {out / 'config.yaml'}")
-    StepLog(out / STEPS_FILE).truncate(int(state["step"]))
+    if has_run and not resume:
+        raise ConfigError(f"{out} already holds a training run",
+                          hint="add --resume to continue it, or choose another output "
+                               "directory (--set output_dir=...)")
+    checkpoint = latest_checkpoint(out) if resume else None
+    if checkpoint is not None:
+        state = json.loads((checkpoint / STATE_FILE).read_text())
+        if state.get("config") != config.fingerprint():
+            raise ConfigError(f"{checkpoint} was made with a different config",
+                              hint="resume with the config (and --set values) the run started "
+                                   f"with; it is saved in {out / 'config.yaml'}")
+    if has_run:
+        # Steps after the checkpoint (or all, when killed before the first) are redone.
+        StepLog(out / STEPS_FILE).truncate(int(state["step"]) if checkpoint else 0)
+    out.mkdir(parents=True, exist_ok=True)
+    write_config(config, out)
     return checkpoint
 
 
@@ -246,9 +241,9 @@ def train(config: ExperimentConfig, *, resume: bool = False,
     out = Path(config.output_dir)
     plan = plan or TrainingPlan(config)
     require_sandbox(plan.limits)
-    checkpoint = _prepare_output(config, out, resume)
+    checkpoint = prepare_output(config, out, resume)
     if checkpoint is not None:
-        state = json.loads((checkpoint / "harnessgrid_state.json").read_text())
+        state = json.loads((checkpoint / STATE_FILE).read_text())
         if state.get("schedule") != plan.fingerprint():
             raise ConfigError(f"{checkpoint} was made with a different schedule (tasks, design "
                               "or plugins changed)",
@@ -257,8 +252,6 @@ def train(config: ExperimentConfig, *, resume: bool = False,
     device = resolve_device(config.device)
     model, tokenizer = load_model(config.init_from or config.model, config.dtype, device)
     args = grpo_args(config, device)
-    out.mkdir(parents=True, exist_ok=True)
-    _write_config(config, out)
     steplog = StepLog(out / STEPS_FILE)
     reports: list[dict[str, Any]] = []
 
@@ -268,11 +261,64 @@ def train(config: ExperimentConfig, *, resume: bool = False,
         if on_step is not None:
             on_step(report)
 
+    if reward_funcs is None and config.reward_funcs:
+        reward_funcs = [import_reward(spec) for spec in config.reward_funcs]
     trainer = HarnessTrainer(experiment=config, plan=plan, model=model, tokenizer=tokenizer,
                              args=args, on_step=record, policy_options=policy_options,
                              reward_funcs=reward_funcs)
-    _quiet_transformers_printing(trainer)
+    quiet_transformers_printing(trainer)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    final = save_final(trainer, tokenizer, out)
+    write_summary(trainer, out)
+    return TrainResult(output_dir=out, final_model=final, steps=int(trainer.state.global_step),
+                       resumed_from=checkpoint, reports=reports)
+
+
+def write_summary(trainer: Any, out: Path) -> None:
+    """``OUT/summary.json``: steps, world size and a checksum of each process's weights (all
+    equal when data-parallel replicas stayed in sync)."""
+    import hashlib
+
+    from accelerate.utils import gather_object
+
+    digest = hashlib.sha256()
+    for name, param in sorted(trainer.accelerator.unwrap_model(trainer.model)
+                              .state_dict().items()):
+        digest.update(name.encode())
+        digest.update(param.detach().float().cpu().numpy().tobytes())
+    checksums = gather_object([digest.hexdigest()[:16]])
+    if trainer.accelerator.is_main_process:
+        summary = {"steps": int(trainer.state.global_step),
+                   "world_size": int(trainer.accelerator.num_processes),
+                   "weight_checksums": list(checksums)}
+        tmp = out / "summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        os.replace(tmp, out / "summary.json")
+
+
+def import_reward(spec: str) -> RewardFunc:
+    """``package.module:function`` → the function (a reward function of trajectories)."""
+    import importlib
+
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name or not name:
+        raise ConfigError(f"reward function {spec!r} is not module:function",
+                          hint="e.g. reward_funcs: [my_rewards:shaped]")
+    try:
+        func = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot import reward function {spec!r}: {exc}",
+                          hint="the module must be importable (installed or on PYTHONPATH)"
+                          ) from None
+    if not callable(func):
+        raise ConfigError(f"reward function {spec!r} is not callable",
+                          hint="it takes a list of trajectories and returns a list of floats")
+    reward: RewardFunc = func
+    return reward
+
+
+def save_final(trainer: Any, tokenizer: Any, out: Path) -> Path:
+    """The trained model and tokenizer in ``out/final``, replaced atomically."""
     final = out / "final"
     if trainer.accelerator.is_main_process:
         tmp = out / "final.tmp"
@@ -282,11 +328,10 @@ def train(config: ExperimentConfig, *, resume: bool = False,
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
     trainer.accelerator.wait_for_everyone()
-    return TrainResult(output_dir=out, final_model=final, steps=int(trainer.state.global_step),
-                       resumed_from=checkpoint, reports=reports)
+    return final
 
 
-def _write_config(config: ExperimentConfig, out: Path) -> None:
+def write_config(config: ExperimentConfig, out: Path) -> None:
     import yaml
 
     tmp = out / "config.yaml.tmp"
@@ -294,7 +339,7 @@ def _write_config(config: ExperimentConfig, out: Path) -> None:
     os.replace(tmp, out / "config.yaml")
 
 
-def _quiet_transformers_printing(trainer: Any) -> None:
+def quiet_transformers_printing(trainer: Any) -> None:
     """The step display is ours (``on_step``); transformers' own printer would repeat it."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 

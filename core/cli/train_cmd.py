@@ -32,7 +32,7 @@ def train_command(config: ConfigPath, set_: SetOption = None, resume: Resume = F
     """Train a policy through harness-scaled rollouts (see README, Training)."""
     from harnessgrid.cli.run_cmd import parse_options
     from harnessgrid.trainer.config import load_config
-    from harnessgrid.trainer.run import require_training_extras, train
+    from harnessgrid.trainer.run import is_main_launch_process, require_training_extras, train
 
     cfg = load_config(config, set_ or [])
     require_training_extras()
@@ -40,6 +40,8 @@ def train_command(config: ConfigPath, set_: SetOption = None, resume: Resume = F
     with display:
         result = train(cfg, resume=resume, on_step=display.update,
                        policy_options=parse_options(policy_opt or []))
+    if not is_main_launch_process():
+        return
     typer.echo(f"trained {result.steps} steps; model in {result.final_model} "
                f"(use it as hf:{result.final_model}); step log in "
                f"{result.output_dir / 'steps.jsonl'}")

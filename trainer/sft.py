@@ -1,0 +1,215 @@
+"""Supervised fine-tuning on demonstrations (``algorithm: sft``; DESIGN §8).
+
+1. **Collect**: a teacher policy (``sft.teacher``: any policy spec; the scripted oracle by
+   default) plays the schedule's (task, harness) pairs, one rollout each, until
+   ``sft.episodes`` episodes ran. ``design: adapter:openclaw`` makes this the paper's
+   black-box SFT baseline (every demonstration through the emulated shell).
+2. **Keep** the episodes whose score reaches ``sft.min_score`` (infrastructure failures never).
+3. **Rows**: each kept episode's append-only segments, from exact token ids -- the teacher's
+   own when it is a token policy with the student's tokenizer, otherwise the teacher's turns
+   written by the student's chat template as the episode ran
+   (:class:`~harnessgrid.policies.forced.TeacherForcedPolicy`). The loss mask is 1 exactly on
+   assistant tokens.
+4. **Train** with TRL's ``SFTTrainer`` on the pre-tokenized rows (``input_ids`` +
+   ``assistant_masks``), ``steps`` optimizer steps of ``sft.batch_size`` rows.
+
+Demonstrations are exported before training, so they can be used elsewhere::
+
+    OUT/demonstrations/trajectories.jsonl   every collected episode (kept or not)
+    OUT/demonstrations/rows.jsonl           one line per row: task, harness, score, the
+                                            conversation (messages + tools) and the token ids
+    OUT/demonstrations/dataset/             the same rows as a Hugging Face datasets Dataset
+                                            (``datasets.load_from_disk``)
+
+A resumed run reuses the exported demonstrations (``COMPLETE``, written last, holds the
+config's fingerprint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trl import SFTTrainer  # type: ignore[attr-defined]
+
+from harnessgrid.trainer.checkpoints import CompleteCheckpoints
+
+if TYPE_CHECKING:
+    from harnessgrid.policies import Policy
+    from harnessgrid.token_rows import TokenRow
+    from harnessgrid.trainer.config import ExperimentConfig
+    from harnessgrid.trainer.plan import TrainingPlan
+    from harnessgrid.trainer.run import TrainResult
+    from harnessgrid.trajectory import Trajectory
+
+__all__ = ["HarnessSFTTrainer", "collect_demonstrations", "demonstration_rows", "train_sft"]
+
+DEMOS = "demonstrations"
+
+
+class HarnessSFTTrainer(CompleteCheckpoints, SFTTrainer):
+    """TRL's SFTTrainer with complete-or-ignored checkpoints (see :mod:`.checkpoints`)."""
+
+    def __init__(self, *args: Any, fingerprint: str, **kwargs: Any) -> None:
+        self._fingerprint = fingerprint
+        super().__init__(*args, **kwargs)
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {"config": self._fingerprint}
+
+
+def teacher_policy(config: ExperimentConfig, tokenizer: Any) -> Policy:
+    """The teacher, recording token ids in the student's vocabulary and template."""
+    from harnessgrid.policies import make_policy
+    from harnessgrid.policies.forced import TeacherForcedPolicy
+    from harnessgrid.policies.token import TokenPolicy
+
+    teacher = make_policy(config.sft.teacher, config.sft.teacher_options)
+    if isinstance(teacher, TokenPolicy) and _same_tokenizer(teacher.book.tokenizer, tokenizer):
+        return teacher  # its records are already the student's ids
+    return TeacherForcedPolicy(teacher, tokenizer)
+
+
+def _same_tokenizer(a: Any, b: Any) -> bool:
+    return bool(a.get_vocab() == b.get_vocab()
+                and getattr(a, "chat_template", None) == getattr(b, "chat_template", None))
+
+
+def collect_demonstrations(config: ExperimentConfig, plan: TrainingPlan,
+                           policy: Policy) -> list[Trajectory]:
+    """``sft.episodes`` teacher episodes over the schedule's pairs, in schedule order."""
+    from dataclasses import replace
+
+    from harnessgrid.trainer.rollout import run_rollouts
+
+    jobs = []
+    step = 0
+    while len(jobs) < config.sft.episodes:
+        jobs.extend(replace(j, rollout=0) for j in plan.jobs(step) if j.rollout == 0)
+        step += 1
+    return asyncio.run(run_rollouts(jobs[:config.sft.episodes], plan.tasks, policy,
+                                    plan.limits, make_harness=plan.make_harness,
+                                    concurrency=config.concurrency))
+
+
+def demonstration_rows(trajectories: list[Trajectory], min_score: float
+                       ) -> list[tuple[Trajectory, TokenRow]]:
+    """The segment rows of every episode that scored at least ``min_score``."""
+    return [(t, row) for t in trajectories
+            if not t.infra_failure and t.score is not None and t.score >= min_score
+            for row in t.token_rows()]
+
+
+def _row_record(traj: Trajectory, row: TokenRow) -> dict[str, Any]:
+    """One exported row: provenance, the conversation as messages (what another tokenizer
+    would need) and the exact ids with the assistant mask (what this student trains on)."""
+    turns = {t.index: t for t in traj.turns}
+    last = turns[row.turns[-1]]
+    messages = [m.openai() for m in [*last.view, last.assistant]]
+    return {"episode_id": traj.episode_id, "task": traj.task_id, "harness": traj.harness,
+            "score": traj.score, "segment": row.segment, "messages": json.dumps(messages),
+            "input_ids": list(row.prompt_ids) + list(row.completion_ids),
+            "assistant_masks": [0] * len(row.prompt_ids) + list(row.mask)}
+
+
+def export_demonstrations(folder: Path, trajectories: list[Trajectory],
+                          rows: list[tuple[Trajectory, TokenRow]], fingerprint: str) -> Any:
+    """Write the demonstrations (module docstring) and return the rows as a Dataset."""
+    import datasets
+
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    (tmp / "trajectories.jsonl").write_text(
+        "".join(t.model_dump_json() + "\n" for t in trajectories))
+    records = [_row_record(t, r) for t, r in rows]
+    (tmp / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    dataset = datasets.Dataset.from_list(records)
+    dataset.save_to_disk(str(tmp / "dataset"))
+    (tmp / "COMPLETE").write_text(fingerprint)  # written last: the export is whole
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    return dataset
+
+
+def sft_args(config: ExperimentConfig, device: str) -> Any:
+    from trl import SFTConfig  # type: ignore[attr-defined]
+
+    from harnessgrid.errors import ConfigError
+    from harnessgrid.trainer.run import check_trl_keys
+
+    defaults: dict[str, Any] = {"report_to": [], "logging_steps": 1, "save_strategy": "steps",
+                                "save_steps": max(1, min(50, config.steps)),
+                                "save_total_limit": 2, "disable_tqdm": True,
+                                "ddp_find_unused_parameters": False}
+    options = {**defaults, **config.trl}
+    check_trl_keys(SFTConfig, options)
+    if device == "cpu":
+        options.update(use_cpu=True, bf16=False, fp16=False)
+    try:
+        return SFTConfig(output_dir=config.output_dir, max_steps=config.steps,
+                         learning_rate=config.learning_rate, seed=config.seed,
+                         per_device_train_batch_size=config.sft.batch_size,
+                         gradient_accumulation_steps=1, max_length=config.sft.max_length,
+                         **options)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"trl options rejected by SFTConfig: {exc}",
+                          hint="fix or remove the key under trl:") from None
+
+
+def train_sft(config: ExperimentConfig, *, resume: bool = False,
+              plan: TrainingPlan | None = None) -> TrainResult:
+    """Collect, export and train (module docstring)."""
+    import datasets
+
+    from harnessgrid.errors import ConfigError
+    from harnessgrid.runtime import require_sandbox
+    from harnessgrid.trainer.plan import TrainingPlan
+    from harnessgrid.trainer.run import (
+        TrainResult,
+        load_model,
+        prepare_output,
+        quiet_transformers_printing,
+        resolve_device,
+        save_final,
+    )
+
+    out = Path(config.output_dir)
+    plan = plan or TrainingPlan(config)
+    require_sandbox(plan.limits)
+    checkpoint = prepare_output(config, out, resume)
+    device = resolve_device(config.device)
+    model, tokenizer = load_model(config.init_from or config.model, config.dtype, device)
+    folder = out / DEMOS
+    args = sft_args(config, device)
+    # The main process collects; the others then find the finished export and load it.
+    with args.main_process_first(local=False, desc="demonstrations"):
+        complete = folder / "COMPLETE"
+        if complete.is_file() and complete.read_text() == config.fingerprint():
+            dataset = datasets.load_from_disk(str(folder / "dataset"))
+        else:
+            trajectories = collect_demonstrations(config, plan,
+                                                  teacher_policy(config, tokenizer))
+            rows = demonstration_rows(trajectories, config.sft.min_score)
+            if not rows:
+                failures = sorted({t.termination for t in trajectories})
+                raise ConfigError(f"none of the {len(trajectories)} teacher episodes reached "
+                                  f"sft.min_score={config.sft.min_score} (terminations: "
+                                  f"{', '.join(failures)})",
+                                  hint="check the teacher (sft.teacher) and the episode "
+                                       f"limits, or lower sft.min_score; see {folder}")
+            dataset = export_demonstrations(folder, trajectories, rows, config.fingerprint())
+    train_rows = dataset.select_columns(["input_ids", "assistant_masks"])
+    trainer = HarnessSFTTrainer(model=model, args=args,
+                                train_dataset=train_rows, processing_class=tokenizer,
+                                fingerprint=config.fingerprint())
+    quiet_transformers_printing(trainer)
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    final = save_final(trainer, tokenizer, out)
+    return TrainResult(output_dir=out, final_model=final, steps=int(trainer.state.global_step),
+                       resumed_from=checkpoint,
+                       reports=[{"demonstration_rows": len(dataset)}])

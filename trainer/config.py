@@ -46,6 +46,7 @@ OWNED_TRL_FIELDS: dict[str, str] = {
     "micro_batch_tokens", "steps_per_generation": "(one generation per step)",
     "generation_batch_size": "tasks_per_step x rollouts_per_task",
     "max_completion_length": "max_new_tokens", "use_vllm": "generation",
+    "vllm_importance_sampling_correction": "(the recorded logprobs are the old logprobs)",
     "num_train_epochs": "steps",
 }
 

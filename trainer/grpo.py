@@ -85,7 +85,7 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
         self.experiment = experiment
         self.plan = plan
         self.on_step = on_step
-        self._policy_options = dict(policy_options or {})
+        self.policy_options = dict(policy_options or {})
         funcs = list(reward_funcs) if reward_funcs else [trajectory_reward(experiment.reward)]
         # TRL requires a reward source and names its metrics after it; the functions are called
         # here, on trajectories, not by TRL on completions.
@@ -116,26 +116,23 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
 
     # -- generation: the live model behind the hf: policy -------------------------------------
     def generation_policy(self) -> Any:
-        """The ``hf:`` token policy on the model being trained (created once)."""
+        """The token policy of the rollouts (created once; see :mod:`.generation`)."""
         if self._policy is None:
-            from harnessgrid.policies.hf import HFPolicy
+            from harnessgrid.trainer.generation import generation_policy
 
-            exp = self.experiment
-            self._policy = HFPolicy(exp.init_from or exp.model,
-                                    model=self.accelerator.unwrap_model(self.model),
-                                    tokenizer=self.processing_class,
-                                    temperature=exp.temperature,
-                                    max_new_tokens=exp.max_new_tokens, seed=exp.seed,
-                                    **self._policy_options)
+            self._policy = generation_policy(self)
         return self._policy
 
     def rollout(self, step: int) -> tuple[list[RolloutJob], list[Trajectory]]:
         """Run this process's share of ``step``'s episodes on the current weights."""
         from trl.models import unwrap_model_for_generation  # type: ignore[attr-defined]
 
+        from harnessgrid.trainer.generation import sync_generation_weights
+
         jobs = self.plan.jobs(step)
         mine = jobs[self.accelerator.process_index::self.accelerator.num_processes]
         policy = self.generation_policy()
+        sync_generation_weights(self, step)
         with unwrap_model_for_generation(self.model_wrapped, self.accelerator):
             trajectories = asyncio.run(run_rollouts(
                 mine, self.plan.tasks, policy, self.plan.limits,
@@ -163,13 +160,15 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
         total_tokens = float(self.accelerator.reduce(torch.tensor(loss_tokens, device=device),
                                                      reduction="sum"))
         t2 = time.perf_counter()
-        loss, gap = self._policy_update(model, chunks, total_tokens, len(rows))
+        loss, gap, phases = self._policy_update(model, chunks, total_tokens, len(rows))
         value_loss = None
+        t3 = time.perf_counter()
         if self.critic is not None:
             value_loss = self.critic.train_chunks(chunks, total_tokens)
-        t3 = time.perf_counter()
+        t4 = time.perf_counter()
         self._report(step, jobs, trajectories, rewards, rows, gap, value_loss,
-                     {"rollout_s": t1 - t0, "prepare_s": t2 - t1, "train_s": t3 - t2})
+                     {"rollout_s": t1 - t0, "prepare_s": t2 - t1, "train_s": t4 - t2,
+                      **phases, "critic_s": t4 - t3})
         return loss
 
     def _rewards(self, trajectories: Sequence[Trajectory]) -> list[float | None]:
@@ -250,9 +249,11 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
                     a[k] = (a[k] - mean) / (std + 1e-8)
 
     def _policy_update(self, model: Any, chunks: list[dict[str, Any]], total_tokens: float,
-                       n_rows: int) -> tuple[Any, dict[str, float]]:
-        """Forward/backward every chunk (TRL's loss), gradients synchronised on the last."""
+                       n_rows: int) -> tuple[Any, dict[str, float], dict[str, float]]:
+        """Forward/backward every chunk (TRL's loss), gradients synchronised on the last.
+        Returns the loss, the logprob gap and the time in forward+loss and in backward."""
         model.train()
+        forward_s = backward_s = 0.0
         total = torch.zeros((), device=self.accelerator.device)
         gaps: list[Any] = []
         count = torch.tensor(total_tokens, device=self.accelerator.device)
@@ -263,10 +264,14 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
                 if self.beta != 0.0:
                     chunk["ref_per_token_logps"] = self._reference_logps(chunk)
                 self._capture = []
+                t0 = time.perf_counter()
                 with self.compute_loss_context_manager():
                     loss = self._trl()._compute_loss(model, chunk) * self._chunk_weight(
                         chunk, n_rows)
+                t1 = time.perf_counter()
                 self.accelerator.backward(loss)
+                forward_s += t1 - t0
+                backward_s += time.perf_counter() - t1
                 gaps.append(self._logp_gap(chunk))
                 self._capture = None
             total = total + loss.detach()
@@ -275,7 +280,7 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
         mean_gap = [g for g in gaps if g is not None]
         gap = {"mean": float(sum(g[0] for g in mean_gap) / max(1, sum(g[2] for g in mean_gap))),
                "max": max((g[1] for g in mean_gap), default=0.0)}
-        return total, gap
+        return total, gap, {"loss_s": forward_s, "backward_s": backward_s}
 
     def _trl(self) -> Any:
         """This trainer as TRL's (untyped) class, for calling its methods."""

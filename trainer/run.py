@@ -126,6 +126,15 @@ def grpo_args(config: ExperimentConfig, device: str) -> Any:
                                 "ddp_find_unused_parameters": False}
     trl_options = {**defaults, **config.trl}
     check_trl_keys(GRPOConfig, trl_options)
+    if config.generation == "vllm":
+        if trl_options.get("vllm_enable_sleep_mode"):
+            raise ConfigError("trl.vllm_enable_sleep_mode is not supported with generation: "
+                              "vllm (episodes call the engine directly, turn by turn)",
+                              hint="remove it; lower trl.vllm_gpu_memory_utilization instead")
+        # The recorded sampling logprobs are the old logprobs; TRL's extra correction pass
+        # would need its own generation path.
+        trl_options = {"vllm_mode": "colocate", **trl_options, "use_vllm": True,
+                       "vllm_importance_sampling_correction": False}
     on_cpu = device == "cpu"
     if on_cpu:
         trl_options.update(use_cpu=True, bf16=False, fp16=False)

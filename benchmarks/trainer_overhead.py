@@ -1,0 +1,150 @@
+"""Step time of the harness-scaled trainer vs TRL's plain single-turn GRPOTrainer, on the same
+tiny model, per trained token, with the phase split.
+
+    python benchmarks/trainer_overhead.py [--steps 3] [--tasks 4] [--rollouts 4]
+
+Both sides run GRPO steps with the same group size (tasks x rollouts completions per step),
+learning rate and loss type on the offline tiny model (CPU, fp32):
+
+- **TRL**: ``trl.GRPOTrainer`` on single-turn prompts (the task instructions as user
+  messages), completions of ``--tokens`` tokens (the tiny model rarely stops early), a constant
+  reward. Its phases are timed by wrapping ``_generate_and_score_completions`` (generation +
+  TRL's old/ref logprob forwards when it needs them) and ``compute_loss`` (forward + loss);
+  backward = step - both.
+- **harnessgrid**: :class:`~harnessgrid.trainer.grpo.HarnessTrainer` on ``grid`` tasks through
+  the 18-run design, ``--turns`` turns of ``--tokens`` tokens per episode in the bubblewrap
+  sandbox. Its phases are the step report's: rollout (episodes: generation, harness, sandbox,
+  grading), logprobs (none: the recorded sampling logprobs are the old logprobs), forward +
+  loss, backward.
+
+"Equal trained tokens" is handled by normalising: the figure compared is seconds per 1,000
+model tokens that carry loss, medians over the steps after the first (warm-up). The ratio is
+harnessgrid / TRL (1.0 = no overhead per trained token).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def trl_plain(model_dir: Path, out: Path, args: argparse.Namespace) -> list[dict[str, float]]:
+    import datasets
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from harnessgrid.tasks import load_suite
+
+    tasks = load_suite("grid").tasks("train")[: args.tasks * args.steps]
+    data = datasets.Dataset.from_dict(
+        {"prompt": [[{"role": "user", "content": t.instruction}] for t in tasks]})
+    phases: list[dict[str, float]] = []
+    current: dict[str, float] = {}
+
+    class Timed(GRPOTrainer):  # type: ignore[misc]
+        def _generate_and_score_completions(self, inputs: Any) -> Any:
+            t0 = time.perf_counter()
+            out = super()._generate_and_score_completions(inputs)
+            current["rollout_s"] = time.perf_counter() - t0
+            current["tokens"] = float((out["completion_mask"]).sum())
+            return out
+
+        def compute_loss(self, *a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            loss = super().compute_loss(*a, **k)
+            current["loss_s"] = current.get("loss_s", 0.0) + time.perf_counter() - t0
+            return loss
+
+        def training_step(self, *a: Any, **k: Any) -> Any:
+            current.clear()
+            t0 = time.perf_counter()
+            loss = super().training_step(*a, **k)
+            current["step_s"] = time.perf_counter() - t0
+            phases.append(dict(current))
+            return loss
+
+    def constant(completions: list[Any], **_: Any) -> list[float]:
+        return [0.0] * len(completions)
+
+    n = args.tasks * args.rollouts
+    config = GRPOConfig(output_dir=str(out), max_steps=args.steps, learning_rate=1e-5,
+                        num_generations=args.rollouts, per_device_train_batch_size=n,
+                        gradient_accumulation_steps=1, max_completion_length=args.tokens,
+                        loss_type="dapo", use_cpu=True, bf16=False, report_to=[],
+                        save_strategy="no", logging_steps=1000, disable_tqdm=True,
+                        gradient_checkpointing=False, seed=0)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    Timed(model=model, reward_funcs=constant, args=config, train_dataset=data,
+          processing_class=tokenizer).train()
+    for p in phases:
+        p["backward_s"] = p["step_s"] - p["rollout_s"] - p.get("loss_s", 0.0)
+        p["logprobs_s"] = 0.0  # inside rollout_s when TRL needs an extra forward
+    return phases
+
+
+def harnessgrid_steps(model_dir: Path, out: Path, args: argparse.Namespace
+                      ) -> list[dict[str, float]]:
+    from harnessgrid.trainer.config import config_from_mapping
+    from harnessgrid.trainer.run import train
+
+    cfg = config_from_mapping({
+        "model": str(model_dir), "design": "oa", "suite": "grid", "max_tasks": 200,
+        "tasks_per_step": args.tasks, "rollouts_per_task": args.rollouts, "steps": args.steps,
+        "learning_rate": 1e-5, "max_turns": args.turns, "context_budget": 4096,
+        "max_new_tokens": args.tokens, "output_dir": str(out), "trl": {"save_strategy": "no"}})
+    result = train(cfg)
+    steps = []
+    for r in result.reports:
+        step_s = r["rollout_s"] + r["prepare_s"] + r["train_s"]
+        steps.append({"step_s": step_s, "rollout_s": r["rollout_s"], "logprobs_s": 0.0,
+                      "loss_s": r["loss_s"], "backward_s": r["backward_s"],
+                      "tokens": float(r["model_tokens"]),
+                      "segments": float(r["segments_per_episode"] or 0)})
+    return steps
+
+
+def per_1k(steps: list[dict[str, float]], key: str) -> float:
+    return statistics.median(s[key] / s["tokens"] * 1000 for s in steps[1:] or steps)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--tasks", type=int, default=4)
+    parser.add_argument("--rollouts", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=48)
+    args = parser.parse_args()
+    from harnessgrid.tiny_model import build_tiny_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = build_tiny_model(Path(tmp) / "model")
+        ours = harnessgrid_steps(model_dir, Path(tmp) / "hg", args)
+        plain = trl_plain(model_dir, Path(tmp) / "trl", args)
+    print(f"GRPO steps of {args.tasks} tasks x {args.rollouts} rollouts; harnessgrid episodes of "
+          f"{args.turns} turns x {args.tokens} tokens, TRL completions of {args.tokens} tokens "
+          "(tiny model, CPU; medians over steps 2..N)\n")
+    header = f"{'seconds per 1K trained tokens':34}{'harnessgrid':>12}{'TRL':>10}{'ratio':>8}"
+    print(header)
+    print("-" * len(header))
+    for key, label in (("step_s", "whole step"), ("rollout_s", "rollout / generation"),
+                       ("logprobs_s", "old-logprob forward"), ("loss_s", "forward + loss"),
+                       ("backward_s", "backward")):
+        a, b = per_1k(ours, key), per_1k(plain, key)
+        ratio = f"{a / b:8.2f}" if b > 0 else "       -"
+        print(f"{label:34}{a:12.3f}{b:10.3f}{ratio}")
+    tokens_a = statistics.median(s["tokens"] for s in ours)
+    tokens_b = statistics.median(s["tokens"] for s in plain)
+    print(f"\ntrained tokens per step: harnessgrid {tokens_a:.0f}, TRL {tokens_b:.0f}; "
+          f"harnessgrid segments per episode: {statistics.median(s['segments'] for s in ours)}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from harnessgrid import hookimpl
+from harnessgrid.errors import ConfigError
 from harnessgrid.registrations import PolicyBackend
 
 
@@ -33,9 +34,36 @@ def _anthropic(rest: str, options: Mapping[str, Any]) -> Any:
     return AnthropicPolicy(rest, **options)
 
 
+#: ``--policy-opt KEY=VALUE`` options of the token backends (``hf`` accepts only these).
+_TOKEN_OPTIONS = {
+    "temperature": "sampling temperature; 0 = greedy (default 1.0)",
+    "top_p": "nucleus sampling threshold (default 1.0)",
+    "max_new_tokens": "most tokens per turn (default 512)",
+    "seed": "seeds every turn from (seed, episode id, turn); unset = unseeded",
+    "max_episodes": "episodes whose token history is kept (default 1024)",
+    "max_batch_size": "most concurrent turns generated together (default 64; 1 = one at a time)",
+}
+_HF_OPTIONS = {
+    **_TOKEN_OPTIONS,
+    "device": "cpu, cuda, cuda:N or auto (default cpu)",
+    "dtype": "auto (the checkpoint's), float32, bfloat16 or float16",
+}
+_VLLM_OPTIONS = {
+    **_TOKEN_OPTIONS,
+    "gpu_memory_utilization": "fraction of GPU memory vLLM may take (default 0.5)",
+    "max_model_len": "the engine's maximum sequence length (default: the model's)",
+    "dtype": "auto, bfloat16, float16 ...",
+}
+
+
 def _hf(rest: str, options: Mapping[str, Any]) -> Any:
     from harnessgrid.policies.hf import HFPolicy
 
+    # model= / tokenizer= (already-loaded objects) are for Python callers, not the CLI.
+    unknown = sorted(set(options) - set(_HF_OPTIONS) - {"model", "tokenizer"})
+    if unknown:
+        raise ConfigError(f"unknown option(s) for hf:{rest}: {', '.join(unknown)}",
+                          hint="hf: takes " + ", ".join(sorted(_HF_OPTIONS)))
     return HFPolicy(rest, **options)
 
 
@@ -57,6 +85,6 @@ def harnessgrid_policies() -> Iterator[PolicyBackend]:
     yield PolicyBackend("anthropic", "Anthropic Messages API through the official SDK "
                         "(base_url configurable).", _anthropic, extra="api")
     yield PolicyBackend("hf", "Token policy through transformers: exact prompt/completion ids "
-                        "and logprobs per turn.", _hf, extra="hf")
+                        "and logprobs per turn.", _hf, extra="hf", options=_HF_OPTIONS)
     yield PolicyBackend("vllm", "Token policy on vLLM (GPU; not verified on CPU machines).",
-                        _vllm, extra="vllm")
+                        _vllm, extra="vllm", options=_VLLM_OPTIONS)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.policies import PolicyRequest, TokenCounter

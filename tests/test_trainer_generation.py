@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from harnessgrid.api import resolve_harness
 from harnessgrid.runtime import EpisodeLimits, run_episode
 from harnessgrid.tasks import load_suite

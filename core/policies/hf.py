@@ -18,14 +18,42 @@ distribution. ``top_p < 1`` samples from the nucleus, renormalised, but the reco
 still the untruncated one above (as TRL's recompute), so it is not the probability of the
 truncated sampling distribution. ``temperature=0`` is greedy decoding and records
 ``log_softmax(logits)`` (temperature 1).
+
+Batching (:mod:`harnessgrid.policies.batching`): the turns of concurrent episodes that are
+pending when the model is free are decoded together, up to ``max_batch_size`` (default 64; 1
+decodes one turn at a time). One batch is a left-padded prefill (attention mask, explicit
+position ids, so every row sees exactly its own prompt at positions ``0..len-1``) and then one
+forward per step with the KV cache; a row that samples a stop id or reaches its own
+``max_new_tokens`` leaves the batch (its rows of the KV cache are dropped). Padding changes the
+logits only by floating-point rounding, so the recorded logprobs still equal a plain unbatched
+forward of prompt + completion.
+
+Seeding: every row draws from its own ``torch.Generator`` seeded with the turn's seed
+(``derive_seed(seed, "episode_id/turn")``), one uniform per step, and takes the token where the
+uniform falls in the row's cumulative distribution (inverse CDF, float64, vocabulary order). So
+a sequence samples the same ids whether it is decoded alone or with others, unless the logits'
+rounding differences move a cumulative boundary across its uniform -- ``torch.multinomial``,
+whose draws depend on the whole batch, would give no such guarantee. In float32 the padded
+batch's logits differ from an unbatched forward's by about 1e-7, so that is rare; in bfloat16
+on a GPU, where batch shape changes the kernels, they differ more and batch independence is
+approximate (the recorded logprobs are always those of the ids actually sampled).
+
+Train mode: each batch runs under ``torch.no_grad()`` in eval mode and restores the model's
+mode after, under :func:`generation_lock` (one lock per model object, shared by every policy on
+it), which a trainer also holds while it updates the weights.
 """
 
 from __future__ import annotations
 
+import inspect
+import threading
+import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from harnessgrid.errors import ConfigError
+from harnessgrid.policies.batching import GenerationRequest
 from harnessgrid.policies.token import Generation, TokenPolicy
 
 _HINT = ("hf: takes a local checkpoint directory (config.json, weights, tokenizer files) or a "
@@ -38,16 +66,19 @@ _HINT = ("hf: takes a local checkpoint directory (config.json, weights, tokenize
 class HFPolicy(TokenPolicy):
     """Samples turns from a transformers model, recording exact ids and logprobs.
 
-    One instance serves any number of concurrent episodes: generation runs in a worker thread
-    under a lock (one model, one forward at a time; no interleaved KV caches), and each
-    episode's token history is kept separately by episode id. Sampling is deterministic given
-    ``seed``: each turn is seeded from ``(seed, episode_id, turn)``, whatever the interleaving.
+    One instance serves any number of concurrent episodes: their pending turns are decoded in
+    batches by one generation thread (module docstring), and each episode's token history is
+    kept separately by episode id. Sampling is deterministic given ``seed``: each turn is
+    seeded from ``(seed, episode_id, turn)``, whatever the interleaving or the batch.
+
+    ``context_limit`` is ``model.config.max_position_embeddings - max_new_tokens`` (None when
+    the config has no such field); ``stats`` counts requests, batches and forwards.
     """
 
     def __init__(self, name_or_path: str, *, device: str = "cpu", dtype: str = "auto",
                  temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 512,
                  seed: int | None = None, model: Any = None, tokenizer: Any = None,
-                 max_episodes: int = 1024) -> None:
+                 max_episodes: int = 1024, max_batch_size: int = 64) -> None:
         self.spec = f"hf:{name_or_path}"
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
             raise ConfigError(f"{self.spec}: need temperature >= 0, 0 < top_p <= 1 and "
@@ -75,8 +106,17 @@ class HFPolicy(TokenPolicy):
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
         eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        self._init_tokens(tokenizer, eos, max_episodes)
-
+        max_length = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+        self._init_tokens(tokenizer, eos, max_episodes, max_batch_size=max_batch_size,
+                          max_length=max_length if isinstance(max_length, int) else None,
+                          lock=generation_lock(model))
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self._pad_id = pad if isinstance(pad, int) else min(self.book.stop_ids, default=0)
+        try:
+            self._logits_to_keep = "logits_to_keep" in inspect.signature(
+                model.forward).parameters
+        except (TypeError, ValueError):
+            self._logits_to_keep = False
 
     # -- loading --------------------------------------------------------------------------
 
@@ -96,59 +136,142 @@ class HFPolicy(TokenPolicy):
 
     # -- sampling -------------------------------------------------------------------------
 
-    def _generate(self, prompt_ids: list[int], max_new_tokens: int,
-                  seed: int | None) -> Generation:
-        """Blocking: sample up to ``max_new_tokens`` after ``prompt_ids`` with a KV cache."""
+    def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Blocking: decode every request together (module docstring), in eval mode under the
+        model's generation lock; the model's train/eval mode is restored afterwards."""
         torch = self._torch
-        with self._lock, torch.no_grad():
-            was_training = bool(self.model.training)
-            self.model.eval()  # a trainer's live model may be in train mode (dropout)
-            try:
-                return self._sample(prompt_ids, max_new_tokens, seed)
-            finally:
-                self.model.train(was_training)
+        out: list[Generation | None] = [None] * len(requests)
+        rows = [i for i, r in enumerate(requests) if r.max_new_tokens >= 1]
+        for i in set(range(len(requests))) - set(rows):
+            out[i] = Generation([], [], "length")
+        if rows:
+            with self.generation_lock, torch.no_grad():
+                was_training = bool(self.model.training)
+                self.model.eval()  # a trainer's live model may be in train mode (dropout)
+                try:
+                    done = self._decode([requests[i] for i in rows])
+                finally:
+                    self.model.train(was_training)
+            for i, generation in zip(rows, done):
+                out[i] = generation
+        return [g for g in out if g is not None]
 
-    def _sample(self, prompt_ids: list[int], max_new_tokens: int,
-                seed: int | None) -> Generation:
-        torch = self._torch
-        generator = torch.Generator(device=self.device)
-        if seed is None:
-            generator.seed()
-        else:
-            generator.manual_seed(seed)
-        inputs = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
+    def _decode(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """One left-padded prefill, then one forward per step for the rows still running;
+        a row that stops or reaches its own limit leaves the batch (and the KV cache)."""
+        torch, device = self._torch, self.device
+        lengths = [len(r.prompt_ids) for r in requests]
+        width = max(lengths)
+        ids = torch.full((len(requests), width), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((len(requests), width), dtype=torch.long)
+        for row, request in enumerate(requests):
+            ids[row, width - lengths[row]:] = torch.tensor(request.prompt_ids, dtype=torch.long)
+            mask[row, width - lengths[row]:] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        mask = mask.to(device)
+        inputs, positions = ids.to(device), positions.to(device)
+        generators = [_row_generator(torch, r.seed) for r in requests]
+        completions: list[list[int]] = [[] for _ in requests]
+        logprobs: list[list[float]] = [[] for _ in requests]
+        finish: list[str | None] = [None] * len(requests)
+        rows = list(range(len(requests)))  # the request behind each row of the KV cache
         past: Any = None
-        ids: list[int] = []
-        logprobs: list[float] = []
-        for _ in range(max_new_tokens):
-            out = self.model(input_ids=inputs, past_key_values=past, use_cache=True)
-            past = out.past_key_values
-            token, logprob = self._pick(out.logits[0, -1].float(), generator)
-            ids.append(token)
-            logprobs.append(logprob)
-            if token in self.book.stop_ids:
-                return Generation(ids, logprobs, "stop")
-            inputs = torch.tensor([[token]], dtype=torch.long, device=self.device)
-        return Generation(ids, logprobs, "length")
+        extra: dict[str, Any] = {"logits_to_keep": 1} if self._logits_to_keep else {}
+        while True:
+            result = self.model(input_ids=inputs, attention_mask=mask, position_ids=positions,
+                                past_key_values=past, use_cache=True, **extra)
+            self.stats.forwards += 1
+            extra = {}
+            past = result.past_key_values
+            live = [row for row, i in enumerate(rows) if finish[i] is None]
+            index = torch.tensor(live, dtype=torch.long, device=device)
+            tokens, token_logprobs = self._pick(result.logits[index, -1].float(),
+                                                [generators[rows[row]] for row in live])
+            for row, token, logprob in zip(live, tokens, token_logprobs):
+                i = rows[row]
+                completions[i].append(token)
+                logprobs[i].append(logprob)
+                if token in self.book.stop_ids:
+                    finish[i] = "stop"
+                elif len(completions[i]) >= requests[i].max_new_tokens:
+                    finish[i] = "length"
+            keep = [row for row in live if finish[rows[row]] is None]
+            if not keep:
+                break
+            if len(keep) < len(rows) and hasattr(past, "batch_select_indices"):
+                index = torch.tensor(keep, dtype=torch.long, device=device)
+                past.batch_select_indices(index)  # finished rows leave the batch
+                mask, positions = mask[index], positions[index]
+                rows = [rows[row] for row in keep]
+            # Without a prunable cache, finished rows stay, fed padding that nothing attends to.
+            running = [finish[i] is None for i in rows]
+            inputs = torch.tensor([[completions[i][-1] if run else self._pad_id]
+                                   for i, run in zip(rows, running)],
+                                  dtype=torch.long, device=device)
+            step_mask = torch.tensor([[int(run)] for run in running], dtype=torch.long,
+                                     device=device)
+            mask = torch.cat([mask, step_mask], dim=1)
+            positions = positions[:, -1:] + 1
+        del past
+        return [Generation(c, lp, f or "length")
+                for c, lp, f in zip(completions, logprobs, finish)]
 
-    def _pick(self, logits: Any, generator: Any) -> tuple[int, float]:
-        """Sample one token; return it with ``log_softmax(logits / T)`` at it (module doc)."""
+    def _pick(self, logits: Any, generators: Sequence[Any]) -> tuple[list[int], list[float]]:
+        """Sample one token per row; return them with ``log_softmax(logits / T)`` at each
+        (module docstring). Row ``r`` draws one uniform from ``generators[r]`` and takes the
+        token where it falls in the row's cumulative distribution (inverse CDF, vocabulary
+        order, float64), so its choice depends on nothing else in the batch and moves only
+        if a floating-point difference crosses the uniform, unlike ``torch.multinomial``."""
         torch = self._torch
         if self.temperature == 0:
             logp = torch.log_softmax(logits, dim=-1)
-            token = int(torch.argmax(logp))
-            return token, float(logp[token])
-        logp = torch.log_softmax(logits / self.temperature, dim=-1)
-        probs = logp.exp()
-        if self.top_p < 1:
-            sorted_probs, order = torch.sort(probs, descending=True)
-            outside = torch.cumsum(sorted_probs, dim=-1) - sorted_probs >= self.top_p
-            sorted_probs[outside] = 0.0  # the most likely token is always kept
-            probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
-        token = int(torch.multinomial(probs, 1, generator=generator))
-        return token, float(logp[token])
+            tokens = torch.argmax(logp, dim=-1)
+        else:
+            logp = torch.log_softmax(logits / self.temperature, dim=-1)
+            probs = logp.exp()
+            if self.top_p < 1:
+                sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+                outside = torch.cumsum(sorted_probs, dim=-1) - sorted_probs >= self.top_p
+                sorted_probs = sorted_probs.masked_fill(outside, 0.0)  # the top token stays
+                probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+            uniforms = torch.tensor(
+                [float(torch.rand((), generator=g, dtype=torch.float64)) for g in generators],
+                dtype=torch.float64, device=probs.device)
+            cdf = torch.cumsum(probs.double(), dim=-1)
+            targets = (uniforms * cdf[:, -1]).unsqueeze(-1)
+            tokens = torch.searchsorted(cdf, targets, right=True).squeeze(-1)
+            tokens = tokens.clamp(max=probs.shape[-1] - 1)
+        chosen = logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        return [int(t) for t in tokens.tolist()], [float(x) for x in chosen.tolist()]
 
 
+def _row_generator(torch: Any, seed: int | None) -> Any:
+    """A row's own random stream (on the CPU: one scalar per step, whatever the device)."""
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+    return generator
+
+
+_MODEL_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_MODEL_LOCKS_GUARD = threading.Lock()
+
+
+def generation_lock(model: Any) -> threading.RLock:
+    """The lock every :class:`HFPolicy` on ``model`` holds while it generates (one per model
+    object, shared by all policies on it). A trainer that updates the weights of a live model
+    holds it around the update, so a training step never runs during generation (which also
+    switches the model to eval mode and back)."""
+    with _MODEL_LOCKS_GUARD:
+        try:
+            lock = _MODEL_LOCKS.get(model)
+            if lock is None:
+                lock = _MODEL_LOCKS[model] = threading.RLock()
+        except TypeError:  # not weak-referenceable or not hashable: a lock of its own
+            lock = threading.RLock()
+        return lock
 def _resolve_device(torch: Any, device: str) -> Any:
     """``"auto"`` → CUDA when available, else CPU; anything else as torch spells it."""
     if device == "auto":

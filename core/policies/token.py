@@ -44,6 +44,7 @@ is gone, when an episode id reappears with another state object, and beyond ``ma
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -52,18 +53,23 @@ import weakref
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnessgrid.errors import ConfigError
 from harnessgrid.models import Message, ModelTurn, TokenRecord, ToolCall, ToolSpec
 from harnessgrid.policies import PolicyRequest
+from harnessgrid.policies.batching import GenerationBatcher, GenerationRequest, GenerationStats
 from harnessgrid.tiny_model import ToolCallParseError, parse_chatml_tool_calls
 
 __all__ = [
     "Generate",
     "Generation",
+    "PendingTurn",
     "TokenBookkeeper",
     "TokenConversation",
+    "TokenPolicy",
     "derive_seed",
     "parse_tool_calls",
     "stop_token_ids",
@@ -169,6 +175,18 @@ class TokenConversation:
     restarts: int = 0  # segments started here because the history could not be extended
 
 
+@dataclass(frozen=True)
+class PendingTurn:
+    """A turn between :meth:`TokenBookkeeper.begin` and :meth:`TokenBookkeeper.finish`."""
+
+    request: PolicyRequest
+    conversation: TokenConversation
+    prompt_ids: list[int]
+    segment: int
+    max_new_tokens: int  # the policy's limit, cut to the request's max_tokens
+    seed: int | None  # the per-turn seed (derive_seed), None for unseeded sampling
+
+
 def _state_ref(state: object) -> Callable[[], object | None]:
     """A weak reference when the state allows one (so we never keep an episode alive)."""
     try:
@@ -180,8 +198,9 @@ def _state_ref(state: object) -> Callable[[], object | None]:
 class TokenBookkeeper:
     """Builds each turn's prompt ids, calls the backend, and turns its ids into a ModelTurn.
 
-    Thread-safe across episodes (the backends run :meth:`turn` in worker threads); turns of one
-    episode are sequential by construction.
+    Thread-safe across episodes (token policies run :meth:`begin` in worker threads and
+    :meth:`finish` on the event loop; :meth:`turn` is both around a blocking ``generate``);
+    turns of one episode are sequential by construction.
     """
 
     def __init__(self, tokenizer: Any, *, stop_ids: frozenset[int] | None = None,
@@ -201,10 +220,24 @@ class TokenBookkeeper:
     def turn(self, request: PolicyRequest, generate: Generate, *, max_new_tokens: int,
              seed: int | None = None) -> ModelTurn:
         """Run one turn: prompt ids, ``generate``, then content/tool calls and the TokenRecord."""
+        pending = self.begin(request, max_new_tokens=max_new_tokens, seed=seed)
+        out = generate(pending.prompt_ids, pending.max_new_tokens, pending.seed)
+        return self.finish(pending, out)
+
+    def begin(self, request: PolicyRequest, *, max_new_tokens: int,
+              seed: int | None = None) -> PendingTurn:
+        """First half of :meth:`turn`: this turn's prompt ids, token limit and per-turn seed.
+        Hand them to a backend, then pass its :class:`Generation` to :meth:`finish`."""
         conv = self.conversation(request)
         prompt, segment = self.prompt_ids(conv, request)
         limit = min(max_new_tokens, request.max_tokens or max_new_tokens)
-        out = generate(prompt, limit, derive_seed(seed, f"{conv.episode_id}/{conv.turns}"))
+        return PendingTurn(request=request, conversation=conv, prompt_ids=prompt,
+                           segment=segment, max_new_tokens=limit,
+                           seed=derive_seed(seed, f"{conv.episode_id}/{conv.turns}"))
+
+    def finish(self, pending: PendingTurn, out: Generation) -> ModelTurn:
+        """Second half of :meth:`turn`: record the completion and build the ModelTurn."""
+        request, conv, prompt = pending.request, pending.conversation, pending.prompt_ids
         text = self._decode(out.completion_ids, skip_special=True)
         if request.native_tools:
             content, calls = parse_tool_calls(text, f"call_{conv.turns}")
@@ -213,13 +246,13 @@ class TokenBookkeeper:
         conv.view = list(request.messages)
         conv.tools = self._tools(request)
         conv.prompt_ids, conv.completion_ids = prompt, list(out.completion_ids)
-        conv.segment = segment
+        conv.segment = pending.segment
         conv.turns += 1
         return ModelTurn(
             content=content, tool_calls=calls, tokens_in=len(prompt),
             tokens_out=len(out.completion_ids), finish_reason=out.finish_reason,
             tokens=TokenRecord(prompt_ids=tuple(prompt), completion_ids=tuple(out.completion_ids),
-                               logprobs=tuple(out.logprobs), segment=segment))
+                               logprobs=tuple(out.logprobs), segment=pending.segment))
 
     def count_tokens(self, messages: Sequence[Message],
                      tools: Sequence[ToolSpec] | None = None) -> int:
@@ -348,26 +381,97 @@ class TokenBookkeeper:
 
 
 class TokenPolicy(ABC):
-    """What the hf and vLLM backends share: the bookkeeping, ``act`` off the event loop and
-    exact token counting. A backend sets ``spec``, ``max_new_tokens`` and ``seed``, calls
-    :meth:`_init_tokens` and implements :meth:`_generate`."""
+    """What the hf and vLLM backends share: the bookkeeping, batched generation off the event
+    loop, and exact token counting.
+
+    A backend sets ``spec``, ``max_new_tokens`` and ``seed``, calls :meth:`_init_tokens` and
+    implements :meth:`_generate_batch` (blocking; always called from the one generation thread
+    of the policy's :class:`~harnessgrid.policies.batching.GenerationBatcher`).
+
+    :meth:`act` prepares the prompt ids in a small tokenizer pool (tokenizer calls stay under
+    the bookkeeper's lock), then *awaits* a future that the generation thread completes, so any
+    number of concurrent episodes can wait for generation without holding a thread, whichever
+    event loop they run on; the turns pending when the model is free are generated together.
+    A turn is pending from the moment ``act`` is called (it is announced to the batcher before
+    its prompt ids are built).
+
+    Public attributes: ``max_batch_size`` (1 = one turn per forward, the unbatched behaviour),
+    ``context_limit`` (the longest prompt that leaves room for ``max_new_tokens``, None when the
+    backend does not know its maximum length), ``stats`` (a
+    :class:`~harnessgrid.policies.batching.GenerationStats`), ``generation_lock`` (held for
+    each batch; a trainer holds it while it updates the weights) and ``batcher`` (the queue:
+    ``pending`` and ``in_flight`` say how many turns wait and how many are being generated).
+    """
 
     spec: str
     max_new_tokens: int
     seed: int | None
     book: TokenBookkeeper
+    max_batch_size: int
+    context_limit: int | None
+    stats: GenerationStats
+    generation_lock: threading.RLock
+    batcher: GenerationBatcher
 
-    def _init_tokens(self, tokenizer: Any, eos: Any, max_episodes: int) -> None:
+    def _init_tokens(self, tokenizer: Any, eos: Any, max_episodes: int, *,
+                     max_batch_size: int = 64, max_length: int | None = None,
+                     lock: threading.RLock | None = None) -> None:
+        """Set up bookkeeping and batching. ``max_length``: the model's maximum sequence length
+        (prompt + completion), None when unknown."""
+        if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) \
+                or max_batch_size < 1:
+            raise ConfigError(f"{self.spec}: max_batch_size must be an integer >= 1, got "
+                              f"{max_batch_size!r}", hint="1 decodes one turn at a time; "
+                              "the default 64 batches up to 64 concurrent turns")
+        if max_length is not None and max_length <= self.max_new_tokens:
+            raise ConfigError(f"{self.spec}: max_new_tokens={self.max_new_tokens} leaves no "
+                              f"room for a prompt in the model's maximum length {max_length}",
+                              hint="lower max_new_tokens")
         self.book = TokenBookkeeper(tokenizer, stop_ids=stop_token_ids(tokenizer, eos),
                                     max_episodes=max_episodes)
-        self._lock = threading.Lock()  # one generation at a time per model
+        self.max_batch_size = max_batch_size
+        self.context_limit = None if max_length is None else max_length - self.max_new_tokens
+        self.generation_lock = lock if lock is not None else threading.RLock()
+        self.stats = GenerationStats()
+        self.batcher = GenerationBatcher(self._generate_batch, max_batch_size=max_batch_size,
+                                          stats=self.stats, name=self.spec)
+        # Tokenizer work runs here, not in the loop's default executor (shared with graders
+        # and other blocking calls). It is serialised by the tokenizer lock anyway.
+        self._tokens_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hg-tokens")
 
     async def act(self, request: PolicyRequest) -> ModelTurn:
-        """One turn, off the event loop (generation blocks for as long as it samples)."""
+        """One turn: prompt ids in a worker thread, then wait (without a thread) for the batch
+        that generates it, then decode and record."""
         import asyncio
 
-        return await asyncio.to_thread(self.book.turn, request, self._generate,
-                                       max_new_tokens=self.max_new_tokens, seed=self.seed)
+        loop = asyncio.get_running_loop()
+        begin = functools.partial(self.book.begin, request, max_new_tokens=self.max_new_tokens,
+                                  seed=self.seed)
+        self.batcher.announce()  # a batch forming now waits for this turn's prompt ids
+        try:
+            pending = await loop.run_in_executor(self._tokens_pool, begin)
+        except BaseException:
+            self.batcher.withdraw()
+            raise
+        if pending.max_new_tokens < 1:
+            self.batcher.withdraw()
+            out = Generation([], [], "length")
+        else:
+            out = await self.batcher.submit_async(GenerationRequest(
+                prompt_ids=pending.prompt_ids, max_new_tokens=pending.max_new_tokens,
+                seed=pending.seed), announced=True)
+        # Decoding the reply is quick (well under a millisecond), so it runs right here: the
+        # episode gets its turn, and may ask for the next one, without another thread hop that
+        # would let the generation thread start a batch before the episode's next turn is
+        # announced (see harnessgrid.policies.batching on which turns are pending).
+        return self.book.finish(pending, out)
+
+    def _generate(self, prompt_ids: list[int], max_new_tokens: int,
+                  seed: int | None) -> Generation:
+        """Blocking :data:`Generate` through the batcher (for ``TokenBookkeeper.turn``)."""
+        if max_new_tokens < 1:
+            return Generation([], [], "length")
+        return self.batcher.generate(GenerationRequest(prompt_ids, max_new_tokens, seed))
 
     def count_tokens(self, messages: Sequence[Message],
                      tools: Sequence[ToolSpec] | None = None) -> int:
@@ -375,6 +479,7 @@ class TokenPolicy(ABC):
         return self.book.count_tokens(messages, tools)
 
     @abstractmethod
-    def _generate(self, prompt_ids: list[int], max_new_tokens: int,
-                  seed: int | None) -> Generation:
-        """Sample a completion of ``prompt_ids`` (blocking; called in a worker thread)."""
+    def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Generate every request together (blocking; one :class:`Generation` per request, in
+        order). Each row samples from its own ``seed`` so its result does not depend on the
+        other rows."""

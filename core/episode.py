@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import inspect
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall, ToolResult
+from harnessgrid.models import (
+    Action,
+    FormatError,
+    Message,
+    ModelTurn,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+)
 
 
 @dataclass(frozen=True)
@@ -32,10 +42,18 @@ class WorkflowProtocol:
     verify_before_finish: bool = False
 
 
-def estimate_tokens(messages: Sequence[Message]) -> int:
+def estimate_tool_tokens(tools: Sequence[ToolSpec]) -> int:
+    """A documented estimate of what tool schemas cost in the prompt when no tokenizer is
+    known: ~4 characters per token of each tool's JSON (the OpenAI ``tools=`` form, which is
+    also what chat templates render), plus 10 tokens of framing per tool."""
+    return sum(math.ceil(len(json.dumps(t.openai())) / 4) + 10 for t in tools)
+
+
+def estimate_tokens(messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
     """A documented estimate for when no tokenizer is known: ~4 characters per token, plus 4
-    tokens of chat framing per message and ~20 per tool call."""
-    total = 0
+    tokens of chat framing per message and ~20 per tool call; ``tools`` (native tool schemas
+    sent with the messages) add :func:`estimate_tool_tokens`."""
+    total = estimate_tool_tokens(tools) if tools else 0
     for m in messages:
         chars = len(m.content) + sum(len(c.name) + len(str(c.arguments)) for c in m.tool_calls)
         total += math.ceil(chars / 4) + 4 + 20 * len(m.tool_calls)
@@ -44,10 +62,65 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
 
 @dataclass(frozen=True)
 class ContextBudget:
-    """How many tokens the model's view may use, and how to count them."""
+    """How many tokens the model's view may use, and how to count them.
+
+    ``count(view)`` is the size of the whole prompt the model would get for ``view``: for a
+    harness with native tools it includes the tool schemas (see :func:`context_budget`), so a
+    level comparing ``count(view)`` with ``max_tokens`` compares what the model really reads.
+    ``count`` of a part of a view is therefore not additive: it carries the fixed cost (tool
+    schemas, template framing) each time; measure a part's share as a difference of two
+    counts."""
 
     max_tokens: int
     count: Callable[[Sequence[Message]], int] = estimate_tokens
+
+
+def context_budget(policy: object, tools: Sequence[ToolSpec],
+                   max_context_tokens: int) -> ContextBudget:
+    """The budget of one episode.
+
+    Counting: a policy with ``count_tokens(messages, tools=None)`` (the token policies) counts
+    exactly, through its chat template, with ``tools`` when there are any; one whose
+    ``count_tokens`` takes messages only is asked for the messages and the tools are added by
+    estimate; any other policy gets :func:`estimate_tokens` with the tools. ``tools`` are the
+    native tool schemas the harness sends with every request ([] for text tool interfaces).
+
+    Size: ``max_context_tokens`` (the episode limit), capped by the policy's
+    ``context_limit`` when it has one (an ``int``: the model's maximum length minus its
+    per-turn generation limit; ``None`` for no cap), so a view never outgrows what the model
+    can read and still answer.
+    """
+    specs = tuple(tools)
+    method = getattr(policy, "count_tokens", None)
+    count: Callable[[Sequence[Message]], int]
+    if not callable(method):
+        def count(messages: Sequence[Message]) -> int:
+            return estimate_tokens(messages, specs)
+    elif not specs:
+        count = method
+    elif _takes_tools(method):
+        def count(messages: Sequence[Message]) -> int:
+            return int(method(messages, specs))
+    else:
+        extra = estimate_tool_tokens(specs)
+
+        def count(messages: Sequence[Message]) -> int:
+            return int(method(messages)) + extra
+    limit = getattr(policy, "context_limit", None)
+    cap = max_context_tokens
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        cap = min(cap, limit)
+    return ContextBudget(max_tokens=cap, count=count)
+
+
+def _takes_tools(method: Callable[..., Any]) -> bool:
+    """Whether ``method`` accepts a second (tools) argument."""
+    try:
+        params = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
 @dataclass

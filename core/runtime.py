@@ -14,16 +14,16 @@ import tempfile
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from harnessgrid.episode import ContextBudget, EpisodeState, estimate_tokens
+from harnessgrid.episode import ContextBudget, EpisodeState, context_budget
 from harnessgrid.errors import SandboxError
 from harnessgrid.models import Message
-from harnessgrid.policies import Policy, PolicyRequest, TokenCounter
+from harnessgrid.policies import Policy, PolicyRequest
 from harnessgrid.sandbox import (
     INSTALL_HINT,
     UNSAFE_NO_SANDBOX,
@@ -101,9 +101,10 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
                       config=getattr(getattr(harness, "config", None), "levels", None),
                       task_id=task.id, suite=task.suite, policy=policy.spec,
                       mount_path=ws.mount_path, termination="max_turns", started_at=started)
-    count: Callable[[Sequence[Message]], int] = (
-        policy.count_tokens if isinstance(policy, TokenCounter) else estimate_tokens)
-    budget = ContextBudget(max_tokens=limits.max_context_tokens, count=count)
+    # The budget counts what the model reads: the view plus, for native tools, their schemas;
+    # it is capped by what the model can take (the policy's ``context_limit``, if any).
+    budget = context_budget(policy, harness.tools() if harness.native_tools else [],
+                            limits.max_context_tokens)
     try:
         async with Sandbox(ws, limits.sandbox, unsafe_no_sandbox=limits.unsafe_no_sandbox) as sb:
             env = Environment(workspace=ws, sandbox=sb)

@@ -18,8 +18,10 @@ Importing this module is cheap: torch, transformers and tokenizers are imported 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +46,18 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
 
 VOCAB_SIZE = 3072
+#: Context length of a size that does not set ``max_position_embeddings`` itself.
+DEFAULT_MAX_POSITIONS = 4096
 
-#: Architecture per size name. ``tiny`` builds in about a second and runs GRPO steps on CPU;
-#: ``small`` is big enough for a learning signal in CPU examples.
+#: Architecture per size name (``Qwen3Config`` arguments; ``max_position_embeddings`` defaults
+#: to :data:`DEFAULT_MAX_POSITIONS`). ``tiny`` builds in about a second and runs GRPO steps on
+#: CPU; ``small`` is big enough for a learning signal in CPU examples; ``micro`` (0.60M
+#: parameters with the default vocabulary) is the model of the micro harness demo, built with
+#: ``corpus=micro_corpus()`` (``harnessgrid.plugins.micro``) so that prompts are short in
+#: tokens: with that tokenizer a micro configuration's first prompt is 97-523 tokens, and
+#: ``adapter:claude-code``'s about 2,400 (``adapter:openclaw``'s about 1,300), which its 4096
+#: positions hold with room for the turns that follow. (Every word is at least one token under
+#: the Qwen pre-tokenizer, so a larger vocabulary would not shorten these prompts.)
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": {
         "hidden_size": 64,
@@ -63,6 +74,15 @@ SIZES: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 4,
         "head_dim": 32,
         "intermediate_size": 768,
+    },
+    "micro": {
+        "hidden_size": 96,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 24,
+        "intermediate_size": 256,
+        "max_position_embeddings": 4096,
     },
 }
 
@@ -213,18 +233,37 @@ def _parse_tool_call_block(block: str) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
-def build_tiny_model(out_dir: str | Path, *, size: str = "tiny", seed: int = 0) -> Path:
+def build_tiny_model(out_dir: str | Path, *, size: str = "tiny", seed: int = 0,
+                     corpus: Sequence[str] | None = None,
+                     vocab_size: int | None = None) -> Path:
     """Write a randomly initialised Qwen3-style chat checkpoint to ``out_dir`` and return it.
 
     Fully offline and deterministic: the tokenizer does not depend on ``seed`` and the same
     ``(size, seed)`` gives byte-identical ``model.safetensors``. A directory that already holds
-    a build of the same ``(size, seed)`` by this builder version is reused as is, so callers
-    can point several tests or examples at one cache directory.
+    a build of the same ``(size, seed, corpus, vocab_size)`` by this builder version is reused
+    as is, so callers can point several tests or examples at one cache directory.
+
+    ``corpus``: extra texts for the tokenizer's training corpus (after the built-in one), so
+    the BPE learns the pieces a particular setting repeats (its prompts, tool specs,
+    observations) as whole tokens; ``vocab_size``: the vocabulary size, special and tool
+    tokens included (default :data:`VOCAB_SIZE`). Left out, both give exactly the default
+    build. Both are part of the cache key (the corpus by its SHA-256).
     """
     if size not in SIZES:
         raise ValueError(f"unknown tiny model size {size!r}; choose one of {sorted(SIZES)}")
+    reserved = 256 + len(SPECIAL_TOKENS) + len(TOOL_TOKENS)  # byte alphabet + markup tokens
+    if vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(
+            vocab_size, int) or vocab_size <= reserved):
+        raise ValueError(f"vocab_size must be an integer above {reserved} (the byte alphabet "
+                         f"and the special tokens), got {vocab_size!r}")
+    texts = None if corpus is None else [str(t) for t in corpus]
     out = Path(out_dir)
-    info = {"builder_version": BUILDER_VERSION, "size": size, "seed": seed}
+    info: dict[str, Any] = {"builder_version": BUILDER_VERSION, "size": size, "seed": seed}
+    if vocab_size is not None:
+        info["vocab_size"] = vocab_size
+    if texts is not None:
+        digest = hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode("utf-8"))
+        info["corpus_sha256"] = digest.hexdigest()
     info_path = out / _BUILD_INFO
     if info_path.is_file() and _read_json(info_path) == info and (out / "config.json").is_file():
         return out
@@ -235,7 +274,9 @@ def build_tiny_model(out_dir: str | Path, *, size: str = "tiny", seed: int = 0) 
 
     hf_logging: Any = logging  # partially typed upstream; only used at this boundary
 
-    tokenizer = _build_tokenizer()
+    max_positions = int(SIZES[size].get("max_position_embeddings", DEFAULT_MAX_POSITIONS))
+    tokenizer = _build_tokenizer(extra_corpus=texts, vocab_size=vocab_size or VOCAB_SIZE,
+                                 max_length=max_positions)
     tokenizer.save_pretrained(out)
     model = _build_model(tokenizer, size=size, seed=seed)
     bars = hf_logging.is_progress_bar_enabled()
@@ -257,8 +298,10 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _build_tokenizer() -> Any:
-    """Train the byte-level BPE and wrap it as a ``PreTrainedTokenizerFast`` with the template."""
+def _build_tokenizer(extra_corpus: Sequence[str] | None = None, vocab_size: int = VOCAB_SIZE,
+                     max_length: int = DEFAULT_MAX_POSITIONS) -> Any:
+    """Train the byte-level BPE (on the built-in corpus, then ``extra_corpus``) and wrap it as a
+    ``PreTrainedTokenizerFast`` with the template."""
     import transformers
     from tokenizers import (
         AddedToken,
@@ -282,12 +325,12 @@ def _build_tokenizer() -> Any:
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE - len(SPECIAL_TOKENS) - len(TOOL_TOKENS),
+        vocab_size=vocab_size - len(SPECIAL_TOKENS) - len(TOOL_TOKENS),
         min_frequency=2,
         show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator(_corpus(), trainer=trainer)
+    tok.train_from_iterator(_corpus() + list(extra_corpus or ()), trainer=trainer)
     # Added after training so they sit at the end of the vocabulary, as in Qwen.
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
@@ -296,7 +339,7 @@ def _build_tokenizer() -> Any:
         tokenizer_object=tok,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
-        model_max_length=4096,
+        model_max_length=max_length,
         chat_template=CHAT_TEMPLATE,
         clean_up_tokenization_spaces=False,
     )
@@ -311,14 +354,14 @@ def _build_model(tokenizer: Any, *, size: str, seed: int) -> Any:
 
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    architecture = {"max_position_embeddings": DEFAULT_MAX_POSITIONS, **SIZES[size]}
     config = hf.Qwen3Config(
         vocab_size=len(tokenizer),
-        max_position_embeddings=4096,
         tie_word_embeddings=True,
         bos_token_id=None,
         eos_token_id=im_end,
         pad_token_id=eot,
-        **SIZES[size],
+        **architecture,
     )
     # fork_rng: building a model must not disturb the caller's global torch RNG stream.
     with torch.random.fork_rng(devices=[]):

@@ -11,6 +11,11 @@ Example::
 Jobs are ordered run by run, so an interrupted evaluation holds whole runs first. A fresh
 harness is built for every episode (adapters may keep per-session state); the policy is shared,
 as every built-in policy keeps its per-episode state in the episode.
+
+With ``EvalConfig(ray="HOST:PORT")`` the episodes run as Ray tasks on a cluster instead
+(:mod:`harnessgrid.ray_episodes`): each worker rebuilds harness, task and policy from their
+specs, and this process commits every trajectory through the same store as it comes back, so
+the stored results are the same as a local run's and resume the same way.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.manifest import (
     Manifest,
     Plan,
@@ -68,8 +75,12 @@ class EvalConfig(BaseModel):
     holdout_n: int = Field(default=18, ge=1)
     limit: int | None = Field(default=None, ge=1)
     split: str | None = None
-    concurrency: int = Field(default=4, ge=1)
+    concurrency: int = Field(default=4, ge=1)  # local episodes at once (not with ``ray``)
     limits: EpisodeLimits = EpisodeLimits()
+    #: A Ray cluster's address (HOST:PORT of ``ray start --head``, or ``auto``): run the
+    #: episodes there, one per cluster CPU. Not part of a run's identity: a run started locally
+    #: may be resumed on a cluster and back.
+    ray: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,8 +148,9 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
                     on_result: OnResult | None = None) -> EvalOutcome:
     """Resolve and validate everything, open the store, then run what is not stored yet.
 
-    ``policy`` overrides ``config.policy`` with an object (its ``spec`` is recorded);
-    ``progress`` shows a rich progress bar with an ETA on stderr.
+    ``policy`` overrides ``config.policy`` with an object (its ``spec`` is recorded; not with
+    ``config.ray``, whose workers build the policy from its spec); ``progress`` shows a rich
+    progress bar with an ETA on stderr.
     """
     from harnessgrid.api import resolve_harness, resolve_policy
     from harnessgrid.registry import get_registry
@@ -160,20 +172,36 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
         suites[spec] = (suite.name, suite.version, select_tasks(suite, config.split, config.limit))
     if policy is None:
         get_registry().policy(config.policy.partition(":")[0])  # unknown scheme: fail early
+    elif config.ray is not None:
+        raise ConfigError(f"a policy object ({policy.spec}) cannot be sent to a Ray cluster: "
+                          "its workers build the policy from its spec",
+                          hint="pass the spec as EvalConfig.policy (options in policy_options) "
+                               "and no policy= object")
     spec = policy.spec if policy is not None else config.policy
     manifest = build_manifest(config, spec, space, settings, suites)
     tasks = {s: t for s, (_, _, t) in suites.items()}
     jobs = plan_jobs(settings, tasks, config.runs)
-    require_sandbox(config.limits)
-    with EvalStore(out) as store:
+    with ExitStack() as stack:
+        if config.ray is None:
+            require_sandbox(config.limits)
+        else:  # connect before touching the directory: a wrong address leaves nothing behind
+            from harnessgrid.ray_episodes import ray_cluster
+
+            resources = stack.enter_context(ray_cluster(config.ray))
+            if progress:
+                _say(f"Ray cluster at {config.ray}: {resources.get('CPU', 0):g} CPUs")
+        store = stack.enter_context(EvalStore(out))
         merged = reconcile(out, manifest)
         todo = [j for j in jobs if j.key not in store.done]
         skipped = len(jobs) - len(todo)
-        if todo:
+        if todo and config.ray is None:
             policy = policy or resolve_policy(config.policy, config.policy_options)
         write_manifest(out, merged)
-        ran = await _run_jobs(todo, policy, config, space, store,
-                              _reporter(progress, len(todo), skipped, on_result))
+        report = _reporter(progress, len(todo), skipped, on_result)
+        if config.ray is None:
+            ran = await _run_jobs(todo, policy, config, space, store, report)
+        else:
+            ran = _run_jobs_on_ray(todo, config, space, store, report)
         results = [store.results[j.key] for j in jobs]
         recovered = store.recovered
     return EvalOutcome(out_dir=out, total=len(jobs), skipped=skipped, ran=ran,
@@ -211,6 +239,42 @@ async def _run_jobs(jobs: Sequence[Job], policy: Policy | None, config: EvalConf
     finally:
         report.close()
     return done
+
+
+def _run_jobs_on_ray(jobs: Sequence[Job], config: EvalConfig, space: FactorSpace,
+                     store: EvalStore, report: _Reporter) -> int:
+    """The jobs as Ray tasks (see :func:`harnessgrid.ray_episodes.ray_episodes`); each
+    trajectory is tagged and committed exactly as :func:`_run_jobs` does, as it arrives. This
+    waits on Ray in the calling thread: nothing else runs on the event loop meanwhile."""
+    from harnessgrid.ray_episodes import EpisodeJob, ray_episodes
+
+    if not jobs:
+        report.close()
+        return 0
+    levels = {f.name: list(f.levels) for f in space.factors}
+    tasks = {(j.key.suite, j.task.id): j.task for j in jobs}
+    hashes = {key: task.content_hash() for key, task in tasks.items()}  # once per task
+    specs = [EpisodeJob(harness=j.key.harness, suite=j.key.suite, task_id=j.task.id,
+                        task_hash=hashes[j.key.suite, j.task.id], policy=config.policy,
+                        policy_options=config.policy_options, limits=config.limits,
+                        space=levels) for j in jobs]
+    done = 0
+    try:
+        for index, traj in ray_episodes(specs):
+            job = jobs[index]
+            tag_trajectory(traj, job.key, job.task.tags, job.task.category)
+            result = store.commit(traj)
+            done += 1
+            report.update(result)
+    finally:
+        report.close()
+    return done
+
+
+def _say(text: str) -> None:
+    from rich.console import Console
+
+    Console(stderr=True).print(text, highlight=False)
 
 
 async def _episode(job: Job, policy: Policy, limits: EpisodeLimits,

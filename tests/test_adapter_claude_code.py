@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harnessgrid.episode import ContextBudget, Decision, TurnOutcome
+from harnessgrid.episode import ContextBudget, Decision, TurnOutcome, estimate_tokens
 from harnessgrid.harness import Harness
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall
 from harnessgrid.plugins import BUILTIN_PLUGINS
@@ -461,7 +461,16 @@ def test_compaction_fires_just_above_the_threshold(episode: Callable[..., Episod
     # the read state went with the history: the oracle reads again before editing
     turn = ep.harness.render_action(Action.of("edit", path="a.txt", old="a", new="b"), "c")
     assert [c.name for c in turn.tool_calls] == ["Read", "Edit"]
-    ep.call("Bash", command="true")  # nothing new but this turn: compacts again, once
+    # The compacted view is itself above the threshold here (the fake count never drops), so
+    # compacting on the next turn would only rewrite the history again: the turns append to
+    # the summary until half the room left above the compacted view is used.
+    after = ep.session.compacted_tokens
+    assert after == limit + 1
+    ep.call("Bash", command="true")
+    assert ep.session.compactions == 1
+    assert ep.view() == [ep.state.history[0], summary, *ep.state.history[-2:]]
+    size["value"] = after + (10_000 - after) // 2 + 1
+    ep.call("Bash", command="true")
     assert ep.session.compactions == 2
 
 
@@ -513,8 +522,10 @@ def test_a_chat_policy_can_write_the_summary() -> None:
 
 
 def test_episode_with_small_window_compacts_and_still_passes() -> None:
-    traj = asyncio.run(run_episode(ClaudeCodeHarness(), EDIT_TASK, ScriptedPolicy(),
-                                   EpisodeLimits(max_context_tokens=1000)))
+    harness = ClaudeCodeHarness()
+    fixed = estimate_tokens(harness.start(EDIT_TASK, "e").history, harness.tools())
+    traj = asyncio.run(run_episode(harness, EDIT_TASK, ScriptedPolicy(),
+                                   EpisodeLimits(max_context_tokens=fixed + 500)))
     assert traj.termination == "finished", traj.error
     assert traj.score == 1.0
     assert traj.segments > 1 and any(t.new_segment for t in traj.turns)
@@ -613,3 +624,22 @@ def test_render_parse_execute_round_trips(content: str, old_rest: str, new: str)
     finally:
         ep.close()
 
+
+
+def test_after_a_compaction_the_turns_append_on_grid_long() -> None:
+    """Regression: at a small window the compacted view was itself over the threshold, so the
+    adapter compacted again on every turn (19 token segments in 20 turns at 1,536 tokens).
+    Now the turns append to the summary until the window fills again: every new segment is
+    one compaction, and there are at most half as many segments as turns."""
+    harness = ClaudeCodeHarness()
+    compacted = 0
+    for task in load_suite("grid-long").tasks("eval")[:3]:
+        traj = asyncio.run(run_episode(harness, task, ScriptedPolicy(),
+                                       EpisodeLimits(max_context_tokens=4096)))
+        assert traj.passed, (task.id, traj.termination, traj.error)
+        summaries = [m for m in traj.history if m.kind == "digest"]
+        compacted += bool(summaries)
+        assert len(traj.turns) >= 8 and traj.segments <= len(traj.turns) / 2
+        assert traj.segments == 1 + len(summaries)
+        assert all(t.view[1] in summaries for t in traj.turns if t.new_segment)
+    assert compacted

@@ -375,11 +375,19 @@ def test_soft_trim_keeps_head_and_tail_and_spares_the_last_three_turns() -> None
 def test_hard_clear_oldest_first_until_below_half() -> None:
     sizes = [3900] * 17 + [3900, 3900, 50_000]  # old results under the soft-trim size
     msgs = _tool_turns(sizes)
-    out = prune(msgs, 50_000, PruningSettings())  # 200K chars; 128.3K used: ratio 0.64
+    # OpenClaw's exact rule (blocks of one turn): result by result, just below half
+    out = prune(msgs, 50_000, PruningSettings(block_assistants=1))  # 128.3K of 200K chars
     cleared = [m.content == HARD_CLEAR_PLACEHOLDER for m in out if m.role == "tool"]
     k = cleared.count(True)
     assert k > 0 and cleared == [True] * k + [False] * (20 - k)  # oldest first, old ones only
     assert chars(out) / 200_000 < 0.5 <= (chars(out) + 3900 - len(HARD_CLEAR_PLACEHOLDER)) / 200_000
+    # the default clears whole blocks of 3 turns' results, still oldest first, just below half
+    out = prune(msgs, 50_000, PruningSettings())
+    cleared = [m.content == HARD_CLEAR_PLACEHOLDER for m in out if m.role == "tool"]
+    k = cleared.count(True)
+    assert k > 0 and k % 3 == 0 and cleared == [True] * k + [False] * (20 - k)
+    freed = 3 * (3900 - len(HARD_CLEAR_PLACEHOLDER))
+    assert chars(out) / 200_000 < 0.5 <= (chars(out) + freed) / 200_000
     # fewer than 50,000 prunable characters: no hard clear, whatever the ratio
     few = _tool_turns([3900] * 5 + [3900, 3900, 90_000])
     assert HARD_CLEAR_PLACEHOLDER not in {m.content for m in prune(few, 50_000,
@@ -389,12 +397,12 @@ def test_hard_clear_oldest_first_until_below_half() -> None:
 def test_pruning_changes_the_view_not_the_history() -> None:
     h = OpenClawHarness()
     state = h.start(Task(id="t", instruction="task"), "e")
-    state.append(*_tool_turns([6000] * 5)[1:])
+    state.append(*_tool_turns([6000] * 6)[1:])
     before = list(state.history)
     view = h.view(state, ContextBudget(max_tokens=20_000))
     assert state.history == before
     trimmed = [m for m in view if "[Tool result trimmed" in m.content]
-    assert len(trimmed) == 2 and view[0] == before[0]
+    assert len(trimmed) == 3 and view[0] == before[0]
 
 
 # ------------------------------------------------------------------------------- compaction
@@ -583,3 +591,51 @@ def test_harness_show_describes_the_adapter(monkeypatch: pytest.MonkeyPatch) -> 
     assert info["system_prompt"].startswith("You are a personal assistant running inside")
     assert info["sample_turn"]["tool_calls"] == [{"name": "read",
                                                   "arguments": {"path": "notes.txt"}}]
+
+
+def test_pruning_moves_in_blocks_so_most_turns_append() -> None:
+    """Regression: the pruning cutoff (the third-last assistant turn) moved every turn, so an
+    old tool result changed in the view on almost every turn (a new token segment per turn).
+    Now it moves by blocks of 3 assistant turns."""
+    msgs = _tool_turns([6000] * 16)
+
+    def rewrites(settings: PruningSettings) -> list[int]:
+        out, previous = [], None
+        for turns in range(1, 17):
+            view = prune(msgs[:1 + 2 * turns], 10_000, settings)
+            if previous is not None and view[:len(previous)] != previous:
+                out.append(turns)
+            previous = view + [msgs[1 + 2 * turns]] if turns < 16 else None
+        return out
+
+    assert rewrites(PruningSettings(block_assistants=1)) == list(range(4, 17))
+    assert rewrites(PruningSettings()) == [6, 9, 12, 15]
+    for turns in range(3, 17):  # at least the last 3 assistant turns, at most 5, are spared
+        view = prune(msgs[:1 + 2 * turns], 10_000, PruningSettings())
+        spared = [m for m in view if m.role == "tool" and "trimmed" not in m.content]
+        assert 3 <= len(spared) <= 5 and view[-2 * len(spared):] == msgs[
+            1 + 2 * (turns - len(spared)):1 + 2 * turns]
+
+
+def test_compaction_defers_when_the_compacted_session_is_near_the_trigger() -> None:
+    settings = CompactionSettings()
+    assert settings.next_trigger(8_000, 0) == settings.trigger(8_000) == 6_000
+    assert settings.next_trigger(8_000, 3_000) == 6_000  # far below: the usual trigger
+    assert settings.next_trigger(8_000, 5_800) == 6_900  # half the room above it
+
+
+def test_compactions_and_pruning_append_on_grid_long() -> None:
+    """On grid-long at a small window the turns after a compaction append to it: every new
+    token segment is one compaction, at most one segment per two turns."""
+    from harnessgrid.tasks import load_suite
+
+    compacted = 0
+    for task in load_suite("grid-long").tasks("eval")[:4]:
+        traj = run(run_episode(OpenClawHarness(), task, ScriptedPolicy(),
+                               EpisodeLimits(max_context_tokens=3072)))
+        assert traj.passed, (task.id, traj.termination, traj.error)
+        checkpoints = [m for m in traj.history if m.kind == "compaction"]
+        compacted += bool(checkpoints)
+        assert len(traj.turns) >= 8 and traj.segments <= len(traj.turns) / 2
+        assert traj.segments <= 1 + len(checkpoints) + len(traj.turns) // 3
+    assert compacted

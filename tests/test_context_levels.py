@@ -4,6 +4,7 @@ deterministic and never mutate the history; ``full`` returns everything."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -149,7 +150,9 @@ def test_window_drops_oldest_turns_under_a_tight_budget() -> None:
     budget = ContextBudget(max_tokens=estimate_tokens(history[:2] + history[-8:]) + 200)
     view = WindowContext().view(history, budget)
     assert estimate_tokens(view) <= budget.max_tokens
-    assert view[-8:] == history[-8:]
+    verbatim = 30 - WindowContext().stubbed_count(30)
+    assert verbatim == 3  # 27 stubbed: the window slid at turns 5, 8, ..., 29
+    assert view[-2 * verbatim:] == history[-2 * verbatim:]
     markers = [m for m in view if "earlier turns omitted" in m.content]
     assert len(markers) == 1 and view.index(markers[0]) == 2
 
@@ -181,9 +184,16 @@ def test_compact_digest_names_files_and_commands_of_dropped_turns() -> None:
                 Message(role="assistant", content="```bash\nmake lint\n```"),
                 Message(role="user", content="exit code: 2\nlint error: E501", kind="observation")]
     history += long_history(3, size=300)[2:]
-    budget = ContextBudget(max_tokens=2000)
-    assert estimate_tokens(history) > 0.6 * budget.max_tokens
+    # the last turn passes the threshold (60%), the one before did not
+    budget = ContextBudget(max_tokens=int(estimate_tokens(history) / 0.6) - 2)
+    assert estimate_tokens(history[:-2]) <= 0.6 * budget.max_tokens < estimate_tokens(history)
+    # the default compacts to half the threshold: here the first turn's big output is enough
     view = CompactContext().view(history, budget)
+    assert estimate_tokens(view) <= 0.3 * budget.max_tokens
+    assert [m.kind for m in view[:3]] == ["system", "task", "digest"]
+    assert "digest of turn 1," in view[2].content and view[3:] == history[4:]
+    # an unreachable target digests all but the last `recent` turns
+    view = CompactContext(recent=3, target=0.1).view(history, budget)
     assert estimate_tokens(view) <= budget.max_tokens
     digests = [m for m in view if m.kind == "digest"]
     assert len(digests) == 1 and view[2] is digests[0]
@@ -224,3 +234,116 @@ def test_registered_as_separate_plugins() -> None:
     modules = [f"harnessgrid.plugins.factors.context.{m}" for m in ("full", "window", "compact")]
     reg = PluginManager(builtins=modules, load_external=False).registry()
     assert reg.levels("context") == ["compact", "full", "window"]
+
+
+# ----------------------------------------------------------------- block slides (few rewrites)
+
+
+def replay(level: ContextLevel, history: Sequence[Message],
+           budget: ContextBudget) -> list[int]:
+    """Views of ``history`` as it grew, one per turn (the view the model answered with each
+    assistant message); returns the turns whose view did not extend the previous view + the
+    assistant reply (history rewrites, i.e. new token segments). Every view must fit."""
+    starts = [i for i, m in enumerate(history) if m.role == "assistant"] + [len(history)]
+    rewrites: list[int] = []
+    previous: list[Message] | None = None
+    for turn, end in enumerate(starts):
+        view = level.view(history[:end], budget)
+        assert budget.count(view) <= budget.max_tokens, turn
+        if previous is not None and view[:len(previous)] != previous:
+            rewrites.append(turn)
+        previous = view + [history[end]] if end < len(history) else None
+    return rewrites
+
+
+def with_tools(messages: Sequence[Message]) -> int:
+    """The default estimate plus a fixed cost per prompt, as native tool schemas add."""
+    return estimate_tokens(messages) + 700
+
+
+@pytest.mark.parametrize("count", [estimate_tokens, with_tools], ids=["plain", "tools"])
+@pytest.mark.parametrize("size", [300, 2000])
+def test_window_slides_in_blocks(size: int, count: Callable[[Sequence[Message]], int]) -> None:
+    """Regression: the window used to slide by one turn on every turn past N, a rewrite (new
+    token segment) per turn. Now: one rewrite every N - N//2 + 1 = 3 turns."""
+    budget = ContextBudget(max_tokens=10**6, count=count)
+    assert replay(WindowContext(), long_history(30, size), budget) == list(range(5, 31, 3))
+    assert replay(WindowContext(turns=6), long_history(30, size), budget) == list(
+        range(7, 31, 4))
+    assert len(replay(WindowContext(turns=1), long_history(30, size), budget)) == 29
+
+
+def test_window_stubbed_count_is_a_block_function() -> None:
+    w = WindowContext()
+    assert [w.stubbed_count(n) for n in range(12)] == [0, 0, 0, 0, 0, 3, 3, 3, 6, 6, 6, 9]
+    for n_turns in (1, 2, 3, 4, 5, 8):
+        w = WindowContext(turns=n_turns)
+        verbatim = [n - w.stubbed_count(n) for n in range(1, 60)]
+        assert max(verbatim) == n_turns and min(verbatim[n_turns:]) == max(1, n_turns // 2)
+
+
+@pytest.mark.parametrize("count", [estimate_tokens, with_tools], ids=["plain", "tools"])
+def test_window_drops_old_turns_in_blocks_under_a_budget(
+        count: Callable[[Sequence[Message]], int]) -> None:
+    """Past the budget the oldest stubbed turns are dropped a block at a time too."""
+    history = long_history(30, 300)
+    budget = ContextBudget(max_tokens=count(history[:2]) + 1400, count=count)
+    rewrites = replay(WindowContext(), history, budget)
+    assert any("earlier turns omitted" in m.content
+               for m in WindowContext().view(history, budget))
+    slides = set(range(5, 31, 3))
+    assert len(set(rewrites) - slides) <= 3, rewrites
+
+
+@pytest.mark.parametrize("count", [estimate_tokens, with_tools], ids=["plain", "tools"])
+@pytest.mark.parametrize(("size", "room", "most"), [(300, 1400, 5), (2000, 3900, 8)])
+def test_compact_compacts_in_blocks(size: int, room: int, most: int,
+                                    count: Callable[[Sequence[Message]], int]) -> None:
+    """Regression: past the threshold ``compact`` used to redo its digest on every turn (a
+    rewrite per turn). Now each compaction goes down to half the threshold and the next turns
+    append: a handful of rewrites in 30 turns, and between them the digest does not change."""
+    history = long_history(30, size)
+    budget = ContextBudget(max_tokens=count(history[:2]) + room, count=count)
+    rewrites = replay(CompactContext(), history, budget)
+    assert 1 <= len(rewrites) <= most, rewrites
+    assert all(b - a >= 3 for a, b in itertools.pairwise(rewrites)), rewrites
+    starts = [i for i, m in enumerate(history) if m.role == "assistant"] + [len(history)]
+    boundaries = [CompactContext().boundary(*split_turns(history[:end]), budget)
+                  for end in starts]
+    assert boundaries == sorted(boundaries) and boundaries[-1] > 0
+    moved = [t for t in range(1, len(boundaries)) if boundaries[t] != boundaries[t - 1]]
+    assert moved == rewrites
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), extra=st.integers(0, 4000), count=COUNTERS)
+def test_boundaries_never_move_back(history: list[Message], extra: int,
+                                    count: Callable[[Sequence[Message]], int]) -> None:
+    """The digest boundary and the number of dropped window turns only grow as the history
+    grows (so the digest and the omitted-turns note change only at a compaction or slide)."""
+    budget = ContextBudget(max_tokens=count(pinned_head(history)) + extra, count=count)
+    starts = [i for i, m in enumerate(history) if m.role == "assistant"] + [len(history)]
+    compact, window = CompactContext(), WindowContext()
+    bounds = [compact.boundary(*split_turns(history[:end]), budget) for end in starts]
+    drops = [window.dropped_count(*split_turns(history[:end]), budget) for end in starts]
+    assert bounds == sorted(bounds) and drops == sorted(drops)
+    assert all(b <= max(0, n - 1) for n, b in enumerate(bounds))
+    assert all(d <= window.stubbed_count(n) for n, d in enumerate(drops))
+
+
+def test_sizes_count_each_turn_a_bounded_number_of_times() -> None:
+    """The replay measures turns one at a time (against the preamble): O(turns) counts of
+    single turns per view, never the whole history once per turn."""
+    history = long_history(30, 300)
+    calls: list[int] = []
+
+    def counting(messages: Sequence[Message]) -> int:
+        calls.append(len(messages))
+        return estimate_tokens(messages)
+
+    for level in (WindowContext(), CompactContext()):
+        calls.clear()
+        level.view(history, ContextBudget(max_tokens=estimate_tokens(history[:2]) + 1400,
+                                          count=counting))
+        assert len(calls) <= 4 * 30 + 40, (level, len(calls))
+        assert sum(n > 2 + 3 for n in calls) <= 25  # a few whole views (the final checks)

@@ -5,7 +5,9 @@ plugin, so the runtime is tested independently of the built-in levels."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +16,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessgrid.composition import compose
+from harnessgrid.episode import context_budget, estimate_tokens, estimate_tool_tokens
 from harnessgrid.errors import SandboxError
 from harnessgrid.harness import ComposedHarness
-from harnessgrid.models import Action, ModelTurn, ToolCall
+from harnessgrid.models import Action, Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.registry import PluginManager, Registry
 from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
 from harnessgrid.space import FactorSpace
-from harnessgrid.tasks import FunctionGrader
+from harnessgrid.tasks import FunctionGrader, load_suite
 from harnessgrid.trajectory import TrajectoryStore
 from probe_suite import UPPER_TASK
 
@@ -302,3 +305,103 @@ def test_missing_bubblewrap_is_one_clear_error(registry: Registry,
     traj = run(run_episode(harness(registry), UPPER_TASK, ScriptedPolicy(),
                            EpisodeLimits(unsafe_no_sandbox=True)))
     assert traj.passed
+
+
+# ------------------------------------------------------------------------- the context budget
+
+
+class CountingPolicy(ScriptedPolicy):
+    """The scripted oracle with a token policy's counting interface: ``count_tokens(messages,
+    tools=None)`` (the default estimate, recording whether tools were passed) and an optional
+    ``context_limit``, as the hf/vllm policies have."""
+
+    def __init__(self, context_limit: int | None = None) -> None:
+        super().__init__()
+        self.context_limit = context_limit
+        self.tools_seen: list[int] = []
+
+    def count_tokens(self, messages: Sequence[Message],
+                     tools: Sequence[ToolSpec] | None = None) -> int:
+        self.tools_seen.append(len(tools or ()))
+        return estimate_tokens(messages, tools or ())
+
+
+def test_budget_counts_native_tool_schemas(registry: Registry) -> None:
+    """Regression: the budget counted the messages only, so a native-tools harness's prompt
+    was larger than counted (Claude Code's first prompt: 3,599 real tokens, 936 counted)."""
+    native, text = harness(registry, "S0-T0-O0-C0-W0"), harness(registry, "S0-T1-O0-C0-W0")
+    first = native.start(UPPER_TASK, "e").history
+    plain, counted = estimate_tokens(first), estimate_tokens(first, native.tools())
+    assert counted - plain == estimate_tool_tokens(native.tools()) > 0
+    limits = EpisodeLimits(max_context_tokens=plain + 60)
+    traj = run(run_episode(native, UPPER_TASK, ScriptedPolicy(), limits))
+    assert traj.termination == "context_overflow" and not traj.turns
+    # a text interface sends no schemas (its tool section is in the prompt, counted there)
+    first_text = estimate_tokens(text.start(UPPER_TASK, "e").history)
+    limits = EpisodeLimits(max_context_tokens=first_text + 60)
+    assert run(run_episode(text, UPPER_TASK, ScriptedPolicy(), limits)).turns
+    # token policies are asked to count with the tools
+    policy = CountingPolicy()
+    traj = run(run_episode(native, UPPER_TASK, policy))
+    assert traj.passed and set(policy.tools_seen) == {len(native.tools())}
+    policy = CountingPolicy()
+    run(run_episode(text, UPPER_TASK, policy))
+    assert set(policy.tools_seen) == {0}
+
+
+def test_context_budget_counts_tools_however_the_policy_counts() -> None:
+    tools = [ToolSpec(name="t", description="d" * 400, parameters={"type": "object"})]
+    messages = [Message(role="user", content="x" * 40)]
+    assert context_budget(ScriptedPolicy(), tools, 100).count(messages) == estimate_tokens(
+        messages, tools) == estimate_tokens(messages) + estimate_tool_tokens(tools)
+
+    class MessagesOnly:  # an older third-party counter: count_tokens(messages)
+        def count_tokens(self, messages: Sequence[Message]) -> int:
+            return 7
+
+    assert context_budget(MessagesOnly(), tools, 100).count(messages) == (
+        7 + estimate_tool_tokens(tools))
+    assert context_budget(MessagesOnly(), [], 100).count(messages) == 7
+    policy = CountingPolicy()
+    assert context_budget(policy, tools, 100).count(messages) == estimate_tokens(messages,
+                                                                                 tools)
+    assert policy.tools_seen == [1]
+
+
+def test_context_limit_caps_the_budget(registry: Registry) -> None:
+    """The policy's ``context_limit`` (model max length minus the generation limit) caps the
+    episode's ``max_context_tokens``."""
+    for limit, expected in ((None, 32_768), (4_000, 4_000), (10**6, 32_768)):
+        assert context_budget(CountingPolicy(limit), [], 32_768).max_tokens == expected
+    h = harness(registry)
+    first = estimate_tokens(h.start(UPPER_TASK, "e").history, h.tools())
+    traj = run(run_episode(h, UPPER_TASK, CountingPolicy(context_limit=first - 1)))
+    assert traj.termination == "context_overflow"
+    traj = run(run_episode(h, UPPER_TASK, CountingPolicy(context_limit=first + 2_000)))
+    assert traj.passed
+
+
+# ------------------------------------------------------- bounded contexts on long episodes
+
+
+GRID_LONG = load_suite("grid-long").tasks("eval")
+
+
+@pytest.mark.parametrize("code", ["S0-T0-O0-C1-W0", "S0-T0-O0-C2-W0", "S0-T2-O0-C1-W0",
+                                  "S0-T2-O0-C2-W0"])
+def test_bounded_contexts_rewrite_history_in_blocks(code: str) -> None:
+    """Regression: past their threshold ``window`` and ``compact`` rewrote the history on
+    every turn, so every turn became its own token segment (training row). Now they slide /
+    compact in blocks: on grid-long at a small budget, at most one segment per two turns."""
+    h = compose(FactorSpace.default().parse(code))
+    for task in GRID_LONG[:3]:
+        traj = run(run_episode(h, task, ScriptedPolicy(), EpisodeLimits(max_context_tokens=2048)))
+        assert traj.passed, (task.id, traj.termination, traj.error)
+        turns = len(traj.turns)
+        assert turns >= 8 and traj.segments > 1, (task.id, turns, traj.segments)
+        assert traj.segments <= turns / 2, (task.id, turns, traj.segments)
+        # between rewrites every view extends the previous view + the reply
+        for before, after in itertools.pairwise(traj.turns):
+            if not after.new_segment:
+                assert after.view[:len(before.view)] == before.view
+                assert after.view[len(before.view)].content == before.assistant.content

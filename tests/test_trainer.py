@@ -108,9 +108,9 @@ def test_set_overrides_nested_values(tmp_path: Path) -> None:
 
 
 def test_examples_are_valid_configs() -> None:
-    for name in ("tiny-grpo.yaml", "tiny-ppo.yaml", "qwen3-4b-grpo.yaml"):
+    for name in ("tiny-grpo.yaml", "tiny-ppo.yaml", "tiny-sft.yaml", "qwen3-4b-grpo.yaml"):
         cfg = load_config(ROOT / "examples" / name)
-        assert cfg.algorithm in ("grpo", "ppo")
+        assert cfg.algorithm in ("grpo", "ppo", "sft")
     assert load_config(ROOT / "examples" / "qwen3-4b-grpo.yaml").tasks == 16
 
 

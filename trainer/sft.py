@@ -84,9 +84,9 @@ def collect_demonstrations(config: ExperimentConfig, plan: TrainingPlan,
     """``sft.episodes`` teacher episodes over the schedule's pairs, in schedule order."""
     from dataclasses import replace
 
-    from harnessgrid.trainer.rollout import run_rollouts
+    from harnessgrid.trainer.rollout import RolloutJob, run_rollouts
 
-    jobs = []
+    jobs: list[RolloutJob] = []
     step = 0
     while len(jobs) < config.sft.episodes:
         jobs.extend(replace(j, rollout=0) for j in plan.jobs(step) if j.rollout == 0)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from harnessgrid.errors import ConfigError
+from harnessgrid.errors import ConfigError, HarnessgridError
 
 
 def eval_command(
@@ -28,7 +28,13 @@ def eval_command(
                                  help="Any of in-space, out-of-space, original, train."),
     runs: int = typer.Option(3, "--runs", min=1, help="Independent runs (Pass@1 averaged over "
                              "runs, with the spread)."),
-    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Episodes at once."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Episodes at once "
+                                    "(without --ray)."),
+    ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help="Run the episodes "
+                                   "as Ray tasks on the cluster at ADDRESS (HOST:PORT printed "
+                                   "by `ray start --head`, or auto for the cluster started on "
+                                   "this machine), one per cluster CPU; results are stored "
+                                   "here as they end. Needs harnessgrid[ray] on every node."),
     harnesses: str | None = typer.Option(None, "--harnesses", help="In-space configurations: "
                                          "CODE,CODE,... or all (default: the 18 held out of "
                                          "the orthogonal training design)."),
@@ -53,7 +59,8 @@ def eval_command(
 ) -> None:
     """Evaluate a policy: every task through every harness of each setting, RUNS times.
 
-    Results are stored as each episode ends; re-run the same command to resume.
+    Results are stored as each episode ends; re-run the same command to resume (with or
+    without --ray).
     """
     from harnessgrid.cli.run_cmd import parse_options
     from harnessgrid.evaluation.plan import split_list
@@ -71,7 +78,7 @@ def eval_command(
         settings=tuple(split_list(settings)), runs=runs,
         harnesses=tuple(split_list(harnesses)) or None, original=original,
         adapters=tuple(split_list(adapters)), holdout_seed=holdout_seed, limit=limit,
-        split=split, concurrency=concurrency,
+        split=split, concurrency=concurrency, ray=ray,
         limits=EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
                              unsafe_no_sandbox=unsafe_no_sandbox))
     try:
@@ -82,6 +89,11 @@ def eval_command(
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code
         # from app() instead of raising it, and the code would be lost.
         raise SystemExit(130) from None
+    except HarnessgridError as exc:
+        # Printed here as plain text: the CLI's handler reads messages as rich markup, which
+        # swallows "[ray]" in "pip install 'harnessgrid[ray]'".
+        _print_error(exc)
+        raise SystemExit(2) from None
     if not quiet:
         typer.echo(f"{outcome.ran} episode(s) run, {outcome.skipped} already stored"
                    + (f", {outcome.recovered} recovered" if outcome.recovered else "")
@@ -89,6 +101,16 @@ def eval_command(
     if no_report:
         return
     _write_and_print(out, plots=not no_plots, as_json=False, quiet=quiet, brief=True)
+
+
+def _print_error(exc: HarnessgridError) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    err = Console(stderr=True, soft_wrap=True)
+    err.print(Text.assemble(("error:", "bold red"), " ", exc.message))
+    if exc.hint:
+        err.print(Text.assemble(("hint:", "yellow"), " ", exc.hint))
 
 
 def _write_and_print(out: Path, *, plots: bool, as_json: bool, quiet: bool,

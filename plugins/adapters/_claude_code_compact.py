@@ -8,7 +8,17 @@ window below a 200K reference window::
     threshold = W - round((output_reserve + buffer) * min(1, W / reference_window))
 
 with W the episode's ``max_context_tokens`` (or the adapter's ``context_window`` option):
-167000 at W = 200000, 27363 at W = 32768 (the same 83.5 %), exact for any W >= 200000.
+167000 at W = 200000, 27363 at W = 32768 (the same 83.5 %), exact for any W >= 200000. The
+count is of the whole prompt, tool schemas included (the runtime's budget counts them).
+
+After a compaction the history is the summary, and the following turns append to it, as in
+the real shell. The next compaction fires when the view passes the threshold again, or, if
+the compacted view itself was already near or above it (small windows: system prompt, tool
+schemas and summary take most of the window), when it has used half of the room left above
+the compacted view: ``trigger = max(threshold, after + (W - after) // 2)`` with ``after`` the
+size right after the last compaction. At the reference window this is the threshold itself
+(``after`` is far below it); at a small window it keeps compactions from firing on every turn,
+each of which would rewrite the history (a new token segment, one more training row).
 
 The summary has the real compaction's nine sections. A policy may write it (the adapter's
 ``summarizer`` option, given :data:`SUMMARY_INSTRUCTIONS`; :func:`policy_summarizer` makes one
@@ -71,6 +81,12 @@ class CompactionPolicy:
         window = self.context_window or max_tokens
         scale = min(1.0, window / self.reference_window)
         return window - round((self.output_reserve + self.buffer) * scale)
+
+    def trigger(self, max_tokens: int, after: int) -> int:
+        """Token count above which the history is compacted, ``after`` being the size of the
+        view right after the last compaction (0 before the first): see the module docstring."""
+        window = self.context_window or max_tokens
+        return max(self.threshold(max_tokens), after + max(0, window - after) // 2)
 
 
 def _short(text: str, limit: int = _ENTRY_CHARS) -> str:

@@ -51,6 +51,7 @@ class Session:
     budget: ContextBudget | None = None  # the runtime's budget, remembered by view()
     boundary: int = 1  # history index where the model's view resumes after the system prompt
     compactions: int = 0
+    compacted_tokens: int = 0  # size of the view right after the last compaction
     summary_fallbacks: int = 0  # policy-written summaries that failed and were replaced
 
     # --------------------------------------------------------------- paths

@@ -11,18 +11,36 @@ clear). OpenClaw prunes only after the prompt cache's TTL expired; an episode's 
 seconds apart, so harnessgrid replaces that wall-clock gate by ``mode="always"`` (every
 request; deterministic) or ``"off"``.
 
+Pruning on every request with a cutoff that moves by one assistant turn per turn would change
+an old tool result in the view on almost every turn (a history rewrite: a new token segment,
+one more training row). harnessgrid therefore prunes in blocks of ``block_assistants`` (3)
+assistant turns: the prunable part ends at an assistant turn whose number is a multiple of the
+block, so at least the last 3 and at most the last 5 assistant turns are spared, and the
+prunable part grows by 3 turns every 3 turns; the hard clear likewise clears whole blocks (the
+results of 3 consecutive assistant turns), oldest first, until the estimate is below 50%.
+Between two block moves the pruned view only appends. ``block_assistants=1`` is OpenClaw's
+exact per-request rule.
+
 **Compaction** fires when the context passes ``window - reserve`` tokens (OpenClaw/pi: reserve
 16,384, keep the most recent 20,000 tokens). Those absolute values assume a ~200K window; for
 smaller budgets both are scaled down (reserve at most 25% and kept tokens at most 30% of the
-window) so there is always something to summarise. The cut lands on a user or assistant message,
-never between a tool call and its result. Everything before it becomes one checkpoint with the
+window) so there is always something to summarise, and the kept tokens are also at most half
+the room between the session's fixed part (system prompt, tool schemas, the previous
+checkpoint) and the trigger, so the compacted session lands well below the trigger (at a 200K
+window this cap is far above 20,000 and changes nothing). The cut lands on a user or assistant
+message, never between a tool call and its result. Everything before it becomes one checkpoint with the
 sections Goal, Constraints & Preferences, Progress (Done / In Progress / Blocked), Key
 Decisions, Next Steps, Critical Context: written by a ``summarizer`` when one is given,
-otherwise by a deterministic digest of the history (what the scripted policy gets).
+otherwise by a deterministic digest of the history (what the scripted policy gets). After a
+compaction the following turns append to the compacted session. When the compacted session is
+itself close to the trigger (small windows, where the system prompt and tool schemas take much
+of it), the next compaction waits until half the room left above it is used
+(:meth:`CompactionSettings.next_trigger`), so compactions do not fire turn after turn.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -47,6 +65,11 @@ class PruningSettings:
     soft_trim_tail_chars: int = 1_500
     hard_clear: bool = True
     placeholder: str = HARD_CLEAR_PLACEHOLDER
+    block_assistants: int = 3  # the prunable part moves (and hard clears go) in such blocks
+
+    def __post_init__(self) -> None:
+        if self.block_assistants < 1:
+            raise ValueError("block_assistants must be at least 1")
 
 
 def _chars(m: Message) -> int:
@@ -68,14 +91,17 @@ def _soft_trimmed(m: Message, s: PruningSettings) -> Message | None:
 
 def prune(messages: Sequence[Message], window_tokens: int, s: PruningSettings) -> list[Message]:
     """The messages sent to the model (system prompt excluded) after pruning; the history
-    itself is never changed."""
+    itself is never changed. Prunes in blocks of ``s.block_assistants`` assistant turns (see
+    the module docstring)."""
     out = list(messages)
     if s.mode == "off" or window_tokens <= 0:
         return out
     assistants = [i for i, m in enumerate(out) if m.role == "assistant"]
     if s.keep_last_assistants > 0 and len(assistants) < s.keep_last_assistants:
         return out  # not enough turns to know what is "old"
-    cutoff = assistants[-s.keep_last_assistants] if s.keep_last_assistants > 0 else len(out)
+    block = s.block_assistants
+    old_turns = max(0, len(assistants) - s.keep_last_assistants) // block * block
+    cutoff = assistants[old_turns] if old_turns < len(assistants) else len(out)
     first_user = next((i for i, m in enumerate(out) if m.role == "user"), len(out))
     window = window_tokens * CHARS_PER_TOKEN
     total = sum(_chars(m) for m in out)
@@ -91,12 +117,17 @@ def prune(messages: Sequence[Message], window_tokens: int, s: PruningSettings) -
         return out
     if sum(_chars(out[i]) for i in prunable) < s.min_prunable_tool_chars:
         return out
-    for i in prunable:
+    blocks: dict[int, list[int]] = {}
+    for i in prunable:  # by block of the assistant turn the result answers
+        turn = max(0, bisect.bisect_left(assistants, i) - 1)
+        blocks.setdefault(turn // block, []).append(i)
+    for members in blocks.values():
         if total / window < s.hard_clear_ratio:
             break
-        cleared = out[i].model_copy(update={"content": s.placeholder})
-        total += _chars(cleared) - _chars(out[i])
-        out[i] = cleared
+        for i in members:
+            cleared = out[i].model_copy(update={"content": s.placeholder})
+            total += _chars(cleared) - _chars(out[i])
+            out[i] = cleared
     return out
 
 
@@ -116,6 +147,19 @@ class CompactionSettings:
 
     def keep(self, window: int) -> int:
         return min(self.keep_recent_tokens, int(window * self.max_keep_ratio))
+
+    def keep_for(self, window: int, fixed: int) -> int:
+        """Tokens of recent messages a compaction keeps, when the session's fixed part (system
+        prompt, tool schemas, checkpoint) is ``fixed`` tokens: :meth:`keep`, at most half the
+        room between ``fixed`` and the trigger."""
+        return min(self.keep(window), max(0, self.trigger(window) - fixed) // 2)
+
+    def next_trigger(self, window: int, after: int) -> int:
+        """The trigger once the session was compacted to ``after`` tokens (0: never): the
+        usual trigger, or half the room above ``after`` when that is later."""
+        if after <= 0:
+            return self.trigger(window)
+        return max(self.trigger(window), after + max(0, window - after) // 2)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ format, and the chat-template form for token policies), their limits, rules and 
 (see ``_claude_code_files``, ``_claude_code_search``, ``_claude_code_shell``); errors wrapped in
 ``<tool_use_error>``; the system prompt's structure and ``<env>`` block; ``CLAUDE.md`` as a
 ``<system-reminder>`` in the first user message; the turn ending when the model replies without
-tool calls; auto-compaction into a nine-section summary (``_claude_code_compact``).
+tool calls; auto-compaction into a nine-section summary that replaces the history, the
+following turns appending to it (``_claude_code_compact``; at small windows the next compaction
+waits until half the room left after the summary is used, so it does not fire every turn).
 
 Not emulated: Task (subagents), WebFetch, WebSearch, NotebookRead/NotebookEdit, ExitPlanMode,
 background shells (BashOutput/KillBash, ``run_in_background``), images/PDFs in Read, permission
@@ -247,7 +249,8 @@ class ClaudeCodeHarness:
     # ------------------------------------------------------------------ compaction
 
     def threshold(self, max_tokens: int) -> int:
-        """Token count of the next view above which the history is compacted."""
+        """Token count of the next view above which the history is compacted (the first time;
+        later compactions may wait longer, see ``CompactionPolicy.trigger``)."""
         return self.compaction.threshold(max_tokens)
 
     async def _maybe_compact(self, state: EpisodeState, session: Session) -> None:
@@ -255,7 +258,8 @@ class ClaudeCodeHarness:
         if not self.auto_compact or budget is None:
             return
         current = [state.history[0], *state.history[session.boundary:]]
-        if budget.count(current) <= self.threshold(budget.max_tokens):
+        if budget.count(current) <= self.compaction.trigger(budget.max_tokens,
+                                                            session.compacted_tokens):
             return
         if not any(m.role == "assistant" for m in state.history[session.boundary:]):
             return  # nothing new since the last summary: compacting again would not help
@@ -272,6 +276,7 @@ class ClaudeCodeHarness:
         state.append(summary_message(summary, session.memory))
         session.boundary = len(state.history) - 1
         session.compactions += 1
+        session.compacted_tokens = budget.count([state.history[0], state.history[-1]])
         session.read_state.clear()  # the file contents left the context: read them again
 
     # ------------------------------------------------------------------ actions ↔ calls

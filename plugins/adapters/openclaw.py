@@ -22,7 +22,9 @@ reads is harnessgrid's own):
 Emulated differently, and why: background exec sessions run to completion inside their
 ``exec`` call, because the sandbox ends leftover processes (``process`` then sees them as
 exited; ``write``/``send-keys``/``clear``/``remove`` and PTYs are absent); pruning runs on every
-request instead of after the prompt-cache TTL; the prompt's date is fixed
+request instead of after the prompt-cache TTL, and moves in blocks of 3 assistant turns (so it
+rewrites the view once per block, not on every turn); at small windows a compaction that
+leaves the session near the trigger defers the next one; the prompt's date is fixed
 (``2026-02-26 09:00 UTC``) unless ``now`` is given, so identical episodes get identical prompts
 and token ids; exec's default timeout is the sandbox's per-command limit, not 1800 s. Not
 emulated: skills, memory, messaging channels, heartbeats, sub-agents, images, web tools, the
@@ -164,6 +166,18 @@ class OpenClawHarness:
         kept = [(i, hist[i]) for i in range(first_kept, last) if hist[i].kind != "compaction"]
         return [(0, hist[0]), (last, hist[last]), *kept, *enumerate(hist[last + 1:], last + 1)]
 
+    @staticmethod
+    def _compacted(state: EpisodeState) -> list[Message]:
+        """The session as it was right after its last compaction ([] before the first)."""
+        hist = state.history
+        last = next((i for i in range(len(hist) - 1, -1, -1) if hist[i].kind == "compaction"),
+                    None)
+        if last is None:
+            return []
+        first_kept = compaction_meta(hist[last])[0]
+        return [hist[0], hist[last], *(hist[i] for i in range(first_kept, last)
+                                       if hist[i].kind != "compaction")]
+
     def _maybe_compact(self, state: EpisodeState, budget: ContextBudget) -> None:
         settings, window = self.compaction, budget.max_tokens
         if not settings.enabled:
@@ -172,9 +186,20 @@ class OpenClawHarness:
         tokens = budget.count([m for _, m in context])
         if tokens <= settings.trigger(window):
             return
+        compacted = self._compacted(state)
+        after = budget.count(compacted) if compacted else 0
+        if tokens <= settings.next_trigger(window, after):
+            return  # the last compaction left little room: let the session grow first
         body = [(i, m) for i, m in context if m.role != "system" and m.kind != "compaction"]
-        cut = find_cut([budget.count([m]) for _, m in body], [m.role for _, m in body],
-                       settings.keep(window))
+        # each message's share of the prompt: counted after the system prompt, so the fixed
+        # costs the budget's count includes (tool schemas, template framing) are not charged
+        # once per message
+        system = [state.history[0]]
+        base = budget.count(system)
+        sizes = [max(0, budget.count([*system, m]) - base) for _, m in body]
+        previous = [m for _, m in context if m.kind == "compaction"]
+        fixed = budget.count([*system, *previous])
+        cut = find_cut(sizes, [m.role for _, m in body], settings.keep_for(window, fixed))
         if cut == 0:
             return  # the whole session is "recent": nothing to summarise
         first_kept = body[cut][0] if cut < len(body) else len(state.history)

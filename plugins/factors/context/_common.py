@@ -1,5 +1,5 @@
 """Shared pieces of the context levels: splitting a history into turns, stubbing and cutting
-message contents, and searching for the largest view that fits the budget.
+message contents, measuring turns, and searching for the largest view that fits the budget.
 
 Everything here is a pure function of its arguments (messages are frozen values), so views are
 deterministic and the history is never mutated.
@@ -7,6 +7,8 @@ deterministic and the history is never mutated.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -108,6 +110,17 @@ def residue(turn: Turn) -> list[Message]:
     return head + [m for m in msgs[block:] if m.pinned]
 
 
+def verbatim_of(messages: Sequence[Message]) -> list[Message]:
+    """A turn's messages as they are (a ``render`` for :meth:`Sizer.size_of`)."""
+    return list(messages)
+
+
+def residue_of(messages: Sequence[Message]) -> list[Message]:
+    """:func:`residue` of the turn made of ``messages`` (a ``render`` for
+    :meth:`Sizer.size_of`)."""
+    return residue(Turn(0, tuple(messages)))
+
+
 def residues(turns: Sequence[Turn]) -> list[Message]:
     return [m for t in turns for m in residue(t)]
 
@@ -152,3 +165,72 @@ def smallest_fitting(n: int, build: Callable[[int], list[Message]],
         else:
             lo = mid + 1
     return best
+
+
+class Sizer:
+    """Token shares of parts of a view: ``size(part) = count(preamble + part) -
+    count(preamble)``.
+
+    ``budget.count`` sizes a whole prompt, including fixed costs paid once per prompt (tool
+    schemas, chat-template framing, a default system prompt), so counting a part on its own
+    would charge those costs again for every part. Measured against the preamble they cancel,
+    and ``base + sum(size(part))`` estimates the count of ``preamble + parts`` (exactly for the
+    default estimate, to within template framing for a tokenizer).
+
+    The levels that slide in blocks (``window``, ``compact``) replay the episode turn by turn
+    from these sizes to decide where their boundaries are; each turn is measured a bounded
+    number of times per view, never the whole history once per turn. Sizes are also kept in a
+    small process-wide cache keyed by the identity of the counter, the preamble and the turn's
+    messages (held, so an identity is never reused while cached), so a tokenizer-backed count
+    measures each turn once per episode rather than once per view. A hit returns exactly what
+    counting would, so views stay pure functions of (history, budget).
+    """
+
+    def __init__(self, preamble: Sequence[Message], budget: ContextBudget) -> None:
+        self.preamble = tuple(preamble)
+        self.count = budget.count
+        self.base = self._cached(("base",), (), lambda: budget.count(self.preamble))
+
+    def size(self, part: Sequence[Message]) -> int:
+        """The share of ``part``, counted now."""
+        if not part:
+            return 0
+        return max(0, self.count([*self.preamble, *part]) - self.base)
+
+    def size_of(self, source: Sequence[Message],
+                render: Callable[[Sequence[Message]], Sequence[Message]]) -> int:
+        """The share of ``render(source)``, a deterministic function of the messages ``source``
+        (e.g. one turn, stubbed or verbatim), cached by their identity and ``render``'s name."""
+        name = f"{render.__module__}.{render.__qualname__}"
+        return self._cached((name,), tuple(source), lambda: self.size(render(source)))
+
+    def _cached(self, tag: tuple[str], source: tuple[Message, ...],
+                compute: Callable[[], int]) -> int:
+        # The entry holds the objects whose ids make its key: while it lives, no other object
+        # can have those ids, so a key match means the very same counter and messages.
+        key = (id(self.count), tag, tuple(map(id, self.preamble)), tuple(map(id, source)))
+        held = (self.count, self.preamble, source)
+        with _CACHE_LOCK:
+            hit = _SIZE_CACHE.get(key)
+            if hit is not None:
+                _SIZE_CACHE.move_to_end(key)
+                return hit[1]
+        value = compute()
+        with _CACHE_LOCK:
+            _SIZE_CACHE[key] = (held, value)
+            while len(_SIZE_CACHE) > _CACHE_SIZE:
+                _SIZE_CACHE.popitem(last=False)
+        return value
+
+
+_CACHE_SIZE = 8192
+_CACHE_LOCK = threading.Lock()
+_SIZE_CACHE: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], int]] = OrderedDict()
+
+
+def prefix_sums(values: Sequence[int]) -> list[int]:
+    """``out[i] = sum(values[:i])``, so ``sum(values[a:b]) == out[b] - out[a]``."""
+    out = [0]
+    for v in values:
+        out.append(out[-1] + v)
+    return out

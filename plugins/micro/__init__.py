@@ -1,0 +1,115 @@
+"""The micro harness space and task suite: harness scaling at CPU scale (issue 17).
+
+A plugin shipped exactly as a third party's would be: registered through the ``harnessgrid``
+entry-point group in pyproject.toml (not the built-in list), with level names prefixed
+``micro_``. It provides
+
+- five factors x three compact levels (:data:`MICRO_LEVELS`), short enough that a
+  sub-million-parameter model reads a whole prompt in a few hundred tokens, yet differing
+  between levels in tool names, call syntax, observation layout and prompts;
+- :data:`MICRO_SPACE`, the 3^5 space over them; a configuration is named by its code in that
+  space (``micro_config("S0-T1-O2-C0-W1")``), and :func:`micro_address` gives the level list
+  that ``--harness`` and :func:`harnessgrid.resolve_harness` accept anywhere;
+- the ``micro`` task suite (splits ``train`` and ``eval``) of one- to four-step file tasks;
+- :func:`micro_corpus`, texts for training the demo model's tokenizer.
+
+Example::
+
+    import harnessgrid as hg
+    from harnessgrid.plugins.micro import MICRO_SPACE, micro_harness
+
+    design = hg.orthogonal_design(MICRO_SPACE)          # 18 micro configurations
+    harness = micro_harness(design.configs[0])          # a runnable ComposedHarness
+    tasks = hg.load_suite("micro").tasks("train")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from harnessgrid import hookimpl
+from harnessgrid.errors import ConfigError
+from harnessgrid.levels import FactorLevel
+from harnessgrid.registrations import TaskSuiteSpec
+from harnessgrid.space import FACTORS, FactorSpace, HarnessConfig
+
+from . import contexts, interfaces, observations, prompts, workflows
+
+if TYPE_CHECKING:
+    from harnessgrid.harness import ComposedHarness
+
+__all__ = ["MICRO_LEVELS", "MICRO_SPACE", "micro_address", "micro_config", "micro_corpus",
+           "micro_harness"]
+
+_CLASSES: dict[str, tuple[type[FactorLevel], ...]] = {
+    "system_prompt": prompts.LEVELS,
+    "tool_interface": interfaces.LEVELS,
+    "observation": observations.LEVELS,
+    "context": contexts.LEVELS,
+    "workflow": workflows.LEVELS,
+}
+assert tuple(_CLASSES) == FACTORS
+
+#: Level names per factor, in code order (``S0`` is ``micro_terse``, ``T1`` is ``micro_tags``...).
+MICRO_LEVELS: dict[str, tuple[str, ...]] = {
+    factor: tuple(cls.name for cls in classes) for factor, classes in _CLASSES.items()}
+
+#: The 3^5 space of micro levels; its codes name micro harnesses.
+MICRO_SPACE: FactorSpace = FactorSpace.from_levels(MICRO_LEVELS)
+
+
+def micro_config(code: str | HarnessConfig) -> HarnessConfig:
+    """A micro configuration from its code in :data:`MICRO_SPACE` (``"S0-T1-O2-C0-W1"``)."""
+    if isinstance(code, HarnessConfig):
+        if code.space != MICRO_SPACE:
+            raise ConfigError(f"configuration {code.code} is not in the micro space",
+                              hint="build it with micro_config(CODE) or MICRO_SPACE.parse")
+        return code
+    return MICRO_SPACE.parse(code)
+
+
+def micro_address(code: str | HarnessConfig) -> str:
+    """The harness address of a micro configuration as an explicit level list
+    (``system_prompt=micro_terse,tool_interface=micro_tags,...``), which ``--harness``,
+    :func:`harnessgrid.resolve_harness` and Ray episode jobs accept."""
+    return ",".join(f"{f}={n}" for f, n in micro_config(code).levels.items())
+
+
+def micro_harness(code: str | HarnessConfig) -> ComposedHarness:
+    """The runnable harness of a micro configuration (through the plugin registry)."""
+    from harnessgrid.composition import compose
+
+    return compose(micro_config(code))
+
+
+def micro_corpus() -> list[str]:
+    """Tokenizer training texts covering everything the micro demo's model sees (see
+    :mod:`harnessgrid.plugins.micro.corpus`)."""
+    from harnessgrid.plugins.micro.corpus import micro_corpus as build
+
+    return build()
+
+
+@hookimpl
+def harnessgrid_factor_levels() -> Iterator[type[FactorLevel]]:
+    for classes in _CLASSES.values():
+        yield from classes
+
+
+def _load_suite(argument: str | None = None, **options: Any) -> Any:
+    if options:
+        raise ConfigError(f"unknown option(s) for the micro suite: {', '.join(sorted(options))}",
+                          hint="the micro suite takes no options")
+    from harnessgrid.plugins.micro.tasks import micro_suite
+
+    return micro_suite()
+
+
+@hookimpl
+def harnessgrid_task_suites() -> Iterator[TaskSuiteSpec]:
+    yield TaskSuiteSpec(
+        name="micro", load=_load_suite,
+        description="Tiny file tasks for the micro harness space (create, copy, append, "
+                    "rename, delete, replace, join; 1-4 actions); splits train (2,400) and "
+                    "eval (144), disjoint by content.")

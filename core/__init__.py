@@ -71,12 +71,6 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from harnessgrid.api import arun_agent, resolve_harness, resolve_policy, run_agent
     from harnessgrid.composition import compose, registry_space
-    from harnessgrid.models import Action
-    from harnessgrid.policies import make_policy
-    from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
-    from harnessgrid.tasks import Task, TaskSuite, load_suite
-    from harnessgrid.trajectory import Trajectory, TrajectoryStore
-    from harnessgrid.workspace import Workspace
     from harnessgrid.designs import (
         Design,
         first_order_design,
@@ -87,6 +81,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         single_design,
     )
     from harnessgrid.errors import ConfigError, HarnessgridError
+    from harnessgrid.models import Action
+    from harnessgrid.policies import make_policy
     from harnessgrid.registry import PluginManager, get_registry
+    from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
     from harnessgrid.schedule import Schedule
     from harnessgrid.space import FACTORS, FactorSpace, HarnessConfig
+    from harnessgrid.tasks import Task, TaskSuite, load_suite
+    from harnessgrid.trajectory import Trajectory, TrajectoryStore
+    from harnessgrid.workspace import Workspace

@@ -8,7 +8,15 @@ per request one JSON header line on stdout, followed by ``out_len`` bytes of std
 does nothing.
 """
 
-import _json, ctypes, marshal, os, resource, select, signal, sys, time  # noqa: E401
+import _json  # noqa: E401
+import ctypes
+import marshal
+import os
+import resource
+import select
+import signal
+import sys
+import time
 
 CFG = globals().get("CFG")  # injected by the bootstrap; None when imported
 if CFG is not None:

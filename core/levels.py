@@ -20,8 +20,15 @@ from harnessgrid.episode import (
     TurnOutcome,
     WorkflowProtocol,
 )
-from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall, ToolResult, ToolSpec
-
+from harnessgrid.models import (
+    Action,
+    FormatError,
+    Message,
+    ModelTurn,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+)
 from harnessgrid.space import FACTORS
 
 

@@ -64,8 +64,8 @@ import tempfile
 import time
 import warnings
 import weakref
-from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import TracebackType

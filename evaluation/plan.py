@@ -7,7 +7,8 @@ Settings follow the paper (DESIGN §9):
   (``--harnesses``, ``all`` for the whole space); reported as the mean over configurations;
 - ``out-of-space``: each adapter (emulated real shells), reported per adapter and averaged;
 - ``original``: the single harness a baseline was trained with (a code or ``adapter:NAME``);
-- ``train``: the training design itself (in-distribution, a diagnostic).
+- ``train``: the training design itself (in-distribution, a diagnostic): the orthogonal array
+  unless the design's configurations are given (``train_harnesses``).
 
 Everything is resolved and validated before the first episode starts, so a typo costs no
 compute.
@@ -39,7 +40,8 @@ def split_list(text: str | Sequence[str] | None) -> list[str]:
 def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = None,
                      harnesses: Sequence[str] | None = None, original: str | None = None,
                      adapters: Sequence[str] = DEFAULT_ADAPTERS, holdout_seed: int = 0,
-                     holdout_n: int = 18) -> dict[str, list[str]]:
+                     holdout_n: int = 18, train_harnesses: Sequence[str] | None = None,
+                     ) -> dict[str, list[str]]:
     """Setting → harness ids (configuration codes or ``adapter:NAME``), in report order."""
     space = space or FactorSpace.default()
     unknown = [s for s in settings if s not in SETTINGS]
@@ -62,7 +64,8 @@ def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = Non
         elif setting == "train":
             from harnessgrid.designs import orthogonal_design
 
-            out[setting] = list(orthogonal_design(space).codes)
+            out[setting] = (_explicit(space, train_harnesses) if train_harnesses
+                            else list(orthogonal_design(space).codes))
         elif setting == "original":
             if original is None:
                 raise ConfigError("the original setting needs the baseline's training harness",

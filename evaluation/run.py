@@ -70,6 +70,7 @@ class EvalConfig(BaseModel):
     runs: int = Field(default=3, ge=1)
     harnesses: tuple[str, ...] | None = None  # in-space override; ("all",) = the whole space
     original: str | None = None
+    train_harnesses: tuple[str, ...] | None = None  # the `train` setting (default: the OA)
     adapters: tuple[str, ...] = DEFAULT_ADAPTERS
     holdout_seed: int = 0
     holdout_n: int = Field(default=18, ge=1)
@@ -162,7 +163,8 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     space = space or FactorSpace.default()
     settings = resolve_settings(config.settings, space=space, harnesses=config.harnesses,
                                 original=config.original, adapters=config.adapters,
-                                holdout_seed=config.holdout_seed, holdout_n=config.holdout_n)
+                                holdout_seed=config.holdout_seed, holdout_n=config.holdout_n,
+                                train_harnesses=config.train_harnesses)
     for harnesses in settings.values():  # build each once: a broken harness fails here
         for hid in harnesses:
             resolve_harness(hid, space)

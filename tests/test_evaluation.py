@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from plugin_dist import make_plugin_dist  # tests/ is on sys.path (conftest.py)
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.aggregate import Stat, per_run
@@ -32,8 +33,6 @@ from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import load_suite
 
 TESTS = Path(__file__).parent
-sys.path.insert(0, str(TESTS))
-from plugin_dist import make_plugin_dist
 
 #: A plugin with the synthetic policies, two test adapters and tagged test suites.
 EVAL_PLUGIN = '''

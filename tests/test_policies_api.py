@@ -16,10 +16,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from harnessgrid.errors import ConfigError, PolicyError
-from harnessgrid.models import Message, ModelTurn, ToolCall, ToolSpec
-from harnessgrid.policies import Policy, PolicyRequest, make_policy
-from harnessgrid.policies.api import AnthropicPolicy, LiteLLMPolicy, to_anthropic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from servers import (
@@ -36,6 +32,11 @@ from servers import (
     openai_text,
     openai_tool_call,
 )
+
+from harnessgrid.errors import ConfigError, PolicyError
+from harnessgrid.models import Message, ModelTurn, ToolCall, ToolSpec
+from harnessgrid.policies import Policy, PolicyRequest, make_policy
+from harnessgrid.policies.api import AnthropicPolicy, LiteLLMPolicy, to_anthropic
 
 # Skip without importing: the policies must be the first to import litellm (see api.py).
 if not all(importlib.util.find_spec(name) for name in ("litellm", "anthropic")):

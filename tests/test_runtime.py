@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from probe_suite import UPPER_TASK
 
 from harnessgrid.composition import compose
 from harnessgrid.episode import context_budget, estimate_tokens, estimate_tool_tokens
@@ -28,7 +29,6 @@ from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import FunctionGrader, load_suite
 from harnessgrid.trajectory import TrajectoryStore
-from probe_suite import UPPER_TASK
 
 PROBE_SPACE = FactorSpace.from_levels({
     "system_prompt": ["probe"], "tool_interface": ["probe", "probe_text"],

@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from harnessgrid.tiny_model import (
     SPECIAL_TOKENS,
     TOOL_TOKENS,
@@ -17,8 +20,6 @@ from harnessgrid.tiny_model import (
     build_tiny_model,
     parse_chatml_tool_calls,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

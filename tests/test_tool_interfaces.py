@@ -361,12 +361,13 @@ def test_oracle_solves_a_task_through_every_interface_and_observation() -> None:
     built-in observation level."""
     import asyncio
 
+    from probe_suite import UPPER_TASK
+
     from harnessgrid.composition import compose
     from harnessgrid.plugins import BUILTIN_PLUGINS
     from harnessgrid.policies.scripted import ScriptedPolicy
     from harnessgrid.runtime import run_episode
     from harnessgrid.space import FactorSpace
-    from probe_suite import UPPER_TASK
 
     observations = [f"harnessgrid.plugins.factors.observation.{m}"
                     for m in ("raw", "structured", "annotated")]

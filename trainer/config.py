@@ -103,8 +103,11 @@ class ExperimentConfig(BaseModel):
     design: str = "oa"
     harness: str | None = Field(default=None, description="the configuration of design: single")
     design_size: int = Field(default=18, ge=1, description="N of design: random")
+    space: dict[str, tuple[str, ...]] | None = Field(
+        default=None, description="factor -> level names: the space designs and codes refer to "
+                                  "(default: the five built-in factors x three levels)")
     with_levels: tuple[str, ...] = Field(default=(), description="FACTOR:LEVEL added to the "
-                                                                 "default space")
+                                                                 "space")
     k: int = Field(default=2, ge=1)
     pairing: Literal["hamming", "random", "repeat"] = "hamming"
     suite: str = "grid"

@@ -26,17 +26,22 @@ if TYPE_CHECKING:
 __all__ = ["TrainingPlan", "build_design"]
 
 
-def build_space(with_levels: tuple[str, ...]) -> FactorSpace:
-    """The default space plus ``FACTOR:LEVEL`` additions (registered levels only)."""
-    from harnessgrid.composition import registry_space
-
-    return registry_space(with_levels) if with_levels else _default_space()
-
-
-def _default_space() -> FactorSpace:
+def build_space(config: ExperimentConfig) -> FactorSpace:
+    """The run's space: ``config.space`` (or the default one) plus ``FACTOR:LEVEL`` additions;
+    every level must be registered (a typo fails here, naming it)."""
+    from harnessgrid.composition import validate_space
     from harnessgrid.space import FactorSpace
 
-    return FactorSpace.default()
+    space = (FactorSpace.from_levels({f: list(v) for f, v in config.space.items()})
+             if config.space else FactorSpace.default())
+    for spec in config.with_levels:
+        factor, sep, level = spec.partition(":")
+        if not sep or not factor or not level:
+            raise ConfigError(f"bad with_levels entry {spec!r}",
+                              hint="write FACTOR:LEVEL, e.g. observation:diffstat")
+        if level not in space.factor(factor).levels:
+            space = space.extend(factor, level)
+    return validate_space(space)
 
 
 def build_design(config: ExperimentConfig, space: FactorSpace) -> Design:
@@ -68,7 +73,7 @@ class TrainingPlan:
         from harnessgrid.schedule import Schedule
 
         self.config = config
-        self.space = build_space(config.with_levels)
+        self.space = build_space(config)
         self.adapter: str | None = None
         if config.is_adapter:
             self._check_adapter(config.design)

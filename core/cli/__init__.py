@@ -23,6 +23,7 @@ app = typer.Typer(
 
 
 def _add_subcommands() -> None:
+    from harnessgrid.cli.demo_cmd import demo_command
     from harnessgrid.cli.design_cmd import design_app, schedule_app
     from harnessgrid.cli.eval_cmd import eval_command, report_command
     from harnessgrid.cli.harness_cmd import harness_app
@@ -42,6 +43,7 @@ def _add_subcommands() -> None:
     app.command("report")(report_command)
     app.command("run")(run)
     app.command("train")(train_command)
+    app.command("demo")(demo_command)
 
 
 _add_subcommands()
@@ -65,11 +67,13 @@ def main() -> None:
             sys.exit(code)
     except HarnessgridError as exc:
         from rich.console import Console
+        from rich.markup import escape
 
         err = Console(stderr=True, soft_wrap=True)  # never break a path across lines
-        err.print(f"[bold red]error:[/] {exc.message}", highlight=False)
+        # escape: messages quote user values and hints like pip install 'harnessgrid[ray]'
+        err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
         if exc.hint:
-            err.print(f"[yellow]hint:[/] {exc.hint}", highlight=False)
+            err.print(f"[yellow]hint:[/] {escape(exc.hint)}", highlight=False)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

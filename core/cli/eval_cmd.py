@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from harnessgrid.errors import ConfigError, HarnessgridError
+from harnessgrid.errors import ConfigError
 
 
 def eval_command(
@@ -89,11 +89,6 @@ def eval_command(
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code
         # from app() instead of raising it, and the code would be lost.
         raise SystemExit(130) from None
-    except HarnessgridError as exc:
-        # Printed here as plain text: the CLI's handler reads messages as rich markup, which
-        # swallows "[ray]" in "pip install 'harnessgrid[ray]'".
-        _print_error(exc)
-        raise SystemExit(2) from None
     if not quiet:
         typer.echo(f"{outcome.ran} episode(s) run, {outcome.skipped} already stored"
                    + (f", {outcome.recovered} recovered" if outcome.recovered else "")
@@ -101,16 +96,6 @@ def eval_command(
     if no_report:
         return
     _write_and_print(out, plots=not no_plots, as_json=False, quiet=quiet, brief=True)
-
-
-def _print_error(exc: HarnessgridError) -> None:
-    from rich.console import Console
-    from rich.text import Text
-
-    err = Console(stderr=True, soft_wrap=True)
-    err.print(Text.assemble(("error:", "bold red"), " ", exc.message))
-    if exc.hint:
-        err.print(Text.assemble(("hint:", "yellow"), " ", exc.hint))
 
 
 def _write_and_print(out: Path, *, plots: bool, as_json: bool, quiet: bool,

@@ -215,7 +215,6 @@ async def _episode(harness: Harness, task: Task, empty: bool,
 async def _regrade(task: Task, ws: Any, traj: Trajectory, timeout_s: float) -> str:
     """Grade ``ws`` again (on a fresh copy) and describe the outcome like the first grading."""
     import asyncio
-
     import tempfile
 
     assert task.grader is not None

@@ -1,0 +1,56 @@
+"""``harnessgrid demo``: the paper's comparison at CPU scale (see :mod:`harnessgrid.trainer.demo`).
+
+Heavy imports happen inside the command, so ``harnessgrid --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from harnessgrid.errors import ConfigError
+
+Out = Annotated[Path, typer.Option("--out", help="Output directory (re-use it to resume).")]
+Quick = Annotated[bool, typer.Option("--quick", help="A first look in about 3 minutes "
+                                     "(pipeline check; numbers are not meaningful).")]
+Full = Annotated[bool, typer.Option("--full", help="All five conditions, 3 seeds.")]
+Seeds = Annotated[int | None, typer.Option("--seeds", min=1, help="Seeds per condition "
+                                           "(default: quick 1, default 2, full 3).")]
+Workers = Annotated[int | None, typer.Option("--workers", min=1, help="Runs in parallel "
+                                             "(default: one per CPU).")]
+
+
+def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full = False,
+                 seeds: Seeds = None, workers: Workers = None) -> None:
+    """Train a micro model through one harness and through the 18-run orthogonal array, then
+    evaluate both on held-out harnesses: the paper's result, on CPU."""
+    from rich.console import Console
+
+    from harnessgrid.trainer.run import require_training_extras
+
+    if quick and full:
+        raise ConfigError("--quick and --full exclude each other", hint="choose one")
+    require_training_extras()
+    from harnessgrid.runtime import EpisodeLimits, require_sandbox
+    from harnessgrid.trainer.demo import PROFILES, format_table, run_demo
+
+    require_sandbox(EpisodeLimits())
+    profile = "quick" if quick else "full" if full else "default"
+    console = Console(stderr=True)
+    budget = PROFILES[profile]
+    console.print(f"demo ({profile}): conditions {', '.join(budget.conditions)}, "
+                  f"{seeds or budget.seeds} seed(s); writing {out}", highlight=False)
+
+    def done(result: dict[str, Any]) -> None:
+        scores = " · ".join(f"{k} {100 * v:.1f}%" if v is not None else f"{k} -"
+                            for k, v in result["scores"].items())
+        minutes = sum(result["timings"].values()) / 60
+        console.print(f"  {result['condition']} seed {result['seed']}: {scores} "
+                      f"({minutes:.1f} min)", highlight=False)
+
+    summary = run_demo(out, profile, seeds=seeds, workers=workers, on_result=done)
+    typer.echo(format_table(summary))
+    typer.echo(f"\n{summary['seconds'] / 60:.1f} min; report: {out / 'report.html'} "
+               f"(also report.md, results.json)")

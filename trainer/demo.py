@@ -1,0 +1,283 @@
+"""``harnessgrid demo``: the paper's comparison at CPU scale (issue 17).
+
+The question the paper asks: does training through many harness configurations (the 18-run
+orthogonal array, K = 2 Hamming pairing) make a policy hold up on harnesses it never saw, where
+training through one harness does not? The demo answers it end to end on a laptop, with the
+code path a GPU user runs on the real 15 levels and Qwen3-4B -- only the scale differs:
+
+- **model**: the offline ``micro`` model (about 0.6M parameters) with a byte-level BPE trained
+  on the micro harnesses' and tasks' texts (so prompts are a few hundred tokens);
+- **space and tasks**: the ``micro`` plugin (five factors x three compact levels, shipped as a
+  third party's plugin) and its ``micro`` suite of one- to four-step file tasks;
+- **per condition** (``single``, ``oa-18``; with ``--full`` also ``random-18``,
+  ``first-order-3`` and ``oa-18-k1``) and seed: a supervised warm start on scripted-oracle
+  demonstrations rendered through the condition's harnesses (TRL SFTTrainer), then GRPO
+  through the harness-scaling schedule (the project's trainer), the same number of steps and
+  episodes for every condition;
+- **evaluation** by the project's evaluator, greedy decoding: *in-space* over the 18 held-out
+  configurations, *out-of-space* through the emulated Claude Code and OpenClaw shells, and
+  *original* on the condition's own training harnesses.
+
+The table (mean ± spread over seeds) goes to the terminal, ``OUT/report.md``,
+``OUT/results.json`` and ``OUT/report.html`` (with plots). Every stage is resumable: re-running
+the same command skips what is done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CONDITIONS", "PROFILES", "Condition", "Profile", "run_demo"]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One way of choosing training harnesses."""
+
+    name: str
+    design: str  # single | oa | random | first-order
+    k: int = 2
+    pairing: str = "hamming"
+    design_size: int = 18
+
+
+CONDITIONS: dict[str, Condition] = {
+    "single": Condition("single", "single", k=1, pairing="repeat"),
+    "oa-18": Condition("oa-18", "oa", k=2),
+    "random-18": Condition("random-18", "random", k=2),
+    "first-order-3": Condition("first-order-3", "first-order", k=2),
+    "oa-18-k1": Condition("oa-18-k1", "oa", k=1),
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The budget of one demo size; the same for every condition."""
+
+    conditions: tuple[str, ...]
+    seeds: int
+    sft_episodes: int
+    sft_steps: int
+    sft_batch: int
+    sft_lr: float
+    grpo_steps: int
+    tasks_per_step: int
+    rollouts: int
+    grpo_lr: float
+    eval_tasks: int
+    max_turns: int = 8
+    max_new_tokens: int = 48
+
+
+PROFILES: dict[str, Profile] = {
+    "quick": Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=96, sft_steps=40,
+                     sft_batch=16, sft_lr=3e-3, grpo_steps=2, tasks_per_step=4, rollouts=2,
+                     grpo_lr=2e-5, eval_tasks=6),
+    "default": Profile(conditions=("single", "oa-18"), seeds=2, sft_episodes=768,
+                       sft_steps=500, sft_batch=32, sft_lr=3e-3, grpo_steps=6,
+                       tasks_per_step=8, rollouts=4, grpo_lr=2e-5, eval_tasks=24),
+    "full": Profile(conditions=("single", "oa-18", "random-18", "first-order-3", "oa-18-k1"),
+                    seeds=3, sft_episodes=768, sft_steps=500, sft_batch=32, sft_lr=3e-3,
+                    grpo_steps=6, tasks_per_step=8, rollouts=4, grpo_lr=2e-5, eval_tasks=24),
+}
+
+SETTINGS = ("in-space", "out-of-space", "original")
+
+
+def build_model(out: Path) -> Path:
+    """The micro model with a tokenizer trained on the micro harnesses and tasks (cached)."""
+    from harnessgrid.plugins.micro import micro_corpus
+    from harnessgrid.tiny_model import build_tiny_model
+
+    return build_tiny_model(out / "model", size="micro", corpus=micro_corpus())
+
+
+def design_codes(condition: Condition, seed: int) -> list[str]:
+    """The condition's training configurations (codes in the micro space)."""
+    from harnessgrid.plugins.micro import MICRO_SPACE
+    from harnessgrid.trainer.plan import build_design
+
+    return list(build_design(_config(condition, seed, Path("."), Path("."), "sft",
+                                     PROFILES["quick"]), MICRO_SPACE).codes)
+
+
+def single_harness() -> str:
+    """The one harness of ``single``: the orthogonal array's first run, so it is never among
+    the held-out in-space configurations (which the array's holdout excludes)."""
+    from harnessgrid.designs import orthogonal_design
+    from harnessgrid.plugins.micro import MICRO_SPACE
+
+    return orthogonal_design(MICRO_SPACE).codes[0]
+
+
+def _config(condition: Condition, seed: int, model: Path, out: Path, algorithm: str,
+            profile: Profile, init_from: Path | None = None) -> Any:
+    from harnessgrid.plugins.micro import MICRO_LEVELS
+    from harnessgrid.trainer.config import config_from_mapping
+
+    sft = algorithm == "sft"
+    return config_from_mapping({
+        "model": str(model), "init_from": str(init_from) if init_from else None,
+        "algorithm": algorithm, "device": "cpu",
+        "design": condition.design, "k": condition.k, "pairing": condition.pairing,
+        "design_size": condition.design_size,
+        "harness": single_harness() if condition.design == "single" else None,
+        "space": {f: list(v) for f, v in MICRO_LEVELS.items()},
+        "suite": "micro", "split": "train",
+        "tasks_per_step": profile.tasks_per_step,
+        "rollouts_per_task": None if sft else profile.rollouts,
+        "steps": profile.sft_steps if sft else profile.grpo_steps,
+        "learning_rate": profile.sft_lr if sft else profile.grpo_lr,
+        "max_turns": profile.max_turns, "context_budget": 2048,
+        "max_new_tokens": profile.max_new_tokens, "temperature": 1.0, "seed": seed,
+        "concurrency": 64, "output_dir": str(out),
+        "sft": {"episodes": profile.sft_episodes, "batch_size": profile.sft_batch},
+        "trl": {"save_steps": 10_000, "save_total_limit": 1, "lr_scheduler_type": "constant"},
+    })
+
+
+def run_condition(condition: Condition, seed: int, model: Path, out: Path,
+                  profile: Profile) -> dict[str, Any]:
+    """Warm start, GRPO and evaluation of one (condition, seed); resumable by stage. Runs in a
+    worker process of its own (one CPU thread)."""
+    import torch
+
+    from harnessgrid.evaluation.aggregate import per_run
+    from harnessgrid.evaluation.run import EvalConfig, evaluate
+    from harnessgrid.plugins.micro import MICRO_SPACE
+    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.trainer.run import train
+
+    torch.set_num_threads(1)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    timings: dict[str, float] = {}
+    sft_dir, grpo_dir = out / "sft", out / "grpo"
+    t0 = time.perf_counter()
+    if not (sft_dir / "final" / "config.json").is_file():
+        train(_config(condition, seed, model, sft_dir, "sft", profile),
+              resume=sft_dir.exists())
+    t1 = time.perf_counter()
+    if not (grpo_dir / "final" / "config.json").is_file():
+        train(_config(condition, seed, model, grpo_dir, "grpo", profile,
+                      init_from=sft_dir / "final"), resume=grpo_dir.exists())
+    t2 = time.perf_counter()
+    codes = design_codes(condition, seed)
+    eval_config = EvalConfig(
+        policy=f"hf:{grpo_dir / 'final'}",
+        policy_options={"temperature": 0, "max_new_tokens": profile.max_new_tokens},
+        suites=("micro",), settings=("in-space", "out-of-space", "train"), runs=1,
+        train_harnesses=tuple(codes), limit=profile.eval_tasks, concurrency=64,
+        limits=EpisodeLimits(max_turns=profile.max_turns, max_context_tokens=4096))
+    outcome = evaluate(eval_config, out / "eval", space=MICRO_SPACE)
+    t3 = time.perf_counter()
+    timings.update(sft_s=t1 - t0, grpo_s=t2 - t1, eval_s=t3 - t2)
+    by_setting = {"in-space": "in-space", "out-of-space": "out-of-space", "original": "train"}
+    scores = {}
+    for column, setting in by_setting.items():
+        cell = per_run(r for r in outcome.results if r.setting == setting)
+        scores[column] = cell.get(0)
+    per_config: dict[str, list[float]] = {}
+    for r in outcome.results:
+        if r.setting == "in-space" and r.scored:
+            per_config.setdefault(r.harness, []).append(1.0 if r.passed else 0.0)
+    return {"condition": condition.name, "seed": seed, "scores": scores,
+            "in_space_per_config": {k: statistics.fmean(v) for k, v in per_config.items()},
+            "training_harnesses": codes, "timings": timings}
+
+
+def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
+             workers: int | None = None,
+             on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Every (condition, seed) of the profile, ``workers`` at a time, then the table."""
+    import multiprocessing
+
+    profile = PROFILES[profile_name]
+    n_seeds = seeds or profile.seeds
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    model = build_model(out)
+    runs = [(CONDITIONS[c], s) for s in range(n_seeds) for c in profile.conditions]
+    workers = workers or min(len(runs), os.cpu_count() or 1)
+    results: list[dict[str, Any]] = []
+    context = multiprocessing.get_context("spawn")  # torch and sandboxes: no fork
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = [pool.submit(run_condition, c, s, model, out / f"{c.name}-seed{s}", profile)
+                   for c, s in runs]
+        for future in futures:
+            result = future.result()
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    summary = {"profile": profile_name, "profile_budget": asdict(profile), "seeds": n_seeds,
+               "model_parameters": _parameters(model), "runs": results,
+               "table": table(results, profile.conditions),
+               "seconds": time.perf_counter() - started, "cpus": os.cpu_count()}
+    write_outputs(out, summary)
+    return summary
+
+
+def _parameters(model: Path) -> int:
+    from safetensors import safe_open
+
+    total = 0
+    with safe_open(str(model / "model.safetensors"), framework="pt") as f:
+        for name in f.keys():  # noqa: SIM118 - safe_open has no __iter__
+            n = 1
+            for d in f.get_slice(name).get_shape():
+                n *= d
+            total += n
+    return total
+
+
+def table(results: Sequence[dict[str, Any]], conditions: Sequence[str]
+          ) -> dict[str, dict[str, dict[str, float | None]]]:
+    """condition → setting → mean and spread (population std) over seeds."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for name in conditions:
+        mine = [r for r in results if r["condition"] == name]
+        out[name] = {}
+        for setting in SETTINGS:
+            values = [r["scores"][setting] for r in mine if r["scores"][setting] is not None]
+            out[name][setting] = {
+                "mean": statistics.fmean(values) if values else None,
+                "spread": statistics.pstdev(values) if len(values) > 1 else 0.0,
+                "seeds": len(values)}
+    return out
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    """The paper-shaped table as markdown."""
+    def cell(stat: dict[str, float | None]) -> str:
+        if stat["mean"] is None:
+            return "-"
+        return f"{100 * stat['mean']:.1f} ± {100 * (stat['spread'] or 0):.1f}"
+
+    lines = ["| condition | in-space (18 held out) | out-of-space (Claude Code, OpenClaw) "
+             "| original (training harnesses) |", "|---|---:|---:|---:|"]
+    for name, row in summary["table"].items():
+        lines.append(f"| {name} | " + " | ".join(cell(row[s]) for s in SETTINGS) + " |")
+    return "\n".join(lines)
+
+
+def write_outputs(out: Path, summary: dict[str, Any]) -> None:
+    """``results.json``, ``report.md`` and ``report.html`` (with plots when matplotlib is
+    installed), each replaced atomically."""
+    from harnessgrid.trainer.demo_report import render_html, render_markdown
+
+    _write(out / "results.json", json.dumps(summary, indent=2) + "\n")
+    _write(out / "report.md", render_markdown(summary, format_table(summary)))
+    _write(out / "report.html", render_html(summary, format_table(summary)))
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

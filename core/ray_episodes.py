@@ -78,6 +78,9 @@ class EpisodeJob(BaseModel):
     limits: EpisodeLimits = EpisodeLimits()
     space: dict[str, list[str]] | None = None
     suite_options: dict[str, Any] = Field(default_factory=dict)
+    #: The episode's id (hence its token policies' per-turn sampling seeds); a fresh one when
+    #: not given. The trainer passes its derived ids so a Ray rollout samples as a local one.
+    episode_id: str | None = None
     task_hash: str | None = None
 
     def describe(self) -> str:
@@ -262,6 +265,7 @@ def _outcome(ray: ModuleType, ref: Any, job: EpisodeJob, max_retries: int) -> st
 
 _SUITES: dict[str, dict[str, list[Task]]] = {}
 _POLICIES: dict[str, Policy] = {}
+_MAX_POLICIES = 4  # oldest dropped first
 _HARNESSES: set[str] = set()  # harness addresses already resolved once on this node
 _LOOP: asyncio.AbstractEventLoop | None = None
 
@@ -307,7 +311,7 @@ async def arun_job(job: EpisodeJob, *, task: Task | None = None,
         harness = resolve_harness(job.harness, space)
         name = harness.name
         return await run_episode(harness, task, policy, job.limits,
-                                 episode_id=uuid.uuid4().hex[:12])
+                                 episode_id=job.episode_id or uuid.uuid4().hex[:12])
     except Exception as exc:  # noqa: BLE001 - one broken episode must not stop the others
         return crashed_episode(name, task, policy, exc)
 
@@ -332,6 +336,8 @@ def _rebuild(job: EpisodeJob) -> tuple[Task, Policy]:
             _HARNESSES.add(checked)
         key = json.dumps([job.policy, job.policy_options], sort_keys=True, default=str)
         if key not in _POLICIES:
+            while len(_POLICIES) >= _MAX_POLICIES:  # e.g. a trainer's per-step weight snapshots
+                _POLICIES.pop(next(iter(_POLICIES)))
             _POLICIES[key] = make_policy(job.policy, job.policy_options)
         return task, _POLICIES[key]
     except _SetupError:

@@ -151,8 +151,11 @@ class ExperimentConfig(BaseModel):
     seed: int = 0
     output_dir: str = "runs/train"
     save_trajectories: bool = False
-    rollout_backend: Literal["local", "ray"] = "local"
-    ray_address: str | None = None
+    rollout_backend: Literal["local", "ray"] = Field(
+        default="local", description="ray: episodes as Ray tasks on a cluster (generation on "
+                                     "the workers from a per-step weight snapshot)")
+    ray_address: str | None = Field(default=None, description="HOST:PORT of the Ray head, or "
+                                                              "auto")
     ppo: PPOOptions = PPOOptions()
     sft: SFTOptions = SFTOptions()
     trl: dict[str, Any] = Field(default_factory=dict,
@@ -165,6 +168,9 @@ class ExperimentConfig(BaseModel):
                              "or adapter:NAME")
         if self.design == "single" and self.harness is None:
             raise ValueError("design: single needs harness: CODE (e.g. S0-T0-O0-C0-W0)")
+        if self.rollout_backend == "ray" and self.generation != "hf":
+            raise ValueError("rollout_backend: ray generates on the workers (generation: hf); "
+                             "with vLLM, use its server mode and local rollouts")
         if self.algorithm == "sft" and self.generation != "hf":
             raise ValueError("sft does not generate; leave generation: hf")
         if self.algorithm == "grpo" and self.group_size < 2:

@@ -131,6 +131,8 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
 
         jobs = self.plan.jobs(step)
         mine = jobs[self.accelerator.process_index::self.accelerator.num_processes]
+        if self.experiment.rollout_backend == "ray":
+            return mine, self._rollout_on_ray(step, mine)
         policy = self.generation_policy()
         sync_generation_weights(self, step)
         with unwrap_model_for_generation(self.model_wrapped, self.accelerator):
@@ -138,6 +140,34 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
                 mine, self.plan.tasks, policy, self.plan.limits,
                 make_harness=self.plan.make_harness, concurrency=self.experiment.concurrency))
         return mine, trajectories
+
+    def _rollout_on_ray(self, step: int, jobs: list[RolloutJob]) -> list[Trajectory]:
+        """Episodes on a Ray cluster, generation on each worker from a snapshot of this step's
+        weights (``OUT/rollout-policy/step-N``, which every node must see at the same path)."""
+        import shutil
+
+        from harnessgrid.trainer.rollout import run_rollouts_on_ray
+
+        exp = self.experiment
+        folder = Path(str(self.args.output_dir)) / "rollout-policy"
+        snapshot = folder / f"step-{step:06d}"
+        if self.accelerator.is_main_process and not (snapshot / "config.json").is_file():
+            tmp = folder / f"step-{step:06d}.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            self.accelerator.unwrap_model(self.model).save_pretrained(tmp)
+            self.processing_class.save_pretrained(tmp)
+            os.replace(tmp, snapshot)
+            for old in folder.glob("step-*"):  # keep only the weights being rolled out
+                if old != snapshot:
+                    shutil.rmtree(old, ignore_errors=True)
+        self.accelerator.wait_for_everyone()
+        options = {"temperature": exp.temperature, "max_new_tokens": exp.max_new_tokens,
+                   "seed": exp.seed, **self.policy_options}
+        return run_rollouts_on_ray(
+            jobs, self.plan.tasks, policy=f"hf:{snapshot}", policy_options=options,
+            limits=self.plan.limits, suite=exp.suite,
+            space={f.name: list(f.levels) for f in self.plan.space.factors},
+            address=exp.ray_address)
 
     # -- one optimizer step ---------------------------------------------------------------------
     def training_step(self, model: Any, inputs: dict[str, Any],

@@ -101,3 +101,25 @@ async def run_rollouts(jobs: Sequence[RolloutJob], tasks: Mapping[str, Task], po
             return traj
 
     return list(await asyncio.gather(*(one(j) for j in jobs)))
+
+
+def run_rollouts_on_ray(jobs: Sequence[RolloutJob], tasks: Mapping[str, Task], *,
+                        policy: str, policy_options: dict[str, object], limits: EpisodeLimits,
+                        suite: str, space: dict[str, list[str]], address: str | None,
+                        ) -> list[Trajectory]:
+    """Run ``jobs`` as Ray tasks (``rollout_backend: ray``), in job order.
+
+    Each episode is rebuilt on a worker node from plain specs (see
+    :mod:`harnessgrid.ray_episodes`), with the job's episode id, so it samples exactly as it
+    would locally; ``policy`` must be a spec every node can load (the trainer passes an
+    ``hf:`` snapshot of the current weights)."""
+    from harnessgrid.ray_episodes import EpisodeJob, ray_episodes
+
+    specs = [EpisodeJob(harness=j.harness, suite=suite, task_id=j.task_id,
+                        task_hash=tasks[j.task_id].content_hash(), policy=policy,
+                        policy_options=dict(policy_options), limits=limits, space=space,
+                        episode_id=j.episode_id) for j in jobs]
+    out: list[Trajectory | None] = [None] * len(jobs)
+    for index, trajectory in ray_episodes(specs, address=address):
+        out[index] = trajectory
+    return [t for t in out if t is not None]

@@ -74,7 +74,12 @@ def resolve_model_path(spec: str) -> str:
         raise ConfigError(f"model {spec!r}: unknown tiny-model size {size!r}",
                           hint=f"sizes: {', '.join(f'tiny:{s}' for s in SIZES)}")
     cache = Path(os.environ.get("HARNESSGRID_CACHE", Path.home() / ".cache" / "harnessgrid"))
-    return str(build_tiny_model(cache / f"tiny-model-{size}", size=size))
+    corpus = None
+    if size == "micro":  # the demo's model: a tokenizer trained on the micro plugin's texts
+        from harnessgrid.plugins.micro import micro_corpus
+
+        corpus = micro_corpus()
+    return str(build_tiny_model(cache / f"tiny-model-{size}", size=size, corpus=corpus))
 
 
 def load_model(path: str, dtype: str, device: str) -> tuple[Any, Any]:

@@ -145,7 +145,9 @@ def sft_args(config: ExperimentConfig, device: str) -> Any:
     defaults: dict[str, Any] = {"report_to": [], "logging_steps": 1, "save_strategy": "steps",
                                 "save_steps": max(1, min(50, config.steps)),
                                 "save_total_limit": 2, "disable_tqdm": True,
-                                "ddp_find_unused_parameters": False}
+                                "ddp_find_unused_parameters": False,
+                                # segment rows vary a lot in length: batch similar ones
+                                "train_sampling_strategy": "group_by_length"}
     options = {**defaults, **config.trl}
     check_trl_keys(SFTConfig, options)
     if device == "cpu":

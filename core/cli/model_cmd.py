@@ -11,7 +11,9 @@ model_app = typer.Typer(help="Models for tests and demos.", no_args_is_help=True
 
 @model_app.command("tiny")
 def tiny(out_dir: Path = typer.Argument(..., help="Where to write the model and tokenizer."),
-         size: str = typer.Option("tiny", "--size", help="tiny or small."),
+         size: str = typer.Option("tiny", "--size", help="tiny, small or micro (micro: "
+                                  "the demo's model, its tokenizer trained on the micro "
+                                  "plugin's harness and task texts)."),
          seed: int = typer.Option(0, "--seed")) -> None:
     """Build a small Qwen3-style model and a tokenizer trained on the spot (no downloads);
     use it anywhere as ``hf:OUT_DIR``."""
@@ -20,5 +22,10 @@ def tiny(out_dir: Path = typer.Argument(..., help="Where to write the model and 
 
     if size not in SIZES:
         raise ConfigError(f"unknown tiny-model size {size!r}", hint=f"sizes: {', '.join(SIZES)}")
-    path = build_tiny_model(out_dir, size=size, seed=seed)
+    corpus = None
+    if size == "micro":
+        from harnessgrid.plugins.micro import micro_corpus
+
+        corpus = micro_corpus()
+    path = build_tiny_model(out_dir, size=size, seed=seed, corpus=corpus)
     typer.echo(f"built {size} model in {path}; use it as --policy hf:{path}")

@@ -1,0 +1,64 @@
+"""``harnessgrid demo`` (trainer/demo.py): the pipeline completes and its report is
+well-formed. The numbers are not asserted (they are the demo's finding, not a property)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harnessgrid.trainer.demo import CONDITIONS, design_codes, format_table, single_harness, table
+
+
+def test_conditions_train_on_their_designs_and_single_is_never_held_out() -> None:
+    from harnessgrid.designs import holdout, orthogonal_design
+    from harnessgrid.plugins.micro import MICRO_SPACE
+
+    oa = orthogonal_design(MICRO_SPACE)
+    held_out = set(holdout(oa, 18, 0).codes)
+    assert design_codes(CONDITIONS["single"], 0) == [single_harness()]
+    assert single_harness() not in held_out
+    assert design_codes(CONDITIONS["oa-18"], 0) == oa.codes
+    assert len(design_codes(CONDITIONS["random-18"], 0)) == 18
+    assert len(design_codes(CONDITIONS["first-order-3"], 0)) == 3
+    assert not set(design_codes(CONDITIONS["oa-18"], 0)) & held_out
+
+
+def test_table_is_mean_and_spread_over_seeds() -> None:
+    runs = [{"condition": "oa-18", "seed": s, "scores": {"in-space": v, "out-of-space": 0.0,
+                                                         "original": None}}
+            for s, v in enumerate((0.2, 0.4))]
+    t = table(runs, ["oa-18"])
+    assert t["oa-18"]["in-space"]["mean"] == pytest.approx(0.3)
+    assert t["oa-18"]["in-space"]["spread"] == pytest.approx(0.1)
+    assert t["oa-18"]["original"]["mean"] is None
+    md = format_table({"table": t})
+    assert "| oa-18 | 30.0 ± 10.0 | 0.0 ± 0.0 | - |" in md
+
+
+@pytest.mark.slow
+def test_quick_demo_completes_with_a_well_formed_report(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    done = subprocess.run([sys.executable, "-m", "harnessgrid", "demo", "--quick", "--out",
+                           str(out)], capture_output=True, text=True, timeout=1500,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| single |" in done.stdout and "| oa-18 |" in done.stdout
+    results = json.loads((out / "results.json").read_text())
+    assert {r["condition"] for r in results["runs"]} == {"single", "oa-18"}
+    for run in results["runs"]:
+        assert set(run["scores"]) == {"in-space", "out-of-space", "original"}
+        assert all(v is not None and 0.0 <= v <= 1.0 for v in run["scores"].values())
+        assert len(run["in_space_per_config"]) == 18  # every held-out configuration evaluated
+    html = (out / "report.html").read_text()
+    assert "<table" in html and "data:image/png;base64," in html
+    assert "| oa-18 |" in (out / "report.md").read_text()
+    again = subprocess.run([sys.executable, "-m", "harnessgrid", "demo", "--quick", "--out",
+                            str(out)], capture_output=True, text=True, timeout=600,
+                           check=False)
+    assert again.returncode == 0  # resumes: every stage is found done
+    rerun = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["scores"] for r in rerun] == [r["scores"] for r in results["runs"]]

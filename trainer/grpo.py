@@ -155,7 +155,7 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
             tmp = folder / f"step-{step:06d}.tmp"
             shutil.rmtree(tmp, ignore_errors=True)
             self.accelerator.unwrap_model(self.model).save_pretrained(tmp)
-            self.processing_class.save_pretrained(tmp)
+            self._tokenizer.save_pretrained(tmp)
             os.replace(tmp, snapshot)
             for old in folder.glob("step-*"):  # keep only the weights being rolled out
                 if old != snapshot:

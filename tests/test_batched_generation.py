@@ -438,7 +438,11 @@ def test_vllm_batches_pending_turns_into_one_generate_call(
     turns = asyncio.run(batched(policy, [first_turn(i) for i in range(5)]))
     (plug_prompts, _), (prompts, params) = llm.calls
     assert len(plug_prompts) == 1 and len(prompts) == 5
-    for i, (prompt, sp, turn) in enumerate(zip(prompts, params, turns)):
+    # The batch holds the turns in the order their prompt ids were ready (a tokenizer pool
+    # prepares them), which need not be submission order: match each turn by its seed.
+    by_seed = {sp.seed: (prompt, sp) for prompt, sp in zip(prompts, params, strict=True)}
+    for i, turn in enumerate(turns):
+        prompt, sp = by_seed[derive_seed(3, f"v-{i}/0")]
         expected = tokenizer.apply_chat_template(
             [m.openai() for m in conversation(i)], add_generation_prompt=True, tokenize=True,
             return_dict=False)
@@ -460,7 +464,9 @@ def test_vllm_batches_pending_turns_into_one_generate_call(
         lambda i=i: policy.act(request(states[i], follow[i])) for i in range(5)]))
     _, (prompts2, params2) = llm.calls[2:]
     assert len(prompts2) == 5 and len(llm.calls) == 4
-    for i, (prompt, sp, turn) in enumerate(zip(prompts2, params2, again)):
+    by_seed = {sp.seed: (prompt, sp) for prompt, sp in zip(prompts2, params2, strict=True)}
+    for i, turn in enumerate(again):
+        prompt, sp = by_seed[derive_seed(3, f"v-{i}/1")]
         prev = turns[i].tokens
         assert prev is not None
         history = list(prev.prompt_ids + prev.completion_ids)

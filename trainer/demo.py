@@ -78,9 +78,9 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    "quick": Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=96, sft_steps=40,
-                     sft_batch=16, sft_lr=3e-3, grpo_steps=2, tasks_per_step=4, rollouts=2,
-                     grpo_lr=2e-5, eval_tasks=6),
+    "quick": Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=96, sft_steps=30,
+                     sft_batch=16, sft_lr=1e-2, grpo_steps=2, tasks_per_step=4, rollouts=2,
+                     grpo_lr=2e-5, eval_tasks=4),
     "default": Profile(conditions=("single", "oa-18"), seeds=2, sft_episodes=768,
                        sft_steps=500, sft_batch=32, sft_lr=3e-3, grpo_steps=6,
                        tasks_per_step=8, rollouts=4, grpo_lr=2e-5, eval_tasks=24),
@@ -140,7 +140,10 @@ def _config(condition: Condition, seed: int, model: Path, out: Path, algorithm: 
         "max_new_tokens": profile.max_new_tokens, "temperature": 1.0, "seed": seed,
         "concurrency": 64, "output_dir": str(out),
         "sft": {"episodes": profile.sft_episodes, "batch_size": profile.sft_batch},
-        "trl": {"save_steps": 10_000, "save_total_limit": 1, "lr_scheduler_type": "constant"},
+        "trl": {"save_steps": 10_000, "save_total_limit": 1, "logging_steps": 10,
+                **({"warmup_steps": min(20, profile.sft_steps // 10),
+                    "lr_scheduler_type": "cosine"} if sft else
+                   {"lr_scheduler_type": "constant"})},
     })
 
 
@@ -158,17 +161,23 @@ def run_condition(condition: Condition, seed: int, model: Path, out: Path,
 
     torch.set_num_threads(1)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _quiet_libraries()
+    name = f"{condition.name} seed {seed}"
     timings: dict[str, float] = {}
     sft_dir, grpo_dir = out / "sft", out / "grpo"
     t0 = time.perf_counter()
     if not (sft_dir / "final" / "config.json").is_file():
+        _say(f"  {name}: warm start, {profile.sft_episodes} oracle demonstrations, "
+             f"{profile.sft_steps} SFT steps")
         train(_config(condition, seed, model, sft_dir, "sft", profile),
               resume=sft_dir.exists())
     t1 = time.perf_counter()
     if not (grpo_dir / "final" / "config.json").is_file():
+        _say(f"  {name}: {profile.grpo_steps} GRPO steps ({t1 - t0:.0f}s so far)")
         train(_config(condition, seed, model, grpo_dir, "grpo", profile,
                       init_from=sft_dir / "final"), resume=grpo_dir.exists())
     t2 = time.perf_counter()
+    _say(f"  {name}: evaluating ({t2 - t0:.0f}s so far)")
     codes = design_codes(condition, seed)
     eval_config = EvalConfig(
         policy=f"hf:{grpo_dir / 'final'}",
@@ -193,13 +202,32 @@ def run_condition(condition: Condition, seed: int, model: Path, out: Path,
             "training_harnesses": codes, "timings": timings}
 
 
+def _say(text: str) -> None:
+    import sys
+
+    print(text, file=sys.stderr, flush=True)
+
+
+def _quiet_libraries() -> None:
+    """The demo prints its own progress; library progress bars and notices would bury it."""
+    import datasets
+    from transformers.utils import logging
+
+    hf_logging: Any = logging  # partially typed upstream
+    datasets.disable_progress_bars()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
              workers: int | None = None,
-             on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Every (condition, seed) of the profile, ``workers`` at a time, then the table."""
+             on_result: Callable[[dict[str, Any]], None] | None = None,
+             profile: Profile | None = None) -> dict[str, Any]:
+    """Every (condition, seed) of the profile (a named one, or ``profile`` itself), ``workers``
+    at a time, then the table."""
     import multiprocessing
 
-    profile = PROFILES[profile_name]
+    profile = profile or PROFILES[profile_name]
     n_seeds = seeds or profile.seeds
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from token_state import State
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Message, ModelTurn
@@ -31,7 +32,6 @@ from harnessgrid.policies.batching import (
 )
 from harnessgrid.policies.hf import HFPolicy
 from harnessgrid.policies.token import Generation, TokenPolicy, derive_seed
-from harnessgrid.tiny_model import build_tiny_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -39,24 +39,11 @@ transformers = pytest.importorskip("transformers")
 TEMPERATURE = 0.7
 
 
-@dataclass(eq=False)
-class State:
-    """The part of EpisodeState a token policy reads."""
-
-    episode_id: str
-    finished: bool = False
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
-
-
 @pytest.fixture(scope="module")
-def loaded(tiny_dir: Path) -> tuple[Any, Any]:
+def loaded(tiny_model_dir: Path) -> tuple[Any, Any]:
     """One loaded model + tokenizer, shared by the policies below (the trainer's path)."""
-    model = transformers.AutoModelForCausalLM.from_pretrained(tiny_dir).eval()
-    return model, transformers.AutoTokenizer.from_pretrained(tiny_dir)
+    model = transformers.AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    return model, transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
 def make(loaded: tuple[Any, Any], **options: Any) -> HFPolicy:
@@ -297,9 +284,9 @@ def test_a_cancelled_turn_is_not_generated(loaded: tuple[Any, Any]) -> None:
 # -- (e) train mode ---------------------------------------------------------------------------
 
 
-def test_a_model_in_train_mode_generates_in_eval_mode_and_is_restored(tiny_dir: Path) -> None:
-    model = transformers.AutoModelForCausalLM.from_pretrained(tiny_dir)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_dir)
+def test_a_model_in_train_mode_generates_in_eval_mode_and_is_restored(tiny_model_dir: Path) -> None:
+    model = transformers.AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
     model.train()
     modes: list[bool] = []
     model.register_forward_pre_hook(lambda module, args: modes.append(module.training))
@@ -320,13 +307,13 @@ def test_a_model_in_train_mode_generates_in_eval_mode_and_is_restored(tiny_dir: 
 # -- options, context_limit -------------------------------------------------------------------
 
 
-def test_options_and_context_limit(tiny_dir: Path, loaded: tuple[Any, Any]) -> None:
-    made = make_policy(f"hf:{tiny_dir}", {"max_batch_size": 1, "max_new_tokens": 5})
+def test_options_and_context_limit(tiny_model_dir: Path, loaded: tuple[Any, Any]) -> None:
+    made = make_policy(f"hf:{tiny_model_dir}", {"max_batch_size": 1, "max_new_tokens": 5})
     assert isinstance(made, HFPolicy)
     assert made.max_batch_size == 1
     assert made.context_limit == loaded[0].config.max_position_embeddings - 5 == 4091
     with pytest.raises(ConfigError) as err:
-        make_policy(f"hf:{tiny_dir}", {"max_batchsize": 4})
+        make_policy(f"hf:{tiny_model_dir}", {"max_batchsize": 4})
     assert "max_batchsize" in err.value.message and "max_batch_size" in (err.value.hint or "")
     with pytest.raises(ConfigError, match="max_batch_size"):
         make(loaded, max_batch_size=0)

@@ -27,6 +27,61 @@ def test_conditions_train_on_their_designs_and_single_is_never_held_out() -> Non
     assert not set(design_codes(CONDITIONS["oa-18"], 0)) & held_out
 
 
+ORPHAN_SCRIPT = """
+import multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from harnessgrid.trainer.demo import _die_with_parent
+
+def work(path):
+    with open(path + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(path + ".tmp", path)
+    time.sleep(120)
+
+if __name__ == "__main__":
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_die_with_parent) as pool:
+        pool.submit(work, sys.argv[1]).result()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_demo_leaves_no_worker_training(tmp_path: Path) -> None:
+    """kill -9 of the demo's process ends its worker processes too (found: orphaned workers
+    went on training for half an hour, holding the cores)."""
+    import os
+    import signal
+    import time
+
+    script, pid_file = tmp_path / "demo_like.py", tmp_path / "worker.pid"
+    script.write_text(ORPHAN_SCRIPT)
+    parent = subprocess.Popen([sys.executable, str(script), str(pid_file)])
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists():
+            assert parent.poll() is None and time.monotonic() < deadline, "worker never started"
+            time.sleep(0.1)
+        worker = int(pid_file.read_text())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker)
+    finally:
+        parent.kill()
+        if pid_file.exists() and _alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def test_table_is_mean_and_spread_over_seeds() -> None:
     runs = [{"condition": "oa-18", "seed": s, "scores": {"in-space": v, "out-of-space": 0.0,
                                                          "original": None}}

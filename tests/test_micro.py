@@ -48,7 +48,7 @@ from harnessgrid.plugins.micro import (
     micro_harness,
 )
 from harnessgrid.plugins.micro.contexts import MicroDigest, MicroWindow
-from harnessgrid.plugins.micro.tasks import EVAL_SIZE, TRAIN_PER_FAMILY, micro_suite
+from harnessgrid.plugins.micro.tasks import EVAL_SIZE, TRAIN_PER_FAMILY, WORDS, micro_suite
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.registry import get_registry
 from harnessgrid.runtime import run_episodes
@@ -366,14 +366,21 @@ def _first_prompt_len(tokenizer: Any, harness: Any, task: Task) -> int:
 
 
 def test_micro_model_on_the_corpus_keeps_prompts_short(tmp_path: Path) -> None:
-    """Measured (vocabulary 3072, 599,856 parameters, 4096 positions): the first prompt of a
-    micro configuration, longest over one eval task per family, is 110-523 tokens (median
-    153; micro_json 485-523, micro_tags 142-175, micro_cmd 110-142); adapter:claude-code
-    2347-2364, adapter:openclaw 1273-1289."""
+    """Measured (vocabulary 3072, 599,856 parameters, 4096 positions, ``words``
+    pre-tokenizer): the first prompt of a micro configuration, for the longest eval task, is
+    119-545 tokens (median 182); adapter:claude-code 2560, adapter:openclaw 1414. (With Qwen's
+    pre-tokenizer: 110-523, median 153; 2364 and 1289.)"""
     transformers = pytest.importorskip("transformers")
-    from harnessgrid.tiny_model import build_tiny_model
+    from typer.testing import CliRunner
 
-    path = build_tiny_model(tmp_path / "micro", size="micro", corpus=micro_corpus())
+    from harnessgrid.cli import app
+
+    path = tmp_path / "micro"  # built as a user would, then as the demo does (a cache hit)
+    built = CliRunner().invoke(app, ["model", "tiny", str(path), "--size", "micro"])
+    assert built.exit_code == 0, built.output
+    from harnessgrid.trainer.demo import build_micro_model
+
+    assert build_micro_model(path) == path and "micro" in built.output
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     model = transformers.AutoModelForCausalLM.from_pretrained(path)
     params = sum(p.numel() for p in model.parameters())
@@ -390,6 +397,13 @@ def test_micro_model_on_the_corpus_keeps_prompts_short(tmp_path: Path) -> None:
     # the cache key holds the corpus: the same call reuses the build, a default build does not
     info = json.loads((path / "harnessgrid_tiny_model.json").read_text())
     assert info["size"] == "micro" and len(info["corpus_sha256"]) == 64
+    assert info["pretokenizer"] == "words"
+    # every file name stem is one token, the same one wherever the name stands: copying a name
+    # from the instruction into a call is copying a token
+    for word in WORDS:
+        ids = {tuple(tokenizer(text.format(w=word))["input_ids"][1:2])
+               for text in ("a {w}.txt", "'{w}.md'", "\n{w}.log", '="{w}.txt"', "/{w}.md")}
+        assert len(ids) == 1, (word, ids)
 
 
 def test_default_build_is_unchanged(tiny_model_dir: Path, tmp_path: Path) -> None:

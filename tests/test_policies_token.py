@@ -14,18 +14,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from token_state import State
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.policies import PolicyRequest, TokenCounter
 from harnessgrid.policies.hf import HFPolicy
 from harnessgrid.policies.token import Generation, TokenBookkeeper, parse_tool_calls
-from harnessgrid.tiny_model import build_tiny_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -36,22 +35,9 @@ READ = ToolSpec(name="read_file", description="Read a file.",
                             "required": ["path"]})
 
 
-@dataclass(eq=False)
-class State:
-    """The part of EpisodeState a token policy reads."""
-
-    episode_id: str
-    finished: bool = False
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
-
-
 @pytest.fixture(scope="module")
-def policy(tiny_dir: Path) -> HFPolicy:
-    return HFPolicy(str(tiny_dir), temperature=TEMPERATURE, max_new_tokens=12, seed=0)
+def policy(tiny_model_dir: Path) -> HFPolicy:
+    return HFPolicy(str(tiny_model_dir), temperature=TEMPERATURE, max_new_tokens=12, seed=0)
 
 
 def request(state: State, messages: Sequence[Message], *, native: bool = False,
@@ -181,7 +167,7 @@ def test_a_view_that_does_not_extend_starts_a_segment_by_itself(policy: HFPolicy
 
 
 def test_seeded_sampling_is_deterministic_and_episodes_stay_apart(
-        policy: HFPolicy, tiny_dir: Path) -> None:
+        policy: HFPolicy, tiny_model_dir: Path) -> None:
     def ids(turns: list[ModelTurn]) -> list[tuple[int, ...]]:
         return [t.tokens.completion_ids for t in turns if t.tokens is not None]
 
@@ -196,10 +182,10 @@ def test_seeded_sampling_is_deterministic_and_episodes_stay_apart(
     (turns_a, _), (turns_b, _) = asyncio.run(both())
     assert (ids(turns_a), ids(turns_b)) == (alone_a, alone_b)
     # Another instance sharing the loaded weights (the trainer's path) samples the same.
-    twin = HFPolicy(str(tiny_dir), model=policy.model, tokenizer=policy.tokenizer,
+    twin = HFPolicy(str(tiny_model_dir), model=policy.model, tokenizer=policy.tokenizer,
                     temperature=TEMPERATURE, max_new_tokens=12, seed=0)
     assert ids(asyncio.run(episode(twin, State("ep-a"), 3))[0]) == alone_a
-    other = HFPolicy(str(tiny_dir), model=policy.model, tokenizer=policy.tokenizer,
+    other = HFPolicy(str(tiny_model_dir), model=policy.model, tokenizer=policy.tokenizer,
                      temperature=TEMPERATURE, max_new_tokens=12, seed=1)
     assert ids(asyncio.run(episode(other, State("ep-a"), 3))[0]) != alone_a
 
@@ -220,11 +206,11 @@ def test_count_tokens_is_the_prompt_length(policy: HFPolicy) -> None:
     assert policy.count_tokens(start(), [READ]) > turn.tokens_in
 
 
-def test_made_through_the_registry(tiny_dir: Path) -> None:
+def test_made_through_the_registry(tiny_model_dir: Path) -> None:
     from harnessgrid.policies import make_policy
 
-    made = make_policy(f"hf:{tiny_dir}", {"max_new_tokens": 3, "seed": 0})
-    assert made.spec == f"hf:{tiny_dir}"
+    made = make_policy(f"hf:{tiny_model_dir}", {"max_new_tokens": 3, "seed": 0})
+    assert made.spec == f"hf:{tiny_model_dir}"
     assert asyncio.run(made.act(request(State("made"), start()))).tokens_out <= 3
 
 
@@ -244,7 +230,7 @@ def test_unknown_hub_name_offline_is_a_config_error() -> None:
             "except ConfigError as e:\n    print('CONFIG', e.message)\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=60, check=False)
+                         text=True, timeout=300, check=False)
     assert "CONFIG hf:harnessgrid-no-such-org/no-such-model: cannot load" in out.stdout, \
         out.stderr[-2000:]
     assert "Traceback" not in out.stderr
@@ -269,8 +255,8 @@ def test_vllm_without_vllm_says_how_to_install() -> None:
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tiny_dir: Path) -> Any:
-    return transformers.AutoTokenizer.from_pretrained(tiny_dir)
+def tokenizer(tiny_model_dir: Path) -> Any:
+    return transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
 def forced(tokenizer: Any, text: str, *, stop: bool) -> Any:
@@ -321,8 +307,8 @@ def test_truncated_completion_is_closed_after_its_last_token(tokenizer: Any) -> 
     assert tokenizer.decode(nxt.tokens.prompt_ids) == render(tokenizer, messages, native=False)
 
 
-def test_a_template_that_is_not_append_only_starts_a_new_segment(tiny_dir: Path) -> None:
-    tok = transformers.AutoTokenizer.from_pretrained(tiny_dir)
+def test_a_template_that_is_not_append_only_starts_a_new_segment(tiny_model_dir: Path) -> None:
+    tok = transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
     # A template that numbers the turns in the system prompt rewrites its start every turn.
     tok.chat_template = ("{{ '<|im_start|>system\\n' ~ (messages | length) ~ '<|im_end|>\\n' }}"
                          "{% for m in messages %}{{ '<|im_start|>' ~ m.role ~ '\\n' ~ m.content"

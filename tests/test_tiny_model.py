@@ -41,12 +41,6 @@ TOOLS = [
 
 
 @pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One tiny build shared by the session (a later conftest will own this fixture)."""
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
-
-
-@pytest.fixture(scope="session")
 def tokenizer(tiny_model_dir: Path) -> Any:
     return transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
 

@@ -92,12 +92,20 @@ PROFILES: dict[str, Profile] = {
 SETTINGS = ("in-space", "out-of-space", "original")
 
 
-def build_model(out: Path) -> Path:
-    """The micro model with a tokenizer trained on the micro harnesses and tasks (cached)."""
+def build_micro_model(path: Path, seed: int = 0) -> Path:
+    """The micro model (cached in ``path``): a tokenizer trained on the micro harnesses' and
+    tasks' texts, whose pre-tokenizer keeps each name one token wherever it stands (see
+    :data:`~harnessgrid.tiny_model.PRETOKENIZERS`)."""
     from harnessgrid.plugins.micro import micro_corpus
     from harnessgrid.tiny_model import build_tiny_model
 
-    return build_tiny_model(out / "model", size="micro", corpus=micro_corpus())
+    return build_tiny_model(path, size="micro", seed=seed, corpus=micro_corpus(),
+                            pretokenizer="words")
+
+
+def build_model(out: Path) -> Path:
+    """The demo's model, in ``OUT/model``."""
+    return build_micro_model(out / "model")
 
 
 def design_codes(condition: Condition, seed: int) -> list[str]:
@@ -169,8 +177,16 @@ def run_condition(condition: Condition, seed: int, model: Path, out: Path,
     if not (sft_dir / "final" / "config.json").is_file():
         _say(f"  {name}: warm start, {profile.sft_episodes} oracle demonstrations, "
              f"{profile.sft_steps} SFT steps")
+        next_line = [profile.sft_steps // 5]  # a line at about every fifth of the steps
+
+        def sft_progress(step: int, logs: dict[str, float]) -> None:
+            if "loss" in logs and step >= next_line[0]:
+                next_line[0] = step + profile.sft_steps // 5
+                _say(f"  {name}: SFT step {step}/{profile.sft_steps}, loss {logs['loss']:.3f} "
+                     f"({time.perf_counter() - t0:.0f}s so far)")
+
         train(_config(condition, seed, model, sft_dir, "sft", profile),
-              resume=sft_dir.exists())
+              resume=sft_dir.exists(), on_log=sft_progress)
     t1 = time.perf_counter()
     if not (grpo_dir / "final" / "config.json").is_file():
         _say(f"  {name}: {profile.grpo_steps} GRPO steps ({t1 - t0:.0f}s so far)")
@@ -236,7 +252,8 @@ def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
     workers = workers or min(len(runs), os.cpu_count() or 1)
     results: list[dict[str, Any]] = []
     context = multiprocessing.get_context("spawn")  # torch and sandboxes: no fork
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                             initializer=_die_with_parent) as pool:
         futures = [pool.submit(run_condition, c, s, model, out / f"{c.name}-seed{s}", profile)
                    for c, s in runs]
         for future in futures:
@@ -250,6 +267,18 @@ def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
                "seconds": time.perf_counter() - started, "cpus": os.cpu_count()}
     write_outputs(out, summary)
     return summary
+
+
+def _die_with_parent() -> None:
+    """A worker ends when the demo's process does (killed, not only interrupted): otherwise an
+    orphaned worker would go on training and holding a core. Linux only; elsewhere a no-op."""
+    import ctypes
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _parameters(model: Path) -> int:

@@ -237,17 +237,19 @@ def train(config: ExperimentConfig, *, resume: bool = False,
           on_step: Callable[[StepReport], None] | None = None,
           policy_options: dict[str, Any] | None = None,
           reward_funcs: Sequence[RewardFunc] | None = None,
-          plan: TrainingPlan | None = None) -> TrainResult:
+          plan: TrainingPlan | None = None,
+          on_log: Callable[[int, dict[str, float]], None] | None = None) -> TrainResult:
     """Run (or resume) the experiment ``config``; see the module docstring for the outputs.
 
     ``reward_funcs`` replace the default reward (the task's grade; see
     :func:`~harnessgrid.trainer.grpo.trajectory_reward`); ``plan`` replaces the rollouts the
-    config describes (e.g. hand-picked harnesses)."""
+    config describes (e.g. hand-picked harnesses); ``on_log`` gets SFT's logged metrics with
+    the global step (GRPO/PPO report through ``on_step``)."""
     require_training_extras()
     if config.algorithm == "sft":
         from harnessgrid.trainer.sft import train_sft
 
-        return train_sft(config, resume=resume)
+        return train_sft(config, resume=resume, on_log=on_log)
     from harnessgrid.runtime import require_sandbox
     from harnessgrid.trainer.grpo import HarnessTrainer
     from harnessgrid.trainer.plan import TrainingPlan

@@ -31,9 +31,11 @@ import asyncio
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from transformers import TrainerCallback
 from trl import SFTTrainer  # type: ignore[attr-defined]
 
 from harnessgrid.trainer.checkpoints import CompleteCheckpoints
@@ -164,7 +166,8 @@ def sft_args(config: ExperimentConfig, device: str) -> Any:
 
 
 def train_sft(config: ExperimentConfig, *, resume: bool = False,
-              plan: TrainingPlan | None = None) -> TrainResult:
+              plan: TrainingPlan | None = None,
+              on_log: Callable[[int, dict[str, float]], None] | None = None) -> TrainResult:
     """Collect, export and train (module docstring)."""
     import datasets
 
@@ -210,8 +213,23 @@ def train_sft(config: ExperimentConfig, *, resume: bool = False,
                                 train_dataset=train_rows, processing_class=tokenizer,
                                 fingerprint=config.fingerprint())
     quiet_transformers_printing(trainer)
+    if on_log is not None:
+        trainer.add_callback(_LogForwarder(on_log))
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     final = save_final(trainer, tokenizer, out)
     return TrainResult(output_dir=out, final_model=final, steps=int(trainer.state.global_step),
                        resumed_from=checkpoint,
                        reports=[{"demonstration_rows": len(dataset)}])
+
+
+
+class _LogForwarder(TrainerCallback):  # type: ignore[misc]
+    """Hands the trainer's logged metrics (loss, learning rate, ...) to a plain function."""
+
+    def __init__(self, forward: Callable[[int, dict[str, float]], None]) -> None:
+        self.forward = forward
+
+    def on_log(self, args: Any, state: Any, control: Any,
+               logs: dict[str, float] | None = None, **kwargs: Any) -> None:
+        if logs and state.is_world_process_zero:
+            self.forward(int(state.global_step), logs)

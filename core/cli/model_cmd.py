@@ -22,10 +22,10 @@ def tiny(out_dir: Path = typer.Argument(..., help="Where to write the model and 
 
     if size not in SIZES:
         raise ConfigError(f"unknown tiny-model size {size!r}", hint=f"sizes: {', '.join(SIZES)}")
-    corpus = None
     if size == "micro":
-        from harnessgrid.plugins.micro import micro_corpus
+        from harnessgrid.trainer.demo import build_micro_model
 
-        corpus = micro_corpus()
-    path = build_tiny_model(out_dir, size=size, seed=seed, corpus=corpus)
+        path = build_micro_model(Path(out_dir), seed=seed)
+    else:
+        path = build_tiny_model(out_dir, size=size, seed=seed)
     typer.echo(f"built {size} model in {path}; use it as --policy hf:{path}")

@@ -87,6 +87,16 @@ def _body(rng: random.Random, lines: tuple[int, int] = (1, 3)) -> str:
     return "".join(_line(rng) + "\n" for _ in range(rng.randint(*lines)))
 
 
+def _edit(rng: random.Random) -> tuple[str, str, str]:
+    """A body, a word occurring in it exactly once, and a word not in it to replace it with."""
+    while True:
+        content = _body(rng)
+        old = rng.choice(content.split())
+        if content.count(old) == 1:
+            break
+    return content, old, rng.choice([w for w in WORDS if w not in content])
+
+
 def _read(path: str) -> Action:
     return Action.of("read", path=path)
 
@@ -181,12 +191,7 @@ def _append(rng: random.Random) -> Draft:
 @_family("replace", "tool_selection")
 def _replace(rng: random.Random) -> Draft:
     (a,) = _names(rng, 1)
-    while True:
-        content = _body(rng)
-        old = rng.choice(content.split())
-        if content.count(old) == 1:
-            break
-    new = rng.choice([w for w in WORDS if w not in content])
+    content, old, new = _edit(rng)
     files = {a: content}
     return _draft(f"In {a}, replace the word '{old}' with '{new}'.", files,
                   {a: content.replace(old, new)},
@@ -205,12 +210,7 @@ def _first_line(rng: random.Random) -> Draft:
 @_family("rename_replace", "state_tracking", "planning")
 def _rename_replace(rng: random.Random) -> Draft:
     a, b = _names(rng, 2)
-    while True:
-        content = _body(rng)
-        old = rng.choice(content.split())
-        if content.count(old) == 1:
-            break
-    new = rng.choice([w for w in WORDS if w not in content])
+    content, old, new = _edit(rng)
     files = {a: content}
     return _draft(f"Rename {a} to {b}, then replace '{old}' with '{new}' in it.", files,
                   {a: None, b: content.replace(old, new)},

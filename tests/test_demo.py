@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,6 +83,59 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+class GarbledFirstTurn:
+    """The oracle, except that each episode's first reply is a ``micro_tags`` write call
+    without its path (the harness rejects it as a format error)."""
+
+    spec = "garbled-first-turn"
+
+    def __init__(self) -> None:
+        from harnessgrid.policies.scripted import ScriptedPolicy
+
+        self.oracle = ScriptedPolicy()
+
+    async def act(self, request: Any) -> Any:
+        from harnessgrid.models import ModelTurn
+
+        if request.state.turn == 0:
+            return ModelTurn(content="<w>no path</w>")
+        return await self.oracle.act(request)
+
+
+class TextOnly:
+    """Replies in prose, never calling a tool (what an untrained model mostly does)."""
+
+    spec = "text-only"
+
+    async def act(self, request: Any) -> Any:
+        from harnessgrid.models import ModelTurn
+
+        return ModelTurn(content="Sure, the file is done.")
+
+
+def test_well_formed_share_counts_the_turns_harnesses_rejected(tmp_path: Path) -> None:
+    from harnessgrid.evaluation.run import EvalConfig, evaluate
+    from harnessgrid.plugins.micro import MICRO_SPACE
+    from harnessgrid.trainer.demo import well_formed_share
+
+    tags = "S0-T1-O0-C0-W0"  # micro_tags tool interface, micro_react workflow
+    config = EvalConfig(policy="scripted", suites=("micro",), settings=("in-space",),
+                        harnesses=(tags,), limit=2, runs=1)
+    every_workflow = config.model_copy(update={"harnesses": (tags, "S0-T1-O0-C0-W1",
+                                                             "S0-T1-O0-C0-W2")})
+    clean = evaluate(every_workflow, tmp_path / "clean", space=MICRO_SPACE)
+    assert well_formed_share(tmp_path / "clean", clean.results) == 1.0  # plans count
+    chatty = evaluate(config, tmp_path / "chatty", space=MICRO_SPACE, policy=TextOnly())
+    assert well_formed_share(tmp_path / "chatty", chatty.results) == 0.0
+    garbled = evaluate(config, tmp_path / "garbled", space=MICRO_SPACE,
+                       policy=GarbledFirstTurn())
+    turns = sum(r.turns for r in garbled.results)
+    assert turns > len(garbled.results)
+    share = well_formed_share(tmp_path / "garbled", garbled.results)
+    assert share == pytest.approx(1 - len(garbled.results) / turns)
+    assert well_formed_share(tmp_path / "garbled", []) is None
+
+
 def test_table_is_mean_and_spread_over_seeds() -> None:
     runs = [{"condition": "oa-18", "seed": s, "scores": {"in-space": v, "out-of-space": 0.0,
                                                          "original": None}}
@@ -92,6 +146,11 @@ def test_table_is_mean_and_spread_over_seeds() -> None:
     assert t["oa-18"]["original"]["mean"] is None
     md = format_table({"table": t})
     assert "| oa-18 | 30.0 ± 10.0 | 0.0 ± 0.0 | - |" in md
+    for run, share in zip(runs, (0.5, 1.0), strict=True):
+        run["well_formed"] = {"in-space": share, "out-of-space": None, "original": None}
+    formed = table(runs, ["oa-18"], key="well_formed")
+    assert formed["oa-18"]["in-space"] == {"mean": 0.75, "spread": 0.25, "seeds": 2}
+    assert formed["oa-18"]["out-of-space"]["mean"] is None
 
 
 @pytest.mark.slow
@@ -107,10 +166,14 @@ def test_quick_demo_completes_with_a_well_formed_report(tmp_path: Path) -> None:
     for run in results["runs"]:
         assert set(run["scores"]) == {"in-space", "out-of-space", "original"}
         assert all(v is not None and 0.0 <= v <= 1.0 for v in run["scores"].values())
+        assert set(run["well_formed"]) == set(run["scores"])
+        assert all(v is not None and 0.0 <= v <= 1.0 for v in run["well_formed"].values())
         assert len(run["in_space_per_config"]) == 18  # every held-out configuration evaluated
     html = (out / "report.html").read_text()
     assert "<table" in html and "data:image/png;base64," in html
-    assert "| oa-18 |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert report.count("| oa-18 |") == 2 and "Well-formed turns" in report
+    assert "Well-formed turns" in done.stdout
     again = subprocess.run([sys.executable, "-m", "harnessgrid", "demo", "--quick", "--out",
                             str(out)], capture_output=True, text=True, timeout=600,
                            check=False)

@@ -29,10 +29,16 @@ def _facts(summary: dict[str, Any]) -> list[str]:
     ]
 
 
-def render_markdown(summary: dict[str, Any], table_md: str) -> str:
+WELL_FORMED = ("Well-formed turns (%): the share of the model's turns that made a call the "
+               "harness accepted (or gave the plan a plan-first workflow asks for), mean ± "
+               "spread over seeds")
+
+
+def render_markdown(summary: dict[str, Any], table_md: str, well_formed_md: str) -> str:
     lines = ["# harnessgrid demo: harness scaling at CPU scale", ""]
     lines += [f"- {fact}" for fact in _facts(summary)]
     lines += ["", "Pass@1 (%), mean ± spread over seeds:", "", table_md, ""]
+    lines += [WELL_FORMED + ":", "", well_formed_md, ""]
     return "\n".join(lines)
 
 
@@ -46,20 +52,12 @@ def _plots(summary: dict[str, Any]) -> dict[str, bytes]:
         return {}
     images: dict[str, bytes] = {}
     conditions = list(summary["table"])
-    settings = list(SETTING_LABELS)
-    fig, ax = plt.subplots(figsize=(8, 4))
-    width = 0.8 / max(1, len(settings))
-    for j, setting in enumerate(settings):
-        means = [100 * (summary["table"][c][setting]["mean"] or 0) for c in conditions]
-        spreads = [100 * (summary["table"][c][setting]["spread"] or 0) for c in conditions]
-        xs = [i + (j - (len(settings) - 1) / 2) * width for i in range(len(conditions))]
-        ax.bar(xs, means, width, yerr=spreads, capsize=3, label=SETTING_LABELS[setting])
-    ax.set_xticks(range(len(conditions)), conditions)
-    ax.set_ylabel("Pass@1 (%)")
-    ax.set_ylim(0, 100)
-    ax.legend(fontsize=8)
-    ax.set_title("Pass@1 by condition and setting")
-    images["conditions"] = _png(fig, plt)
+    images["conditions"] = _bars(plt, summary["table"], "Pass@1 (%)",
+                                 "Pass@1 by condition and setting")
+    if "table_well_formed" in summary:
+        images["well-formed turns"] = _bars(plt, summary["table_well_formed"],
+                                            "well-formed turns (%)",
+                                            "Well-formed turns by condition and setting")
     configs = sorted({h for r in summary["runs"] for h in r["in_space_per_config"]})
     if configs:
         fig, ax = plt.subplots(figsize=(10, 4))
@@ -78,6 +76,24 @@ def _plots(summary: dict[str, Any]) -> dict[str, bytes]:
     return images
 
 
+def _bars(plt: Any, table: dict[str, Any], ylabel: str, title: str) -> bytes:
+    """One group of bars per condition, one bar per setting, with the spread as error bars."""
+    conditions, settings = list(table), list(SETTING_LABELS)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(settings)
+    for j, setting in enumerate(settings):
+        means = [100 * (table[c][setting]["mean"] or 0) for c in conditions]
+        spreads = [100 * (table[c][setting]["spread"] or 0) for c in conditions]
+        xs = [i + (j - (len(settings) - 1) / 2) * width for i in range(len(conditions))]
+        ax.bar(xs, means, width, yerr=spreads, capsize=3, label=SETTING_LABELS[setting])
+    ax.set_xticks(range(len(conditions)), conditions)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    return _png(fig, plt)
+
+
 def _png(fig: Any, plt: Any) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
@@ -85,13 +101,14 @@ def _png(fig: Any, plt: Any) -> bytes:
     return buf.getvalue()
 
 
-def render_html(summary: dict[str, Any], table_md: str) -> str:
+def render_html(summary: dict[str, Any], table_md: str, well_formed_md: str) -> str:
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              "<title>harnessgrid demo</title>", f"<style>{STYLE}</style></head><body>",
              "<h1>harnessgrid demo: harness scaling at CPU scale</h1>"]
     parts += [f"<p class='summary'>{escape(fact)}</p>" for fact in _facts(summary)]
     parts += ["<h2>Pass@1 (%), mean ± spread over seeds</h2>",
-              markdown_table_to_html(table_md)]
+              markdown_table_to_html(table_md), f"<h2>{escape(WELL_FORMED)}</h2>",
+              markdown_table_to_html(well_formed_md)]
     for name, png in _plots(summary).items():
         data = base64.b64encode(png).decode()
         parts.append(f"<h2>{escape(name)}</h2><img alt='{escape(name)}' "

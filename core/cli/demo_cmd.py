@@ -17,7 +17,7 @@ Quick = Annotated[bool, typer.Option("--quick", help="A first look in about 3 mi
                                      "(pipeline check; numbers are not meaningful).")]
 Full = Annotated[bool, typer.Option("--full", help="All five conditions, 3 seeds.")]
 Seeds = Annotated[int | None, typer.Option("--seeds", min=1, help="Seeds per condition "
-                                           "(default: quick 1, default 2, full 3).")]
+                                           "(default: quick 1, default 1, full 3).")]
 Workers = Annotated[int | None, typer.Option("--workers", min=1, help="Runs in parallel "
                                              "(default: one per CPU).")]
 
@@ -44,13 +44,22 @@ def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full 
                   f"{seeds or budget.seeds} seed(s); writing {out}", highlight=False)
 
     def done(result: dict[str, Any]) -> None:
-        scores = " · ".join(f"{k} {100 * v:.1f}%" if v is not None else f"{k} -"
-                            for k, v in result["scores"].items())
+        scores = " · ".join(f"{k} {_percent(v)}" for k, v in result["scores"].items())
+        formed = _percent(result["well_formed"]["in-space"])
         minutes = sum(result["timings"].values()) / 60
-        console.print(f"  {result['condition']} seed {result['seed']}: {scores} "
-                      f"({minutes:.1f} min)", highlight=False)
+        console.print(f"  {result['condition']} seed {result['seed']}: Pass@1 {scores}; "
+                      f"well-formed turns in-space {formed} ({minutes:.1f} min)",
+                      highlight=False)
 
     summary = run_demo(out, profile, seeds=seeds, workers=workers, on_result=done)
+    typer.echo("Pass@1 (%), mean ± spread over seeds:\n")
     typer.echo(format_table(summary))
+    typer.echo("\nWell-formed turns (%): turns with a call the harness accepted "
+               "(or the plan a plan-first workflow asks for):\n")
+    typer.echo(format_table(summary, "table_well_formed"))
     typer.echo(f"\n{summary['seconds'] / 60:.1f} min; report: {out / 'report.html'} "
                f"(also report.md, results.json)")
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"

@@ -266,8 +266,11 @@ def sft_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> T
     out = tmp_path_factory.mktemp("sft") / "run"
     cfg = tiny_config(tiny_model_dir, out, algorithm="sft", design="adapter:openclaw",
                       max_turns=30, context_budget=16000, learning_rate=1e-3,
-                      sft={"episodes": 6, "batch_size": 4})
-    return train(cfg)
+                      sft={"episodes": 6, "batch_size": 4}, trl={"logging_steps": 1})
+    seen: list[int] = []
+    result = train(cfg, on_log=lambda step, logs: seen.append(step))
+    result.reports.append({"on_log_steps": seen})
+    return result
 
 
 def test_sft_from_oracle_demonstrations_changes_the_weights(sft_run: TrainResult,
@@ -280,6 +283,11 @@ def test_sft_from_oracle_demonstrations_changes_the_weights(sft_run: TrainResult
     assert len(trajectories) == 6
     assert {t.harness for t in trajectories} == {"adapter:openclaw"}
     assert all(t.passed for t in trajectories)  # the oracle solves every task
+    # every logged step reached the caller's on_log and the result, with its loss
+    losses = [r for r in sft_run.reports if "loss" in r]
+    assert [r["step"] for r in losses] == [1, 2]
+    assert all(r["loss"] > 0 for r in losses)
+    assert sft_run.reports[-1]["on_log_steps"][:2] == [1, 2]
 
 
 def test_sft_rows_train_on_assistant_tokens_only(sft_run: TrainResult,

@@ -213,17 +213,23 @@ def train_sft(config: ExperimentConfig, *, resume: bool = False,
                                 train_dataset=train_rows, processing_class=tokenizer,
                                 fingerprint=config.fingerprint())
     quiet_transformers_printing(trainer)
-    if on_log is not None:
-        trainer.add_callback(_LogForwarder(on_log))
+    logged: list[dict[str, Any]] = []
+
+    def record(step: int, logs: dict[str, float]) -> None:
+        logged.append({"step": step, **logs})
+        if on_log is not None:
+            on_log(step, logs)
+
+    trainer.add_callback(_LogForwarder(record))
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     final = save_final(trainer, tokenizer, out)
     return TrainResult(output_dir=out, final_model=final, steps=int(trainer.state.global_step),
                        resumed_from=checkpoint,
-                       reports=[{"demonstration_rows": len(dataset)}])
+                       reports=[{"demonstration_rows": len(dataset)}, *logged])
 
 
 
-class _LogForwarder(TrainerCallback):  # type: ignore[misc]
+class _LogForwarder(TrainerCallback):
     """Hands the trainer's logged metrics (loss, learning rate, ...) to a plain function."""
 
     def __init__(self, forward: Callable[[int, dict[str, float]], None]) -> None:

@@ -80,9 +80,22 @@ def main() -> None:
     except typer.Abort:
         sys.exit(1)
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+        if isinstance(exc, _click_exceptions()):
+            exc.show()  # "Usage: ... Error: No such option: --bogus" (the help, for a bare call)
             sys.exit(exc.exit_code)
         raise
+
+
+def _click_exceptions() -> tuple[type[Exception], ...]:
+    """The ClickException classes in use: typer >= 0.25 bundles its own click
+    (``typer._click``), whose exceptions are not the ``click`` package's; older typer uses the
+    package. Either may be absent."""
+    import importlib
+
+    found: list[type[Exception]] = []
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(module).ClickException)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)

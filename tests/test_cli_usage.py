@@ -1,0 +1,43 @@
+"""Usage mistakes on every command: a short click-style message naming the problem, exit code 2,
+never a traceback (found: typer bundles its own click, so the entry point's handler for
+``click.ClickException`` never matched and every usage error printed 30-57 lines of
+traceback)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+CASES = [
+    ([], "Usage"),  # bare command: the help, not an error
+    (["--bogus"], "No such option: --bogus"),
+    (["nosuchcommand"], "No such command 'nosuchcommand'"),
+    (["train"], "Missing argument 'CONFIG'"),
+    (["train", "cfg.yaml", "--set"], "--set"),
+    (["demo", "--seeds", "0"], "--seeds"),
+    (["demo", "--bogus"], "No such option: --bogus"),
+    (["eval", "--runs", "0"], "--runs"),
+    (["eval", "--concurrency", "zero"], "--concurrency"),
+    (["design", "show", "--bogus"], "No such option: --bogus"),
+    (["schedule", "preview", "--steps", "x"], "--steps"),
+    (["plugins", "list", "--bogus"], "No such option: --bogus"),
+    (["tasks", "list", "--bogus"], "No such option: --bogus"),
+    (["model", "tiny"], "Missing argument 'OUT_DIR'"),
+    (["harness", "show"], "Missing argument"),
+    (["run", "--bogus"], "No such option: --bogus"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), CASES, ids=[" ".join(a) or "bare" for a, _ in CASES])
+def test_usage_mistakes_are_a_message_not_a_traceback(args: list[str], message: str) -> None:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-m", "harnessgrid", *args], capture_output=True,
+                          text=True, timeout=120, env=env, check=False)
+    output = done.stdout + done.stderr
+    assert "Traceback" not in output, output
+    assert message.lower() in output.lower(), output
+    assert done.returncode == 2, (done.returncode, output)
+    assert len(output.splitlines()) < 60

@@ -7,6 +7,7 @@ inside the command bodies, so ``harnessgrid --help`` stays fast.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
@@ -81,8 +82,9 @@ def main() -> None:
         sys.exit(1)
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
         if isinstance(exc, _click_exceptions()):
-            exc.show()  # "Usage: ... Error: No such option: --bogus" (the help, for a bare call)
-            sys.exit(exc.exit_code)
+            usage: Any = exc  # a ClickException of whichever click is in use
+            usage.show()  # "Usage: ... Error: No such option: --bogus" (the help, bare)
+            sys.exit(usage.exit_code)
         raise
 
 

@@ -49,6 +49,7 @@ from harnessgrid.evaluation.plan import (
 )
 from harnessgrid.evaluation.results import EvalResult, ResultKey, tag_trajectory
 from harnessgrid.evaluation.store import EvalStore
+from harnessgrid.paths import require_output_dir
 from harnessgrid.runtime import EpisodeLimits
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import Task
@@ -159,7 +160,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     from harnessgrid.tasks import load_suite
 
     started = time.perf_counter()
-    out = Path(out_dir)
+    out = require_output_dir(out_dir, "the evaluation directory (--out)")
     space = space or FactorSpace.default()
     settings = resolve_settings(config.settings, space=space, harnesses=config.harnesses,
                                 original=config.original, adapters=config.adapters,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +42,29 @@ def test_usage_mistakes_are_a_message_not_a_traceback(args: list[str], message: 
     assert message.lower() in output.lower(), output
     assert done.returncode == 2, (done.returncode, output)
     assert len(output.splitlines()) < 60
+
+
+def test_an_output_directory_that_is_a_file_is_named(tmp_path: Path) -> None:
+    """Found: ``model tiny FILE``, ``eval --out FILE`` and ``demo --out FILE`` died with a
+    FileExistsError traceback; now every command that writes a directory says which path is
+    in the way, before doing any work."""
+    blocker = tmp_path / "results"
+    blocker.write_text("not a directory\n")
+    config = tmp_path / "train.yaml"
+    config.write_text(f"model: tiny:tiny\noutput_dir: {blocker / 'run'}\n")
+    commands = {
+        "model tiny": ["model", "tiny", str(blocker)],
+        "eval": ["eval", "--policy", "scripted", "--suites", "examples", "--settings",
+                 "in-space", "--out", str(blocker)],
+        "demo": ["demo", "--quick", "--out", str(blocker / "demo")],
+        "train": ["train", str(config)],
+    }
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    for name, args in commands.items():
+        done = subprocess.run([sys.executable, "-m", "harnessgrid", *args], capture_output=True,
+                              text=True, timeout=300, env=env, check=False)
+        output = done.stdout + done.stderr
+        assert "Traceback" not in output, (name, output)
+        assert str(blocker) in output and "not a directory" in output, (name, output)
+        assert "hint:" in output and done.returncode == 2, (name, output)
+    assert blocker.read_text() == "not a directory\n"

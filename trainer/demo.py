@@ -278,9 +278,11 @@ def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
     at a time, then the table."""
     import multiprocessing
 
+    from harnessgrid.paths import require_output_dir
+
     profile = profile or PROFILES[profile_name]
     n_seeds = seeds or profile.seeds
-    out.mkdir(parents=True, exist_ok=True)
+    require_output_dir(out, "--out").mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     model = build_model(out)
     runs = [(CONDITIONS[c], s) for s in range(n_seeds) for c in profile.conditions]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessgrid.errors import ConfigError
+from harnessgrid.paths import require_output_dir
 from harnessgrid.trainer.checkpoints import STATE_FILE, latest_checkpoint
 
 if TYPE_CHECKING:
@@ -211,6 +212,7 @@ def prepare_output(config: ExperimentConfig, out: Path, resume: bool) -> Path | 
     """Refuse to mix runs; on resume, find and check the checkpoint and cut the step log.
     Only the main process of a multi-process launch checks and writes; the others only look
     up the checkpoint (rank 0 creates nothing in ``out`` that could change it)."""
+    require_output_dir(out, "output_dir")
     if not is_main_launch_process():
         return latest_checkpoint(out) if resume else None
     has_run = (out / STEPS_FILE).exists() or any(out.glob("checkpoint-*"))

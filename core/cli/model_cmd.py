@@ -18,10 +18,12 @@ def tiny(out_dir: Path = typer.Argument(..., help="Where to write the model and 
     """Build a small Qwen3-style model and a tokenizer trained on the spot (no downloads);
     use it anywhere as ``hf:OUT_DIR``."""
     from harnessgrid.errors import ConfigError
+    from harnessgrid.paths import require_output_dir
     from harnessgrid.tiny_model import SIZES, build_tiny_model
 
     if size not in SIZES:
         raise ConfigError(f"unknown tiny-model size {size!r}", hint=f"sizes: {', '.join(SIZES)}")
+    require_output_dir(out_dir, "OUT_DIR")
     if size == "micro":
         from harnessgrid.trainer.demo import build_micro_model
 

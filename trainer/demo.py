@@ -81,10 +81,10 @@ class Profile:
 
 
 #: Budgets measured on a 2-core VM (one run per core, one torch thread each): an SFT step of 8
-#: rows costs about 1.2-1.7 s, an oracle demonstration about 0.25 s, and the evaluation about
-#: 2 s per episode (the shells' prompts are 1,400-2,600 tokens). ``default`` fits in 15
-#: minutes with one seed; ``full`` is about 30 minutes per run (15 runs: about 4 hours on 2
-#: cores, an estimate, not a measurement).
+#: rows costs 1.0-1.7 s (the single harness's rows are the longest), an oracle demonstration
+#: about 0.1 s, and an evaluation episode 0.4-1.4 s. ``default`` took 11.3 minutes with one seed
+#: and ``quick`` 2.4; ``full`` is about 30 minutes per run (15 runs: about 4 hours on 2 cores,
+#: an estimate, not a measurement).
 PROFILES: dict[str, Profile] = {
     "quick": Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=48, sft_steps=20,
                      sft_batch=8, sft_lr=3e-3, grpo_steps=1, tasks_per_step=2, rollouts=2,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from harnessgrid import hookimpl
@@ -22,15 +22,36 @@ def _null(rest: str, options: Mapping[str, Any]) -> Any:
     return ScriptedPolicy(empty=True)
 
 
+def _check_options(scheme: str, rest: str, options: Mapping[str, Any],
+                   allowed: Iterable[str]) -> None:
+    """Name unknown ``--policy-opt`` keys (a TypeError from a constructor names neither the
+    policy nor what it does take)."""
+    allowed = set(allowed)
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown option(s) for {scheme}:{rest}: {', '.join(unknown)}",
+                          hint=f"{scheme}: takes " + ", ".join(sorted(allowed)))
+
+
+def _keyword_options(cls: type) -> list[str]:
+    """The keyword-only parameters of ``cls``'s constructor: the API policies' options."""
+    import inspect
+
+    return [name for name, param in inspect.signature(cls).parameters.items()
+            if param.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
 def _litellm(rest: str, options: Mapping[str, Any]) -> Any:
     from harnessgrid.policies.api import LiteLLMPolicy
 
+    _check_options("litellm", rest, options, _keyword_options(LiteLLMPolicy))
     return LiteLLMPolicy(rest, **options)
 
 
 def _anthropic(rest: str, options: Mapping[str, Any]) -> Any:
     from harnessgrid.policies.api import AnthropicPolicy
 
+    _check_options("anthropic", rest, options, _keyword_options(AnthropicPolicy))
     return AnthropicPolicy(rest, **options)
 
 
@@ -60,10 +81,8 @@ def _hf(rest: str, options: Mapping[str, Any]) -> Any:
     from harnessgrid.policies.hf import HFPolicy
 
     # model= / tokenizer= (already-loaded objects) are for Python callers, not the CLI.
-    unknown = sorted(set(options) - set(_HF_OPTIONS) - {"model", "tokenizer"})
-    if unknown:
-        raise ConfigError(f"unknown option(s) for hf:{rest}: {', '.join(unknown)}",
-                          hint="hf: takes " + ", ".join(sorted(_HF_OPTIONS)))
+    _check_options("hf", rest, {k: v for k, v in options.items()
+                                if k not in ("model", "tokenizer")}, _HF_OPTIONS)
     return HFPolicy(rest, **options)
 
 

@@ -68,3 +68,26 @@ def test_an_output_directory_that_is_a_file_is_named(tmp_path: Path) -> None:
         assert str(blocker) in output and "not a directory" in output, (name, output)
         assert "hint:" in output and done.returncode == 2, (name, output)
     assert blocker.read_text() == "not a directory\n"
+
+
+@pytest.mark.parametrize(("spec", "valid"), [("litellm:openai/gpt-4o-mini", "api_base"),
+                                             ("anthropic:claude-x", "base_url"),
+                                             ("hf:./no-model", "max_new_tokens")])
+def test_an_unknown_policy_option_is_named_with_the_valid_ones(spec: str, valid: str) -> None:
+    """Found: ``--policy-opt bogus=1`` on litellm or anthropic died with a TypeError
+    traceback (``__init__() got an unexpected keyword argument``), also through
+    ``run_agent(policy_options=...)``."""
+    from harnessgrid.errors import ConfigError
+    from harnessgrid.policies import make_policy
+
+    with pytest.raises(ConfigError) as caught:
+        make_policy(spec, {"bogus": 1, "temperature": 0})
+    assert "bogus" in caught.value.message and "temperature" not in caught.value.message
+    assert caught.value.hint is not None and valid in caught.value.hint
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-m", "harnessgrid", "run", "--task", "examples/upper",
+                           "--harness", "S0-T0-O0-C0-W0", "--policy", spec, "--policy-opt",
+                           "bogus=1"], capture_output=True, text=True, timeout=120, env=env,
+                          check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "bogus" in done.stderr

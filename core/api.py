@@ -72,6 +72,12 @@ async def arun_agent(instruction: str, workspace: str | Path, *, harness: str | 
 
     if not instruction.strip():
         raise ConfigError("the instruction is empty", hint="say what the agent should do")
+    spec = policy if isinstance(policy, str) else policy.spec
+    if spec.partition(":")[0] == "scripted":  # it would finish at once, having done nothing
+        raise ConfigError("the scripted policy plays a task's oracle plan, and an ad-hoc "
+                          "instruction has none",
+                          hint="use a model policy (hf:, litellm:, anthropic:, vllm:), or run a "
+                               "suite task with the oracle: harnessgrid run --task SUITE/ID")
     ws = Workspace.open(Path(workspace), mount_path=mount_path, in_place=in_place)
     task = Task(id="adhoc", instruction=instruction, mount_path=mount_path, suite="adhoc")
     try:

@@ -120,6 +120,10 @@ def test_embedding_api_copy_and_in_place(plugin_env: dict[str, str], on_sys_path
     assert (project / "result.txt").read_text() == "done\n"
     with pytest.raises(ConfigError, match="instruction is empty"):
         hg.run_agent("  ", project, harness=PROBE, policy="null")
+    # found: the oracle "ran" an ad-hoc instruction by finishing at once, exit 0
+    with pytest.raises(ConfigError, match="scripted policy plays a task's oracle plan") as caught:
+        hg.run_agent("Write result.txt", project, harness=PROBE, policy="scripted")
+    assert caught.value.hint is not None and "--task" in caught.value.hint
 
 
 def test_hf_policy_episode_through_the_cli(tmp_path: Path) -> None:

@@ -436,7 +436,7 @@ def test_unsafe_mode_warns_and_still_limits(
         assert sb.run_sync("sh reward/check.sh").stdout == "graded\n"
         assert sb.run_sync("sleep 5", timeout_s=0.5).timed_out
         assert sb.run_sync("head -c 50000000 /dev/zero").killed == "output_limit"
-        marker = "hg-unsafe-bg-test"
+        marker = f"hg-unsafe-bg-{os.getpid()}"  # this run's own: pgrep counts machine-wide
         daemon = f"python3 -c 'import time; time.sleep(300)' {marker}"
         # Matches the two python processes (argv joined by spaces, no quote before the
         # marker) but not the shell running the line, whatever path python3 resolves to.

@@ -246,7 +246,7 @@ def _warn_unsafe() -> None:
         "commands see the whole host, its network and your files; only time, CPU, memory, "
         "file-size, output and workspace-size limits apply"
     )
-    logger.warning(message)
+    # One channel only: through logging as well, an unconfigured logger printed it twice.
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 

@@ -91,3 +91,22 @@ def test_an_unknown_policy_option_is_named_with_the_valid_ones(spec: str, valid:
                           check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "bogus" in done.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "--task", "examples/upper", "--harness", "S0-T0-O0-C0-W0", "--policy", "scripted"],
+    ["eval", "--policy", "scripted", "--suites", "examples", "--settings", "in-space",
+     "--limit", "1", "--runs", "1"],
+], ids=["run", "eval"])
+def test_unsafe_mode_warns_exactly_once(command: list[str], tmp_path: Path) -> None:
+    """Found: ``--unsafe-no-sandbox`` printed its warning three times (the command's own line,
+    the library's log record and its warning)."""
+    extra = ["--out", str(tmp_path / "eval")] if command[0] == "eval" else []
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-m", "harnessgrid", *command, *extra,
+                           "--unsafe-no-sandbox"], capture_output=True, text=True, timeout=300,
+                          env=env, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    warning_lines = [ln for ln in done.stderr.splitlines() if "sandbox" in ln.lower()]
+    assert len(warning_lines) == 1, done.stderr
+    assert warning_lines[0].startswith("warning: ") and "WITHOUT a sandbox" in warning_lines[0]

@@ -67,9 +67,6 @@ def eval_command(
     from harnessgrid.evaluation.run import EvalConfig, evaluate
     from harnessgrid.runtime import EpisodeLimits
 
-    if unsafe_no_sandbox:
-        typer.secho("warning: --unsafe-no-sandbox: commands run on this machine unisolated",
-                    fg="red", err=True)
     suite_list = split_list(suites)
     if not suite_list:
         raise ConfigError("--suites is empty", hint="e.g. --suites examples")

@@ -107,9 +107,6 @@ def run(
         raise ConfigError("give either --task SUITE/ID or --instruction TEXT (with --workspace)")
     limits = EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
                            unsafe_no_sandbox=unsafe_no_sandbox)
-    if unsafe_no_sandbox:
-        typer.secho("warning: --unsafe-no-sandbox: commands run on this machine unisolated",
-                    fg="red", err=True)
     options = parse_options(policy_opt)
     if task is not None:
         traj = asyncio.run(run_episode(resolve_harness(harness),

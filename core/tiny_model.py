@@ -53,7 +53,7 @@ DEFAULT_MAX_POSITIONS = 4096
 #: to :data:`DEFAULT_MAX_POSITIONS`). ``tiny`` builds in about a second and runs GRPO steps on
 #: CPU; ``small`` is big enough for a learning signal in CPU examples; ``micro`` (0.60M
 #: parameters with the default vocabulary) is the model of the micro harness demo, built by
-#: ``harnessgrid.trainer.demo.build_micro_model`` with ``corpus=micro_corpus()`` and the
+#: ``harnessgrid.plugins.micro.build_micro_model`` with ``corpus=micro_corpus()`` and the
 #: ``words`` pre-tokenizer so that prompts are short in tokens: a micro configuration's first
 #: prompt is 119-545 tokens, ``adapter:claude-code``'s about 2,560 (``adapter:openclaw``'s
 #: about 1,400), which its 4096 positions hold with room for the turns that follow. (Every

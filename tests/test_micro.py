@@ -42,6 +42,7 @@ from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.plugins.micro import (
     MICRO_LEVELS,
     MICRO_SPACE,
+    build_micro_model,
     micro_address,
     micro_config,
     micro_corpus,
@@ -378,8 +379,6 @@ def test_micro_model_on_the_corpus_keeps_prompts_short(tmp_path: Path) -> None:
     path = tmp_path / "micro"  # built as a user would, then as the demo does (a cache hit)
     built = CliRunner().invoke(app, ["model", "tiny", str(path), "--size", "micro"])
     assert built.exit_code == 0, built.output
-    from harnessgrid.trainer.demo import build_micro_model
-
     assert build_micro_model(path) == path and "micro" in built.output
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     model = transformers.AutoModelForCausalLM.from_pretrained(path)

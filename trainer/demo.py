@@ -100,19 +100,10 @@ PROFILES: dict[str, Profile] = {
 SETTINGS = ("in-space", "out-of-space", "original")
 
 
-def build_micro_model(path: Path, seed: int = 0) -> Path:
-    """The micro model (cached in ``path``): a tokenizer trained on the micro harnesses' and
-    tasks' texts, whose pre-tokenizer keeps each name one token wherever it stands (see
-    :data:`~harnessgrid.tiny_model.PRETOKENIZERS`)."""
-    from harnessgrid.plugins.micro import micro_corpus
-    from harnessgrid.tiny_model import build_tiny_model
-
-    return build_tiny_model(path, size="micro", seed=seed, corpus=micro_corpus(),
-                            pretokenizer="words")
-
-
 def build_model(out: Path) -> Path:
     """The demo's model, in ``OUT/model``."""
+    from harnessgrid.plugins.micro import build_micro_model
+
     return build_micro_model(out / "model")
 
 

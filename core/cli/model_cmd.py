@@ -25,9 +25,9 @@ def tiny(out_dir: Path = typer.Argument(..., help="Where to write the model and 
         raise ConfigError(f"unknown tiny-model size {size!r}", hint=f"sizes: {', '.join(SIZES)}")
     require_output_dir(out_dir, "OUT_DIR")
     if size == "micro":
-        from harnessgrid.trainer.demo import build_micro_model
+        from harnessgrid.plugins.micro import build_micro_model
 
-        path = build_micro_model(Path(out_dir), seed=seed)
+        path = build_micro_model(out_dir, seed=seed)
     else:
         path = build_tiny_model(out_dir, size=size, seed=seed)
     typer.echo(f"built {size} model in {path}; use it as --policy hf:{path}")

@@ -26,6 +26,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessgrid import hookimpl
@@ -39,8 +40,8 @@ from . import contexts, interfaces, observations, prompts, workflows
 if TYPE_CHECKING:
     from harnessgrid.harness import ComposedHarness
 
-__all__ = ["MICRO_LEVELS", "MICRO_SPACE", "micro_address", "micro_config", "micro_corpus",
-           "micro_harness"]
+__all__ = ["MICRO_LEVELS", "MICRO_SPACE", "build_micro_model", "micro_address", "micro_config",
+           "micro_corpus", "micro_harness"]
 
 _CLASSES: dict[str, tuple[type[FactorLevel], ...]] = {
     "system_prompt": prompts.LEVELS,
@@ -89,6 +90,16 @@ def micro_corpus() -> list[str]:
     from harnessgrid.plugins.micro.corpus import micro_corpus as build
 
     return build()
+
+
+def build_micro_model(path: str | Path, seed: int = 0) -> Path:
+    """The micro model (cached in ``path``; ``harnessgrid model tiny DIR --size micro``): a
+    tokenizer trained on :func:`micro_corpus`, whose ``words`` pre-tokenizer keeps each name
+    one token wherever it stands (see :data:`harnessgrid.tiny_model.PRETOKENIZERS`)."""
+    from harnessgrid.tiny_model import build_tiny_model
+
+    return build_tiny_model(path, size="micro", seed=seed, corpus=micro_corpus(),
+                            pretokenizer="words")
 
 
 @hookimpl

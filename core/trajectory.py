@@ -4,6 +4,17 @@ transcript that task graders read.
 The store appends one JSON line per trajectory with a single ``write`` on a file opened with
 ``O_APPEND`` and fsyncs it, so concurrent writers never interleave and a reader (or a resumed
 run) sees only whole trajectories; a line cut by a crash is skipped with a warning.
+
+**Stored views.** In memory every turn holds its full ``view``; stored whole, views make a
+trajectory quadratic in its turns. So the JSON form of a :class:`Trajectory`
+(``model_dump_json``, ``model_dump(mode="json")``) stores each turn's view as ``view_delta``:
+a list whose items are ``["h", start, stop]`` (the messages ``history[start:stop]`` of the
+trajectory), ``["v", start, stop]`` (the previous turn's ``view[start:stop]``) or a message
+written out (one that is in neither, e.g. a summary the first time it is shown). Pieces are
+found by :class:`Message` equality on every field, so validation rebuilds the views exactly,
+and rebuilt views share their message objects with ``history`` as the runtime's do. A turn
+stored with a whole ``view`` (the earlier format) is read as it is. The Python form
+(``model_dump()``) keeps whole views.
 """
 
 from __future__ import annotations
@@ -11,11 +22,21 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from harnessgrid.models import Action, Message, TokenRecord, ToolCall, ToolResult
 
@@ -93,6 +114,62 @@ class Trajectory(BaseModel):
     started_at: float = 0.0
     meta: dict[str, Any] = Field(default_factory=dict)
 
+    @model_serializer(mode="wrap")
+    def _store_view_deltas(self, handler: SerializerFunctionWrapHandler,
+                           info: SerializationInfo) -> dict[str, Any]:
+        """JSON form: each turn's ``view`` as a ``view_delta`` (module doc)."""
+        if (not info.mode_is_json() or not self.turns or info.include is not None
+                or info.exclude is not None):
+            return dict(handler(self))  # what include/exclude keep may not hold the pieces
+        deltas = view_deltas([t.view for t in self.turns], self.history)
+        written = [[p for p in d if isinstance(p, Message)] for d in deltas]
+        # Serialise only the messages written out, with the caller's options, in place of the
+        # views; then put the references back around them.
+        slim = self.model_copy()
+        slim.__dict__["turns"] = [_with_view(t, w)
+                                  for t, w in zip(self.turns, written, strict=True)]
+        out = dict(handler(slim))
+        turns = out.get("turns")
+        history = out.get("history")
+        uses_history = any(isinstance(p, tuple) and p[0] == "h" for d in deltas for p in d)
+        if (not isinstance(turns, list) or len(turns) != len(deltas)
+                or not all(isinstance(t, dict) and isinstance(t.get("view"), list)
+                           and len(t["view"]) == len(w) for t, w in zip(turns, written))
+                or (uses_history and not (isinstance(history, list)
+                                          and len(history) == len(self.history)))):
+            # exclude_unset / exclude_defaults dropped what the pieces refer to
+            return dict(handler(self))
+        for turn, delta in zip(turns, deltas, strict=True):
+            messages = iter(turn.pop("view"))
+            turn[VIEW_DELTA] = [list(p) if isinstance(p, tuple) else next(messages)
+                                for p in delta]
+        return out
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_view_deltas(cls, data: Any) -> Any:
+        """Rebuild the views of turns stored as ``view_delta``; whole views pass as they are."""
+        if not isinstance(data, dict) or not isinstance(data.get("turns"), list) or not any(
+                isinstance(t, dict) and VIEW_DELTA in t for t in data["turns"]):
+            return data
+        data = dict(data)  # never change the caller's data
+        history: list[Any] = []
+        if isinstance(data.get("history"), list):
+            history = data["history"] = [_shared(m) for m in data["history"]]
+        previous: list[Any] = []
+        turns: list[Any] = []
+        for n, turn in enumerate(data["turns"]):
+            if isinstance(turn, dict) and VIEW_DELTA in turn:
+                turn = dict(turn)
+                if "view" in turn:
+                    raise ValueError(f"turns.{n}: both view and {VIEW_DELTA}")
+                turn["view"] = _expand(turn.pop(VIEW_DELTA), history, previous, n)
+            turns.append(turn)
+            view = turn.get("view") if isinstance(turn, dict) else getattr(turn, "view", None)
+            previous = view if isinstance(view, list) else []
+        data["turns"] = turns
+        return data
+
     @property
     def infra_failure(self) -> bool:
         return self.termination in INFRA_FAILURES
@@ -108,6 +185,125 @@ class Trajectory(BaseModel):
         """The episode as OpenClaw session events (what ClawGym/PinchBench graders read)."""
         return openclaw_transcript(self.history, self.episode_id, self.mount_path,
                                    self.started_at)
+
+
+#: The key a stored turn holds instead of ``view`` (module doc).
+VIEW_DELTA = "view_delta"
+#: A piece of a stored view: ``("h" | "v", start, stop)``, a slice of the trajectory's history
+#: or of the previous turn's view, or a message written out.
+ViewPiece = tuple[str, int, int] | Message
+#: Places tried for a piece starting with a message equal to, but not the same object as, one
+#: already stored (the longest run wins); bounded so that many equal messages (the same short
+#: observation, over and over) keep encoding linear.
+_CANDIDATES = 8
+
+
+class _Pool:
+    """Messages that views may refer to, found by identity (the runtime's views and rebuilt
+    ones share their message objects with the history), else by (role, content)."""
+
+    def __init__(self, tag: str, messages: Sequence[Message]) -> None:
+        self.tag = tag
+        self.messages = messages
+        self.ids: dict[int, int] = {}
+        for i, m in enumerate(messages):
+            self.ids.setdefault(id(m), i)
+        self._index: dict[tuple[str, str], list[int]] | None = None
+
+    def equal(self, m: Message) -> Iterator[int]:
+        """Where messages equal to ``m`` may be (the first few with its role and content)."""
+        if self._index is None:
+            self._index = {}
+            for i, mine in enumerate(self.messages):
+                self._index.setdefault((mine.role, mine.content), []).append(i)
+        return islice(self._index.get((m.role, m.content), ()), _CANDIDATES)
+
+    def run(self, start: int, view: Sequence[Message], at: int) -> int:
+        """How many messages from ``view[at]`` on equal ``messages[start:]``."""
+        n = min(len(self.messages) - start, len(view) - at)
+        k = 0
+        while k < n:
+            mine, theirs = self.messages[start + k], view[at + k]
+            if mine is not theirs and mine != theirs:
+                break
+            k += 1
+        return k
+
+
+def view_deltas(views: Sequence[Sequence[Message]],
+                history: Sequence[Message]) -> list[list[ViewPiece]]:
+    """Each view as pieces of ``history``, of the view before it, and messages written out.
+
+    Greedy and linear in the views' lengths: at each position, the longest run from where the
+    same message object is (history first on ties), else from at most :data:`_CANDIDATES`
+    places of equal messages per source, else the message itself."""
+    past = _Pool("h", history)
+    previous = _Pool("v", [])
+    out: list[list[ViewPiece]] = []
+    for view in views:
+        pieces: list[ViewPiece] = []
+        at = 0
+        while at < len(view):
+            best: tuple[int, str, int] | None = None  # (length, tag, start)
+            for pool in (past, previous):
+                start = pool.ids.get(id(view[at]))
+                if start is not None:
+                    length = pool.run(start, view, at)
+                    if best is None or length > best[0]:
+                        best = (length, pool.tag, start)
+            if best is None:
+                for pool in (past, previous):
+                    for start in pool.equal(view[at]):
+                        length = pool.run(start, view, at)
+                        if length and (best is None or length > best[0]):
+                            best = (length, pool.tag, start)
+                        if length == len(view) - at:
+                            break  # the rest of the view: nothing is longer
+            if best is None:
+                pieces.append(view[at])
+                at += 1
+            else:
+                length, tag, start = best
+                pieces.append((tag, start, start + length))
+                at += length
+        out.append(pieces)
+        previous = _Pool("v", view)
+    return out
+
+
+def _with_view(turn: TurnRecord, view: list[Message]) -> TurnRecord:
+    copy = turn.model_copy()
+    copy.__dict__["view"] = view  # not an assignment: fields set stay as they were
+    return copy
+
+
+def _shared(raw: Any) -> Any:
+    """A stored message as a :class:`Message`, so that every view refers to one object; left
+    raw when invalid, for the model's own validation to report where it is."""
+    if isinstance(raw, dict):
+        try:
+            return Message.model_validate(raw)
+        except ValidationError:
+            return raw
+    return raw
+
+
+def _expand(delta: Any, history: list[Any], previous: list[Any], n: int) -> list[Any]:
+    if not isinstance(delta, list):
+        raise ValueError(f"turns.{n}.{VIEW_DELTA}: a list expected")
+    view: list[Any] = []
+    for i, piece in enumerate(delta):
+        if isinstance(piece, list | tuple):
+            if len(piece) == 3 and piece[0] in ("h", "v"):
+                source = history if piece[0] == "h" else previous
+                start, stop = piece[1], piece[2]
+                if type(start) is int and type(stop) is int and 0 <= start < stop <= len(source):
+                    view.extend(source[start:stop])
+                    continue
+            raise ValueError(f"turns.{n}.{VIEW_DELTA}.{i}: {piece!r} is not a slice "
+                             "[\"h\" or \"v\", start, stop] of the history or previous view")
+        view.append(_shared(piece))
+    return view
 
 
 def openclaw_transcript(history: list[Message], session_id: str, cwd: str,

@@ -48,6 +48,14 @@ def _ordered(*lists: list[str]) -> list[str]:
     return list(dict.fromkeys(x for items in lists for x in items))
 
 
+def _failure_note(report: Report, label: str) -> str:
+    """Infrastructure failures shrink what a side's means rest on: say so beside the deltas."""
+    causes = ", ".join(f"{c} {n}" for c, n in report.unscored_by_cause().items())
+    return (f"{label}: {report.infra_failures} of {report.episodes} episodes were "
+            f"infrastructure failures{f' ({causes})' if causes else ''}, left out of its "
+            "scores — see its report")
+
+
 def compare_reports(base: Report, new: Report, base_label: str = "base",
                     new_label: str = "new") -> Comparison:
     cols = [c for c in _ordered(base.columns, new.columns)]
@@ -73,6 +81,8 @@ def compare_reports(base: Report, new: Report, base_label: str = "base",
                                 ("suite(s)", base.suite_order, new.suite_order))
              for only, label in (([x for x in a if x not in b], base_label),
                                  ([x for x in b if x not in a], new_label)) if only]
+    notes += [_failure_note(r, label) for r, label in ((base, base_label), (new, new_label))
+              if r.infra_failures]
     return Comparison(base=base_label, new=new_label, notes=notes,
                       overall=_delta(OVERALL, "mean over suites and settings", base.overall,
                                      new.overall),

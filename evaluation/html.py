@@ -62,28 +62,43 @@ def _img(name: str, png: bytes) -> str:
             f'<img alt="{escape(name)}" src="data:image/png;base64,{data}">')
 
 
+def _paragraph(line: str) -> str:
+    """A text line of the markdown; a leading ``**`` marks a warning (shown in red)."""
+    kind = "warn" if line.startswith("**") else "summary"
+    return f'<p class="{kind}">{escape(line.replace("**", ""))}</p>'
+
+
+def blocks_to_html(md: str) -> str:
+    """Markdown of tables and paragraphs separated by blank lines (what :mod:`tables` writes);
+    each table is converted on its own, so two tables never merge into one."""
+    return "\n".join(markdown_table_to_html(block) if block.startswith("|")
+                     else _paragraph(block)
+                     for block in (b.strip() for b in md.split("\n\n")) if block)
+
+
 def render_html(report: Report, images: dict[str, bytes]) -> str:
-    summary = "\n".join(
-        f'<p class="{"warn" if line.startswith("**") else "summary"}">'
-        f"{escape(line.replace('**', ''))}</p>" for line in tables.summary_lines(report))
+    summary = "\n".join(_paragraph(line) for line in tables.summary_lines(report))
     sections = [
         ("Pass@1 by suite and setting (%, mean ± std over runs)", tables.suites_markdown(report),
          []),
         ("Episodes by setting", tables.counts_markdown(report), []),
+        (tables.UNSCORED_TITLE, tables.unscored_markdown(report), []),
         ("Pass@1 by behaviour (%)", tables.behaviours_markdown(report), ["behaviours"]),
         ("Score by behaviour (%, mean of sub-scores)",
          tables.behaviours_markdown(report, "score"), []),
         ("Pass@1 by configuration (%)", tables.configurations_markdown(report),
          ["factor_grid", "configurations"]),
-        ("Factor main effects (pass %, number of configurations)",
-         tables.effects_markdown(report), []),
+        (tables.EFFECTS_TITLE,
+         f"{tables.effects_caption(report)}\n\n{tables.effects_markdown(report)}", []),
         ("Cost per harness (means per episode)", tables.cost_markdown(report), ["cost"]),
     ]
     body = []
     for title, md, plots in sections:
+        if not md:
+            continue  # a section with nothing to say (no unscored episodes)
         body.append(f"<h2>{escape(title)}</h2>")
         body.extend(_img(p, images[p]) for p in plots if p in images)
-        body.append(markdown_table_to_html(md))
+        body.append(blocks_to_html(md))
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>harnessgrid evaluation report</title>\n<style>{STYLE}</style>\n</head>\n"
             f"<body>\n<h1>Evaluation report</h1>\n{summary}\n" + "\n".join(body)

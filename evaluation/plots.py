@@ -3,9 +3,11 @@
 - ``factor_grid``: pass rate per configuration, factor by factor — the diagonal shows each
   factor's main effect (mean over the configurations having a level), each off-diagonal panel
   the mean over configurations having a pair of levels (an orthogonal design has every pair);
+  only the held-out configurations (``Report.effect_configurations``), never the baseline;
 - ``configurations``: every harness's pass rate with the min–max spread over runs;
 - ``behaviours``: pass rate per behaviour tag and setting;
-- ``cost``: pass rate against tokens and wall-clock per episode, one point per harness.
+- ``cost``: pass rate against tokens and wall-clock per episode, one point per harness; only a
+  few points are named (see :func:`_notable`), the cost table lists every harness.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from harnessgrid.space import FACTOR_LETTERS, FACTORS
 
 if TYPE_CHECKING:
-    from harnessgrid.evaluation.report import ConfigRow, Report
+    from harnessgrid.evaluation.report import ConfigRow, CostRow, Report
 
 SETTING_COLOURS = {"in-space": "#4C72B0", "out-of-space": "#DD8452", "original": "#55A868",
                    "train": "#8172B3"}
@@ -30,9 +32,10 @@ def make_plots(report: Report) -> dict[str, bytes]:
     matplotlib.use("Agg")
     configs = [c for c in report.configurations if c.suite == "overall"]
     out: dict[str, bytes] = {}
-    composed = [c for c in configs if c.levels and c.pass_rate.mean is not None]
+    composed = [c for c in report.effect_configurations
+                if c.levels and c.pass_rate.mean is not None]
     if composed:
-        out["factor_grid"] = _png(_factor_grid(composed))
+        out["factor_grid"] = _png(_factor_grid(composed, report.effects_setting or ""))
     if any(c.pass_rate.mean is not None for c in configs):
         out["configurations"] = _png(_configurations(configs))
     if any(b.pass_rate.mean is not None for b in report.behaviours):
@@ -51,7 +54,7 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _factor_grid(composed: list[ConfigRow]) -> Any:
+def _factor_grid(composed: list[ConfigRow], setting: str) -> Any:
     import matplotlib.pyplot as plt
 
     n = len(FACTORS)
@@ -88,8 +91,9 @@ def _factor_grid(composed: list[ConfigRow]) -> Any:
         axes[n - 1][k].set_xlabel(f, fontsize=8)
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.6, label="pass rate")
-    fig.suptitle(f"Pass rate by factor levels ({len(composed)} configurations; diagonal: main "
-                 "effects, off-diagonal: level pairs)", fontsize=10, y=0.92)
+    which = "in-space (held-out)" if setting == "in-space" else setting
+    fig.suptitle(f"Pass rate by factor levels: {len(composed)} {which} configurations only "
+                 "(diagonal: main effects, off-diagonal: level pairs)", fontsize=10, y=0.92)
     return fig
 
 
@@ -155,31 +159,78 @@ def _behaviours(report: Report) -> Any:
     return fig
 
 
+#: Names drawn per panel of the cost plot, however many harnesses: more overlap.
+MAX_LABELS = 6
+#: Where a name may go around its point (offset in points, alignment), tried in order.
+_OFFSETS = ((4, 3, "left"), (4, -9, "left"), (-4, 3, "right"), (-4, -9, "right"))
+
+
+def _notable(rows: list[CostRow], attr: str) -> list[tuple[int, str]]:
+    """(row index, label) of the points worth naming, most important first: the baseline, the
+    best, the worst, the cheapest, then the shells; every point when there are few."""
+    if len(rows) <= MAX_LABELS:
+        return [(i, c.harness) for i, c in enumerate(rows)]
+    x = [float(getattr(c, attr)) for c in rows]
+    y = [c.pass_rate or 0.0 for c in rows]
+    idx = range(len(rows))
+    picks = [*((i, "original") for i in idx if "original" in rows[i].settings),
+             (max(idx, key=lambda i: (y[i], -x[i])), "best"),
+             (min(idx, key=lambda i: (y[i], -x[i])), "worst"),
+             (min(idx, key=lambda i: (x[i], -y[i])), "cheapest"),
+             *((i, "") for i in idx if rows[i].harness.startswith("adapter:"))]
+    out: dict[int, list[str]] = {}
+    for i, why in picks:
+        if i in out or len(out) < MAX_LABELS:
+            out.setdefault(i, []).extend([why] if why else [])
+    return [(i, f"{rows[i].harness} ({', '.join(w)})" if w else rows[i].harness)
+            for i, w in out.items()]
+
+
+def _label(ax: Any, points: list[tuple[float, float, str]]) -> None:
+    """Name points without overlap: each name takes the first free place around its point,
+    inside the panel, and is left out when none is free (the cost table has every harness)."""
+    renderer = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    taken: list[Any] = []
+    for x, y, text in points:
+        for dx, dy, ha in _OFFSETS:
+            t = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points",
+                            ha=ha, fontsize=6)
+            box = t.get_window_extent(renderer)
+            inside = (frame.x0 <= box.x0 and box.x1 <= frame.x1
+                      and frame.y0 <= box.y0 and box.y1 <= frame.y1)
+            if inside and not any(box.overlaps(b) for b in taken):
+                taken.append(box)
+                break
+            t.remove()
+
+
 def _cost(report: Report) -> Any:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
     rows = [c for c in report.cost if c.pass_rate is not None]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
-    few = len(rows) <= 10
+    settings = list(dict.fromkeys(c.settings[0] for c in rows))
+    # outside the panel: inside, it hides points and the names placed around them
+    axes[1].legend(handles=[Patch(color=SETTING_COLOURS.get(s, "#999999"), label=s)
+                            for s in settings], fontsize=7, loc="upper left",
+                   bbox_to_anchor=(1.01, 1.0))
     for ax, attr, title in ((axes[0], "tokens", "tokens per episode (in + out)"),
                             (axes[1], "wall_s", "wall clock per episode (s)")):
         xs = [float(getattr(c, attr)) for c in rows]
-        for x, c in zip(xs, rows):
-            ax.scatter([x], [c.pass_rate], color=SETTING_COLOURS.get(c.settings[0], "#999999"),
-                       s=18)
-            # name every point when few; otherwise only the shells and the original harness
-            if few or c.harness.startswith("adapter:") or "original" in c.settings:
-                ax.annotate(c.harness, (x, c.pass_rate or 0.0), fontsize=6,
-                            xytext=(3, 2), textcoords="offset points")
+        ax.scatter(xs, [c.pass_rate for c in rows], s=18,
+                   color=[SETTING_COLOURS.get(c.settings[0], "#999999") for c in rows])
         if not any(xs):
             ax.text(0.5, 0.5, "no tokens counted by this policy", transform=ax.transAxes,
                     ha="center", color="#777777")
         ax.set_xlabel(title)
         ax.set_ylim(-0.05, 1.1)
+        ax.margins(x=0.15)
+        ax.autoscale_view()  # fix the limits first: the names are placed in screen space
+        _label(ax, [(xs[i], rows[i].pass_rate or 0.0, text) for i, text in _notable(rows, attr)])
     axes[0].set_ylabel("pass rate")
-    settings = list(dict.fromkeys(c.settings[0] for c in rows))
-    axes[1].legend(handles=[Patch(color=SETTING_COLOURS.get(s, "#999999"), label=s)
-                            for s in settings], fontsize=7, loc="lower right")
-    fig.suptitle("Cost vs pass rate per harness", fontsize=10)
+    named = "" if len(rows) <= MAX_LABELS else (
+        f" — {len(rows)} harnesses, a few named (all in the cost table)")
+    fig.suptitle(f"Cost vs pass rate per harness{named}", fontsize=10)
     return fig

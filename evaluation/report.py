@@ -35,6 +35,12 @@ from harnessgrid.space import FACTOR_LETTERS, FACTORS
 from harnessgrid.tasks import BEHAVIOURS
 
 OVERALL = "overall"
+UNGRADED = "ungraded"
+#: Where main effects come from, first present wins: the held-out configurations, else the
+#: training design (a diagnostic). Both are balanced designs; ``original`` (one baseline
+#: harness) and the adapters never enter — pooling them unbalances the levels.
+EFFECT_SETTINGS: tuple[str, ...] = ("in-space", "train")
+REASON_CHARS = 160
 
 
 class _Row(BaseModel):
@@ -70,12 +76,25 @@ class ConfigRow(_Row):
 
 
 class FactorEffect(_Row):
-    """Main effect: mean pass rate of the evaluated configurations having this level."""
+    """Main effect: mean pass rate of the configurations of one setting (see
+    :data:`EFFECT_SETTINGS`) having this level."""
 
     factor: str
     level: str
     pass_rate: float | None
     configs: int
+
+
+class Unscored(_Row):
+    """Episodes left out of every score for one reason: an infrastructure failure (``cause`` is
+    its termination: ``policy_error``, ``sandbox_error``, ``internal_error``) or ``ungraded``
+    (grader error, no grader). Without these rows a report whose episodes all failed shows
+    empty tables and no reason."""
+
+    cause: str
+    reason: str  # the first line of the error, shortened
+    episodes: int
+    example: str  # one such episode: "suite/task via harness run N (setting)"
 
 
 class CostRow(_Row):
@@ -125,6 +144,10 @@ class Report(BaseModel):
     configurations: list[ConfigRow]
     factor_effects: list[FactorEffect]
     cost: list[CostRow]
+    # the setting the main effects come from, and its configurations' pass rates in it alone
+    effects_setting: str | None = None
+    effect_configurations: list[ConfigRow] = []
+    unscored: list[Unscored] = []  # most frequent first
 
     def suite_cell(self, suite: str, setting: str) -> SuiteCell | None:
         return next((c for c in self.suites if c.suite == suite and c.setting == setting), None)
@@ -137,6 +160,14 @@ class Report(BaseModel):
         return next((c for c in self.configurations
                      if c.harness == harness and c.suite == suite), None)
 
+    def unscored_by_cause(self, infra: bool = True) -> dict[str, int]:
+        """Cause → episodes, most frequent first: infrastructure failures (or ungraded)."""
+        out: dict[str, int] = {}
+        for u in self.unscored:
+            if (u.cause != UNGRADED) == infra:
+                out[u.cause] = out.get(u.cause, 0) + u.episodes
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
 
 def build_report(results: Sequence[EvalResult], manifest: Manifest | None = None) -> Report:
     """The report of ``results`` (the ``manifest`` adds the policy and what is missing)."""
@@ -148,6 +179,7 @@ def build_report(results: Sequence[EvalResult], manifest: Manifest | None = None
     suite_order = [s for s in suite_order if any(r.suite == s for r in results)]
     suites, overall, overall_score = _suite_table(results, cols, suite_order)
     configurations = _config_table(results, suite_order)
+    effects_setting, effect_rows = _effect_configurations(results, suite_order)
     expected = missing = None
     if manifest is not None and manifest.plans:
         keys = manifest.expected_keys()
@@ -162,7 +194,9 @@ def build_report(results: Sequence[EvalResult], manifest: Manifest | None = None
         runs=sorted({r.run for r in results}), columns=cols, suite_order=suite_order,
         overall=overall, overall_score=overall_score, suites=suites,
         behaviours=_behaviour_table(results, cols), configurations=configurations,
-        factor_effects=_factor_effects(configurations), cost=_cost_table(results))
+        factor_effects=_factor_effects(effect_rows), cost=_cost_table(results),
+        effects_setting=effects_setting, effect_configurations=effect_rows,
+        unscored=_unscored(results))
 
 
 def _suite_table(results: Sequence[EvalResult], cols: list[str], suite_order: list[str]
@@ -255,8 +289,19 @@ def _config_table(results: Sequence[EvalResult], suite_order: list[str]) -> list
     return rows
 
 
-def _factor_effects(configurations: Sequence[ConfigRow]) -> list[FactorEffect]:
-    rows = [c for c in configurations if c.suite == OVERALL and c.levels]
+def _effect_configurations(results: Sequence[EvalResult], suite_order: list[str]
+                           ) -> tuple[str | None, list[ConfigRow]]:
+    """The setting main effects come from and its configurations, scored on that setting's
+    episodes alone (a harness that is also ``original`` keeps those episodes out)."""
+    for setting in EFFECT_SETTINGS:
+        rs = [r for r in results if r.setting == setting and r.levels]
+        if rs:
+            rows = _config_table(rs, suite_order)
+            return setting, [c for c in rows if c.suite == OVERALL]
+    return None, []
+
+
+def _factor_effects(rows: Sequence[ConfigRow]) -> list[FactorEffect]:
     effects: list[FactorEffect] = []
     for factor in FACTORS:
         for level in ordered_levels(rows, factor):
@@ -274,6 +319,32 @@ def ordered_levels(rows: Sequence[ConfigRow], factor: str) -> list[str]:
         if c.levels:
             index.setdefault(c.levels[factor], level_index(c.harness, FACTOR_LETTERS[factor]))
     return sorted(index, key=lambda lv: (index[lv], lv))
+
+
+def first_line(text: str | None, limit: int = REASON_CHARS) -> str:
+    """The first non-blank line of an error, cut at ``limit`` characters: errors are
+    ``Type: message`` then a traceback, and the first line is what tells failures apart."""
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    if not line:
+        return "(no message)"
+    return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"
+
+
+def _unscored(results: Sequence[EvalResult]) -> list[Unscored]:
+    groups: dict[tuple[str, str], list[EvalResult]] = {}
+    for r in results:
+        if r.infra_failure:
+            key = (r.termination, first_line(r.error))
+        elif r.ungraded:
+            key = (UNGRADED, first_line(r.grade_error) if r.grade_error else "no grader")
+        else:
+            continue
+        groups.setdefault(key, []).append(r)
+    rows = [Unscored(cause=cause, reason=reason, episodes=len(rs),
+                     example=f"{rs[0].suite}/{rs[0].task} via {rs[0].harness} run {rs[0].run} "
+                             f"({rs[0].setting})")
+            for (cause, reason), rs in groups.items()]
+    return sorted(rows, key=lambda u: (u.cause == UNGRADED, -u.episodes, u.cause, u.reason))
 
 
 def _cost_table(results: Sequence[EvalResult]) -> list[CostRow]:

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from harnessgrid.evaluation.report import Report
 
 DASH = "—"
+UNSCORED_TITLE = "Episodes not scored (infrastructure failures and ungraded)"
+EFFECTS_TITLE = "Factor main effects (pass %, number of configurations)"
 
 
 def pct(x: float | None, digits: int = 1) -> str:
@@ -49,7 +51,36 @@ def summary_lines(report: Report) -> list[str]:
     if report.missing:
         lines.append(f"**incomplete:** {report.missing} of {report.expected} episodes not "
                      "stored yet — re-run the same `harnessgrid eval` command to finish")
+    return lines + unscored_lines(report)
+
+
+def unscored_lines(report: Report) -> list[str]:
+    """Say up front when episodes could not be scored and why: otherwise a run whose episodes
+    all failed (a missing API key) reads as empty tables."""
+    lines = []
+    n = report.infra_failures
+    if n:
+        what = (f"all {n} episodes failed before they could be scored" if n == report.episodes
+                else f"{n} of {report.episodes} episodes failed before they could be scored")
+        lines.append(f"**{what}** (infrastructure failures, left out of every score, not "
+                     f"counted as 0): {_causes(report, infra=True)}")
+    if report.ungraded:
+        lines.append(f"**{report.ungraded} of {report.episodes} episodes were not graded** "
+                     f"(left out of every score): {_causes(report, infra=False)}")
     return lines
+
+
+def _causes(report: Report, *, infra: bool) -> str:
+    """``policy_error (18): KeyError: missing OPENAI_API_KEY; sandbox_error (2): …`` — each
+    cause with its most frequent reason."""
+    parts = []
+    for cause, n in report.unscored_by_cause(infra).items():
+        reasons = [u for u in report.unscored if u.cause == cause]
+        more = f" (+{len(reasons) - 1} other message(s))" if len(reasons) > 1 else ""
+        parts.append(f"{cause} ({n}): {reasons[0].reason}{more}")
+    if not parts:  # a report.json written before reasons were kept
+        return "reasons not recorded (re-run `harnessgrid report DIR`)"
+    return "; ".join(parts) + " — see “Episodes not scored”"
 
 
 def suites_markdown(report: Report) -> str:
@@ -98,6 +129,28 @@ def configurations_markdown(report: Report) -> str:
                   "score"], rows)
 
 
+def effects_caption(report: Report) -> str:
+    """Which configurations the main effects rest on: a reader must not guess whether the
+    baseline or the shells were pooled in (they are not)."""
+    if report.effects_setting is None:
+        return ("No main effects: no in-space (held-out) or train configurations were "
+                "evaluated." if not report.factor_effects else "**Computed by an older "
+                "harnessgrid**, possibly pooling the original baseline in: re-run "
+                "`harnessgrid report DIR`.")
+    n = len(report.effect_configurations)
+    setting = report.effects_setting
+    which = "in-space (held-out)" if setting == "in-space" else setting
+    text = (f"Computed from the {n} {which} configurations only, on their {setting} episodes; "
+            "the original baseline and the out-of-space shells are left out. Each cell: a "
+            "level, the mean pass rate (%) of the configurations having it, how many.")
+    counts = {f: [e.configs for e in report.factor_effects if e.factor == f] for f in FACTORS}
+    unbalanced = [f"{f} {'/'.join(map(str, n))}" for f, n in counts.items() if len(set(n)) > 1]
+    if unbalanced:
+        text += (" **Levels are not balanced** (" + ", ".join(unbalanced) + "): a main effect "
+                 "mixes in other factors.")
+    return text
+
+
 def effects_markdown(report: Report) -> str:
     rows = []
     for factor in FACTORS:
@@ -108,6 +161,27 @@ def effects_markdown(report: Report) -> str:
     width = max((len(r) for r in rows), default=1)
     rows = [r + [""] * (width - len(r)) for r in rows]
     return table(["factor", *(f"level {i}" for i in range(width - 1))], rows)
+
+
+#: Reasons listed per report; ``report.json`` and ``tables/unscored.csv`` keep all of them.
+MAX_REASONS = 12
+
+
+def unscored_markdown(report: Report) -> str:
+    """Episodes left out of the scores, by cause and distinct message (empty when none)."""
+    if not report.unscored:
+        return ""
+    causes = {**report.unscored_by_cause(True), **report.unscored_by_cause(False)}
+    by_cause = table(["cause", "episodes"], [[c, str(n)] for c, n in causes.items()])
+    shown = report.unscored[:MAX_REASONS]
+    # a "|" would split the cell (here and in the HTML converter)
+    rows = [[u.cause, str(u.episodes), u.reason.replace("|", "¦"), u.example.replace("|", "¦")]
+            for u in shown]
+    reasons = table(["cause", "episodes", "message (first line)", "example"], rows)
+    left = len(report.unscored) - len(shown)
+    tail = (f"\n\n{left} more distinct message(s) in report.json and tables/unscored.csv"
+            if left else "")
+    return f"{by_cause}\n\n{reasons}{tail}"
 
 
 def cost_markdown(report: Report) -> str:
@@ -125,15 +199,17 @@ def render_markdown(report: Report, *, brief: bool = False) -> str:
     ``brief``: the summary, suite and behaviour tables only (what ``eval`` prints)."""
     parts = ["# Evaluation report", "\n\n".join(summary_lines(report)),
              "## Pass@1 by suite and setting (%, mean ± std over runs)", suites_markdown(report),
-             "## Episodes by setting", counts_markdown(report),
-             "## Pass@1 by behaviour (%)", behaviours_markdown(report)]
+             "## Episodes by setting", counts_markdown(report)]
+    unscored = unscored_markdown(report)
+    if unscored:
+        parts += [f"## {UNSCORED_TITLE}", unscored]
+    parts += ["## Pass@1 by behaviour (%)", behaviours_markdown(report)]
     if brief:
         return "\n\n".join(parts) + "\n"
     parts += ["## Score by behaviour (%, mean of sub-scores)",
               behaviours_markdown(report, "score"),
               "## Pass@1 by configuration (%)", configurations_markdown(report),
-              "## Factor main effects (pass %, number of configurations)",
-              effects_markdown(report),
+              f"## {EFFECTS_TITLE}", effects_caption(report), effects_markdown(report),
               "## Cost per harness (means per episode)", cost_markdown(report)]
     return "\n\n".join(parts) + "\n"
 
@@ -143,8 +219,9 @@ def _stat_fields(prefix: str, s: Stat) -> dict[str, Any]:
             f"{prefix}_max": s.max, f"{prefix}_runs": len(s.runs)}
 
 
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    header: list[str] = list(dict.fromkeys(k for r in rows for k in r))
+def _write(path: Path, rows: list[dict[str, Any]], fields: Sequence[str] = ()) -> Path:
+    """``fields``: the header when ``rows`` may be empty (a file with no columns reads badly)."""
+    header: list[str] = list(dict.fromkeys([*fields, *(k for r in rows for k in r)]))
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=header)
         writer.writeheader()
@@ -153,7 +230,8 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 
 def write_csvs(report: Report, folder: Path) -> list[Path]:
-    """One CSV per table: suites, behaviours, configurations, factor_effects, cost."""
+    """One CSV per table: suites, behaviours, configurations, factor_effects, cost,
+    unscored."""
     folder.mkdir(parents=True, exist_ok=True)
     suites = [{"suite": c.suite, "setting": c.setting, **_stat_fields("pass", c.pass_rate),
                **_stat_fields("score", c.score), **c.counts.model_dump()}
@@ -167,6 +245,9 @@ def write_csvs(report: Report, folder: Path) -> list[Path]:
                 **c.counts.model_dump()} for c in report.configurations]
     effects = [e.model_dump() for e in report.factor_effects]
     cost = [{**c.model_dump(), "settings": " ".join(c.settings)} for c in report.cost]
-    return [_write(folder / f"{name}.csv", rows) for name, rows in
-            [("suites", suites), ("behaviours", behaviours), ("configurations", configs),
-             ("factor_effects", effects), ("cost", cost)]]
+    unscored = [u.model_dump() for u in report.unscored]
+    paths = [_write(folder / f"{name}.csv", rows) for name, rows in
+             [("suites", suites), ("behaviours", behaviours), ("configurations", configs),
+              ("factor_effects", effects), ("cost", cost)]]
+    return [*paths, _write(folder / "unscored.csv", unscored,
+                           ("cause", "reason", "episodes", "example"))]

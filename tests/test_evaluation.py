@@ -234,7 +234,8 @@ def test_configurations_adapters_factor_effects_and_cost(
     fc = report.config_row("adapter:probe-fc")
     assert fc is not None and fc.name == "ProbeShell-FC 1.0" and fc.levels is None
     effects = {(e.factor, e.level): (e.pass_rate, e.configs) for e in report.factor_effects}
-    assert effects[("tool_interface", "function_calling")] == (1.0, 7)  # 6 held out + original
+    # the held-out configurations only: the original (T0) is not pooled in (issue 12)
+    assert effects[("tool_interface", "function_calling")] == (1.0, 6)
     assert effects[("tool_interface", "xml_tags")] == (0.0, 6)
     assert effects[("tool_interface", "bash_only")] == (0.75, 6)
     assert [e.level for e in report.factor_effects if e.factor == "context"] == [

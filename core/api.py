@@ -78,11 +78,13 @@ async def arun_agent(instruction: str, workspace: str | Path, *, harness: str | 
                           "instruction has none",
                           hint="use a model policy (hf:, litellm:, anthropic:, vllm:), or run a "
                                "suite task with the oracle: harnessgrid run --task SUITE/ID")
+    # Harness and policy first: a bad code or a missing API key fails before the copy.
+    the_harness = resolve_harness(harness)
+    the_policy = resolve_policy(policy, policy_options)
     ws = Workspace.open(Path(workspace), mount_path=mount_path, in_place=in_place)
     task = Task(id="adhoc", instruction=instruction, mount_path=mount_path, suite="adhoc")
     try:
-        traj = await run_episode(resolve_harness(harness), task,
-                                 resolve_policy(policy, policy_options), limits, workspace=ws)
+        traj = await run_episode(the_harness, task, the_policy, limits, workspace=ws)
     except BaseException:
         if not in_place:
             ws.cleanup()

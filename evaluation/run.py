@@ -83,6 +83,10 @@ class EvalConfig(BaseModel):
     #: episodes there, one per cluster CPU. Not part of a run's identity: a run started locally
     #: may be resumed on a cluster and back.
     ray: str | None = None
+    #: On resume, keep stored infrastructure failures instead of running those episodes again
+    #: (by default they are retried; the failed records stay in the files either way). Not
+    #: part of a run's identity.
+    keep_failures: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,10 @@ class Job:
 @dataclass
 class EvalOutcome:
     """What one invocation did: ``skipped`` were already stored, ``recovered`` were rebuilt
-    from trajectories a killed run wrote without their result."""
+    from trajectories a killed run wrote without their result, ``retried`` is how many of the
+    episodes to run were stored as infrastructure failures (run again unless
+    ``keep_failures``). ``results`` are the effective results of every episode of the plan
+    (the stored ones included)."""
 
     out_dir: Path
     total: int
@@ -103,6 +110,12 @@ class EvalOutcome:
     recovered: int
     seconds: float
     results: list[EvalResult]
+    retried: int = 0
+
+    @property
+    def infra_failures(self) -> list[EvalResult]:
+        """The plan's episodes whose (effective) result is an infrastructure failure."""
+        return [r for r in self.results if r.infra_failure]
 
 
 OnResult = Callable[[EvalResult], None]
@@ -184,6 +197,9 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     manifest = build_manifest(config, spec, space, settings, suites)
     tasks = {s: t for s, (_, _, t) in suites.items()}
     jobs = plan_jobs(settings, tasks, config.runs)
+    if policy is None and config.ray is None and (not out.exists() or not any(out.iterdir())):
+        # A new evaluation has everything to run: a missing key fails before a file is written.
+        policy = resolve_policy(config.policy, config.policy_options)
     with ExitStack() as stack:
         if config.ray is None:
             require_sandbox(config.limits)
@@ -195,12 +211,15 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
                 _say(f"Ray cluster at {config.ray}: {resources.get('CPU', 0):g} CPUs")
         store = stack.enter_context(EvalStore(out))
         merged = reconcile(out, manifest)
-        todo = [j for j in jobs if j.key not in store.done]
+        done, failed = store.done, set() if config.keep_failures else store.failed
+        todo = [j for j in jobs if j.key not in done or j.key in failed]
+        retried = sum(j.key in failed for j in todo)
+        kept = sum(j.key in store.failed for j in jobs) if config.keep_failures else 0
         skipped = len(jobs) - len(todo)
         if todo and config.ray is None:
             policy = policy or resolve_policy(config.policy, config.policy_options)
         write_manifest(out, merged)
-        report = _reporter(progress, len(todo), skipped, on_result)
+        report = _reporter(progress, len(todo), skipped, on_result, retried, kept)
         if config.ray is None:
             ran = await _run_jobs(todo, policy, config, space, store, report)
         else:
@@ -209,7 +228,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
         recovered = store.recovered
     return EvalOutcome(out_dir=out, total=len(jobs), skipped=skipped, ran=ran,
                        recovered=recovered, seconds=time.perf_counter() - started,
-                       results=results)
+                       results=results, retried=retried)
 
 
 async def _run_jobs(jobs: Sequence[Job], policy: Policy | None, config: EvalConfig,
@@ -314,7 +333,8 @@ class _Reporter:
 class _RichReporter(_Reporter):
     """A rich progress bar on stderr: done/total, passes so far, elapsed time and ETA."""
 
-    def __init__(self, total: int, skipped: int, on_result: OnResult | None) -> None:
+    def __init__(self, total: int, skipped: int, on_result: OnResult | None,
+                 retried: int = 0) -> None:
         super().__init__(on_result)
         from rich.console import Console
         from rich.progress import (
@@ -328,8 +348,11 @@ class _RichReporter(_Reporter):
         )
 
         console = Console(stderr=True)
-        if skipped:
-            console.print(f"resuming: {skipped} episode(s) already stored, {total} to run")
+        if skipped or retried:
+            again = (f" ({retried} of them stored as infrastructure failures, run again; "
+                     "--keep-failures keeps them)") if retried else ""
+            console.print(f"resuming: {skipped} episode(s) already stored, {total} to run"
+                          + again, highlight=False, soft_wrap=True)
         self.passed = self.scored = self.failed = 0
         self.progress = Progress(
             SpinnerColumn(), TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
@@ -353,12 +376,15 @@ class _RichReporter(_Reporter):
         self.progress.stop()
 
 
-def _reporter(progress: bool, total: int, skipped: int,
-              on_result: OnResult | None) -> _Reporter:
+def _reporter(progress: bool, total: int, skipped: int, on_result: OnResult | None,
+              retried: int = 0, kept: int = 0) -> _Reporter:
     if progress and total:
-        return _RichReporter(total, skipped, on_result)
+        return _RichReporter(total, skipped, on_result, retried)
     if progress:
         from rich.console import Console
 
-        Console(stderr=True).print(f"nothing to run: all {skipped} episode(s) already stored")
+        failures = (f" ({kept} of them infrastructure failures, kept by --keep-failures)"
+                    if kept else "")
+        Console(stderr=True).print(f"nothing to run: all {skipped} episode(s) already stored"
+                                   + failures, highlight=False, soft_wrap=True)
     return _Reporter(on_result)

@@ -22,7 +22,16 @@ After a crash, at most the last line of each file is torn: :meth:`EvalStore.open
 bytes to ``<file>.torn`` and truncates to the last whole line. A trajectory written without its
 result (killed between the two appends) still carries its key in ``meta["eval"]``, so its
 result is rebuilt from it instead of re-running the episode — nothing is lost and nothing is
-stored twice. Results are unique by key; re-running the same command skips stored keys.
+stored twice.
+
+**One effective result per key.** Re-running the same command skips stored keys, except those
+whose result is an infrastructure failure (policy, sandbox or internal error: a missing key, an
+API outage), which are run again unless ``keep_failures``. Nothing is ever rewritten: the new
+trajectory and result are appended, and the rule for reading is that *a later result for a key
+supersedes an earlier infrastructure failure of that key* (and nothing else: a second result
+after a real one can only come from files copied together by hand; it is reported and
+ignored). Reports read only the effective results (:func:`read_results`); the superseded ones
+stay in the files for the audit trail (:func:`read_superseded`, :func:`read_history`).
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import fcntl
 import os
 import warnings
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -105,26 +115,75 @@ def _whole_lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
             offset += len(raw)
 
 
-def read_results(out_dir: str | Path) -> list[EvalResult]:
-    """Every stored result of ``out_dir``, first one per key (a duplicate can only come from
-    copying files together by hand; it is reported, not counted twice)."""
+def supersedes(new: EvalResult, old: EvalResult | None) -> bool:
+    """Whether ``new``, stored after ``old`` for the same key, becomes the key's result: only
+    an infrastructure failure is ever superseded (by a retry of its episode)."""
+    return old is None or old.infra_failure
+
+
+@dataclass
+class StoredResults:
+    """What ``results.jsonl`` holds: the effective result of each key (in order of the key's
+    first record), the infrastructure failures later results superseded (in file order), and
+    how many records were ignored as duplicates."""
+
+    effective: dict[ResultKey, EvalResult] = field(default_factory=dict)
+    superseded: list[EvalResult] = field(default_factory=list)
+    duplicates: int = 0
+
+    def add(self, result: EvalResult) -> bool:
+        """Apply the superseding rule to one more record; False for an ignored duplicate."""
+        old = self.effective.get(result.key)
+        if not supersedes(result, old):
+            self.duplicates += 1
+            return False
+        if old is not None:
+            self.superseded.append(old)
+        self.effective[result.key] = result
+        return True
+
+
+def scan_results(out_dir: str | Path) -> StoredResults:
+    """Every record of ``results.jsonl``, sorted into effective and superseded results."""
     path = Path(out_dir) / RESULTS
-    seen: dict[ResultKey, EvalResult] = {}
-    duplicates = 0
+    stored = StoredResults()
     for n, _, raw in _whole_lines(path):
         try:
             result = EvalResult.model_validate_json(raw)
         except ValueError as exc:
             raise ConfigError(f"{path}:{n} is not a stored result: {exc}".splitlines()[0],
                               hint="the file was edited or is not an evaluation store") from None
-        if result.key in seen:
-            duplicates += 1
-            continue
-        seen[result.key] = result
-    if duplicates:
-        warnings.warn(f"{path}: ignored {duplicates} duplicate result(s) of already stored keys",
-                      stacklevel=2)
-    return list(seen.values())
+        stored.add(result)
+    if stored.duplicates:
+        warnings.warn(f"{path}: ignored {stored.duplicates} duplicate result(s) of already "
+                      "stored keys", stacklevel=3)
+    return stored
+
+
+def read_results(out_dir: str | Path) -> list[EvalResult]:
+    """The effective result of every stored key of ``out_dir``, once per key: a retried
+    infrastructure failure is replaced by its retry's result (the failure stays in the file:
+    :func:`read_superseded`); a duplicate can only come from copying files together by hand,
+    and is reported, not counted twice."""
+    return list(scan_results(out_dir).effective.values())
+
+
+def read_superseded(out_dir: str | Path) -> list[EvalResult]:
+    """The infrastructure failures that a later result of the same key replaced, in the order
+    they were stored (each still points at its trajectory: :func:`load_trajectory`)."""
+    return scan_results(out_dir).superseded
+
+
+def read_history(out_dir: str | Path) -> dict[ResultKey, list[EvalResult]]:
+    """Every result of every key, oldest first: the superseded failures, then the effective
+    result (the last of each list)."""
+    stored = scan_results(out_dir)
+    history: dict[ResultKey, list[EvalResult]] = {key: [] for key in stored.effective}
+    for result in stored.superseded:
+        history[result.key].append(result)
+    for key, result in stored.effective.items():
+        history[key].append(result)
+    return history
 
 
 def load_trajectory(out_dir: str | Path, result: EvalResult) -> Trajectory:
@@ -147,13 +206,23 @@ class EvalStore:
         self.dir = Path(out_dir)
         self.results_path = self.dir / RESULTS
         self.trajectories = TrajectoryStore(self.dir / TRAJECTORIES)
+        #: The effective result of each stored key (see the module doc).
         self.results: dict[ResultKey, EvalResult] = {}
+        #: Infrastructure failures superseded by a later result (kept in the files).
+        self.superseded: list[EvalResult] = []
         self.recovered = 0
         self._lock: IO[str] | None = None
 
     @property
     def done(self) -> set[ResultKey]:
+        """Every key with a stored result (whatever its outcome)."""
         return set(self.results)
+
+    @property
+    def failed(self) -> set[ResultKey]:
+        """The keys whose result is an infrastructure failure: re-run on resume unless the
+        evaluation keeps failures."""
+        return {key for key, result in self.results.items() if result.infra_failure}
 
     def __enter__(self) -> Self:
         self.open()
@@ -168,7 +237,8 @@ class EvalStore:
         self._acquire_lock()
         repair_tail(self.trajectories.path)
         repair_tail(self.results_path)
-        self.results = {r.key: r for r in read_results(self.dir)}
+        stored = scan_results(self.dir)
+        self.results, self.superseded = stored.effective, stored.superseded
         self._recover_orphans()
 
     def close(self) -> None:
@@ -194,11 +264,13 @@ class EvalStore:
         self._lock = lock
 
     def _recover_orphans(self) -> None:
-        """Commit results for trajectories stored after the last committed one."""
+        """Commit results for trajectories stored after the last committed one (a retry of an
+        infrastructure failure included: it supersedes the failure, as if committed)."""
         path = self.trajectories.path
         if not path.exists():
             return
-        last = max((r.traj_offset for r in self.results.values()), default=-1)
+        last = max((r.traj_offset for r in [*self.results.values(), *self.superseded]),
+                   default=-1)
         with path.open("rb") as f:
             if last >= 0:
                 f.seek(last)
@@ -212,7 +284,7 @@ class EvalStore:
                 if META_KEY not in traj.meta:
                     continue
                 result = EvalResult.from_trajectory(traj, offset)
-                if result.key not in self.results:
+                if supersedes(result, self.results.get(result.key)):
                     self._append_result(result)
                     self.recovered += 1
 
@@ -228,9 +300,12 @@ class EvalStore:
         return result
 
     def _append_result(self, result: EvalResult) -> None:
-        if result.key in self.results:
+        old = self.results.get(result.key)
+        if not supersedes(result, old):
             raise RuntimeError(f"result already stored: {result.key.describe()}")
         append_line(self.results_path, (result.model_dump_json() + "\n").encode())
+        if old is not None:
+            self.superseded.append(old)
         self.results[result.key] = result
 
     def extend(self, results: Iterable[EvalResult]) -> None:

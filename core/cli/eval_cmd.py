@@ -1,7 +1,11 @@
 """``harnessgrid eval`` and ``harnessgrid report``: the paper's evaluation protocol from the
 command line (see :mod:`harnessgrid.evaluation`).
 
-``eval`` is resumable: re-running the same command continues where a killed one stopped.
+``eval`` is resumable: re-running the same command continues where a killed one stopped, and
+runs again the episodes stored as infrastructure failures (``--keep-failures`` keeps them).
+Exit status: 0, also when some episodes failed for infrastructure reasons (a summary on stderr
+says how many and why); 3 when every episode of the evaluation is an infrastructure failure; 2
+for a usage or configuration mistake; 130 when interrupted.
 ``report DIR`` (re)writes the tables, plots and ``report.html`` of a directory, and
 ``report compare BASE NEW`` puts two evaluations side by side.
 """
@@ -11,10 +15,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from harnessgrid.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harnessgrid.evaluation.results import EvalResult
 
 
 def eval_command(
@@ -53,6 +61,10 @@ def eval_command(
     wall_s: float = typer.Option(600.0, "--wall-s", min=1),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run commands "
                                            "without bubblewrap (no isolation!)."),
+    keep_failures: bool = typer.Option(False, "--keep-failures", help="On resume, keep the "
+                                       "episodes stored as infrastructure failures (policy, "
+                                       "sandbox or internal errors) instead of running them "
+                                       "again."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write the report."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Report without plots."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no tables."),
@@ -60,7 +72,13 @@ def eval_command(
     """Evaluate a policy: every task through every harness of each setting, RUNS times.
 
     Results are stored as each episode ends; re-run the same command to resume (with or
-    without --ray).
+    without --ray). A resume also runs again the episodes stored as infrastructure failures
+    (e.g. after fixing an API key), keeping the failed records in the files; --keep-failures
+    keeps them instead.
+
+    Exit status: 0 when the evaluation ran, even if some episodes failed for infrastructure
+    reasons (stderr says how many and why); 3 when every episode is an infrastructure failure;
+    2 for a usage or configuration mistake (e.g. a missing API key); 130 when interrupted.
     """
     from harnessgrid.cli.run_cmd import parse_options
     from harnessgrid.evaluation.plan import split_list
@@ -75,7 +93,7 @@ def eval_command(
         settings=tuple(split_list(settings)), runs=runs,
         harnesses=tuple(split_list(harnesses)) or None, original=original,
         adapters=tuple(split_list(adapters)), holdout_seed=holdout_seed, limit=limit,
-        split=split, concurrency=concurrency, ray=ray,
+        split=split, concurrency=concurrency, ray=ray, keep_failures=keep_failures,
         limits=EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
                              unsafe_no_sandbox=unsafe_no_sandbox))
     try:
@@ -89,10 +107,47 @@ def eval_command(
     if not quiet:
         typer.echo(f"{outcome.ran} episode(s) run, {outcome.skipped} already stored"
                    + (f", {outcome.recovered} recovered" if outcome.recovered else "")
+                   + (f", {outcome.retried} infrastructure failure(s) retried"
+                      if outcome.retried else "")
                    + f" ({outcome.seconds:.1f}s)", err=True)
-    if no_report:
-        return
-    _write_and_print(out, plots=not no_plots, as_json=False, quiet=quiet, brief=True)
+    if not no_report:
+        _write_and_print(out, plots=not no_plots, as_json=False, quiet=quiet, brief=True)
+    failures = outcome.infra_failures
+    if failures:  # printed even with --quiet: these episodes say nothing about the policy
+        for line in infra_summary(failures, outcome.total, keep_failures):
+            typer.secho(line, fg="red" if len(failures) == outcome.total else "yellow",
+                        err=True)
+    if failures and len(failures) == outcome.total:
+        raise SystemExit(EXIT_ALL_INFRA_FAILURES)
+
+
+#: Exit status of ``harnessgrid eval`` when every episode is an infrastructure failure.
+EXIT_ALL_INFRA_FAILURES = 3
+
+
+def infra_summary(failures: list[EvalResult], total: int, kept: bool) -> list[str]:
+    """How many episodes failed for infrastructure reasons and why: one line for the count,
+    one per distinct reason (termination and the error's first line), most frequent first."""
+    from collections import Counter
+
+    from harnessgrid.cli.run_cmd import error_text
+
+    reasons = Counter((r.termination, _first_line(error_text(r.error)[0])) for r in failures)
+    every = "all " if len(failures) == total else ""
+    lines = [f"infrastructure failures: {every}{len(failures)} of {total} episode(s) "
+             f"({len(reasons)} distinct reason(s)); they are not scored"]
+    for (termination, message), count in reasons.most_common(5):
+        lines.append(f"  {count} × {termination}: {message or '(no message)'}")
+    if len(reasons) > 5:
+        lines.append(f"  ... and {len(reasons) - 5} other reason(s): see the report")
+    lines.append("  fix the cause and re-run the same command to run them again"
+                 + (" (without --keep-failures)" if kept else ""))
+    return lines
+
+
+def _first_line(text: str, width: int = 240) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[:width - 1] + "…"
 
 
 def _write_and_print(out: Path, *, plots: bool, as_json: bool, quiet: bool,

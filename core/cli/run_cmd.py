@@ -47,6 +47,34 @@ def summary(traj: Trajectory) -> dict[str, Any]:
             "tools_s": round(traj.tools_s, 3), "harness_s": round(traj.harness_s, 3)}
 
 
+#: Exit status of ``harnessgrid run`` when the episode ended as an infrastructure failure
+#: (policy, sandbox or internal error): distinct from 2, a usage or configuration mistake. The
+#: agent failing the task is not an error: exit 0.
+EXIT_INFRA_FAILURE = 3
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def error_text(error: str | None) -> tuple[str, str]:
+    """An episode's error as (message, traceback): the runtime stores the exception's text
+    followed by its traceback; the message is what a person needs, the traceback is kept in
+    the trajectory."""
+    text = error or ""
+    head, sep, tail = text.partition(_TRACEBACK)
+    return head.strip(), (sep + tail).strip()
+
+
+def show_infra_failure(traj: Trajectory) -> None:
+    """A one-line summary (stdout), then the error as plain text (stderr)."""
+    message, trace = error_text(traj.error)
+    typer.echo(f"{traj.task_id} through {traj.harness} with {traj.policy}: infrastructure "
+               f"failure ({traj.termination}) after {len(traj.turns)} turn(s), "
+               f"{traj.wall_s:.1f}s; not scored")
+    typer.echo(f"error: {message or '(no message recorded)'}", err=True)
+    if trace:
+        typer.echo("(the traceback is kept in the trajectory: --save FILE or --json)", err=True)
+
+
 def show_conversation(traj: Trajectory) -> None:
     """Print what the model saw each turn: the whole view at a segment start, then only what
     was appended since, and what the model wrote."""
@@ -96,7 +124,13 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     show: bool = typer.Option(False, "--show", help="Render the conversation as the model saw it."),
 ) -> None:
-    """Run one episode and print its score, termination reason, turns and costs."""
+    """Run one episode and print its score, termination reason, turns and costs.
+
+    Exit status: 0 when the episode ran (whether or not the agent solved the task), 2 for a
+    usage or configuration mistake (e.g. a missing API key), 3 when the episode ended as an
+    infrastructure failure (policy_error, sandbox_error, internal_error): its error is printed
+    on stderr after a one-line summary.
+    """
     import asyncio
 
     from harnessgrid.api import arun_agent, resolve_harness, resolve_policy
@@ -125,11 +159,18 @@ def run(
     result = summary(traj)
     if as_json:
         typer.echo(json.dumps(result))
-        return
-    from rich.console import Console
-    from rich.table import Table
+    elif traj.infra_failure:
+        show_infra_failure(traj)
+    else:
+        from rich.console import Console
+        from rich.table import Table
 
-    table = Table(show_header=False, title=f"{traj.task_id} through {traj.harness}")
-    for key, value in result.items():
-        table.add_row(key, str(value))
-    Console().print(table)
+        table = Table(show_header=False, title=f"{traj.task_id} through {traj.harness}")
+        for key, value in result.items():
+            table.add_row(key, str(value))
+        Console().print(table)
+    if traj.infra_failure:
+        if as_json:
+            typer.echo(f"error: {error_text(traj.error)[0]}", err=True)
+        # SystemExit, not typer.Exit: outside standalone mode click would swallow its code.
+        raise SystemExit(EXIT_INFRA_FAILURE)

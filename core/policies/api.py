@@ -6,7 +6,15 @@ Both backends share one error policy, so that ``max_retries`` means the same thi
   408/429/5xx, 529 *overloaded*, timeouts, lost connections) with exponential backoff, jitter,
   and the server's ``retry-after`` when it sends one;
 * anything else (bad key, unknown model, bad request) is a :class:`PolicyError` at once, naming
-  the policy and the fix: retrying a request that cannot succeed only burns time and quota;
+  the policy and the fix: retrying a request that cannot succeed only burns time and quota; an
+  authentication failure (HTTP 401/403, the SDKs' ``AuthenticationError`` /
+  ``PermissionDeniedError``, a client that found no key) says that the key was rejected or
+  missing and names the variable it is read from;
+* a missing key is found before the first request: creating a policy whose provider needs a
+  key that is neither in its environment variable nor passed as ``api_key`` raises a
+  :class:`ConfigError` naming the provider and the variable, so ``harnessgrid run`` / ``eval``
+  and ``run_agent`` fail before any sandbox starts (a policy given ``api_base`` / ``base_url``,
+  a local server, needs no key);
 * a malformed tool call is the *model's* mistake, not a failure: it is returned as a
   :class:`ToolCall` with ``parse_error`` so the harness can show it as a format error.
 
@@ -20,6 +28,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from types import ModuleType
@@ -85,6 +94,24 @@ def _retry_after(exc: Exception) -> float:
     return 0.0
 
 
+#: What the OpenAI and Anthropic clients say when they found no key at all (litellm turns the
+#: OpenAI SDK's into an InternalServerError, status 500, which would otherwise look transient).
+_MISSING_KEY = re.compile(r"missing credentials|api_key client option must be set|"
+                          r"could not resolve authentication method", re.IGNORECASE)
+_AUTH_ERRORS = frozenset({"AuthenticationError", "PermissionDeniedError"})
+
+
+def _auth_failure(exc: Exception) -> bool:
+    """The key is missing, wrong or lacks permission: HTTP 401/403, an SDK's
+    ``AuthenticationError`` / ``PermissionDeniedError`` (litellm's and anthropic's), or a client
+    that refused to send a request without a key."""
+    if _status(exc) in (401, 403):
+        return True
+    if any(cls.__name__ in _AUTH_ERRORS for cls in type(exc).__mro__):
+        return True
+    return bool(_MISSING_KEY.search(str(exc)))
+
+
 def _describe(exc: Exception) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:400]}"
@@ -93,8 +120,7 @@ def _describe(exc: Exception) -> str:
 class _APIPolicy:
     """What both backends share: the spec, sampling options and the retry loop."""
 
-    #: How to fix a rejected key, and a rejected model or request; set by each backend.
-    key_hint = ""
+    #: How to fix a rejected model or request; set by each backend.
     model_hint = ""
 
     def __init__(self, spec: str, *, temperature: float | None, max_tokens: int, max_retries: int,
@@ -128,6 +154,8 @@ class _APIPolicy:
             try:
                 return await send()
             except Exception as exc:
+                if _auth_failure(exc):
+                    raise self._key_rejected(exc) from exc
                 if not transient(exc):
                     raise self._rejected(exc) from exc
                 if attempt >= self.max_retries:
@@ -139,9 +167,23 @@ class _APIPolicy:
             attempt += 1
 
     def _rejected(self, exc: Exception) -> PolicyError:
+        return PolicyError(f"{self.spec}: request rejected: {_describe(exc)}", self.model_hint)
+
+    def _key_rejected(self, exc: Exception) -> PolicyError:
+        """Authentication failed: never retried, and never called *overloaded*."""
         status = _status(exc)
-        hint = self.key_hint if status in (401, 403) else self.model_hint
-        return PolicyError(f"{self.spec}: request rejected: {_describe(exc)}", hint)
+        if status in (401, 403):
+            what = f"the API key was rejected (HTTP {status})"
+        elif _MISSING_KEY.search(str(exc)):
+            what = "no API key was sent (the client found none)"
+        else:
+            what = "the API key was rejected"
+        return PolicyError(f"{self.spec}: request rejected: {what}: {_describe(exc)}",
+                           self._key_hint())
+
+    def _key_hint(self) -> str:
+        """Where the key came from and how to fix it; backends override."""
+        return "check the API key, or pass --policy-opt api_key=..."
 
 
 def _int(obj: object, name: str) -> int:
@@ -169,8 +211,6 @@ class LiteLLMPolicy(_APIPolicy):
     OpenAI-compatible server (``api_base``, model ``openai/<name>``). ``extra`` is passed to
     ``acompletion`` as is (e.g. ``{"top_p": 0.9}``)."""
 
-    key_hint = ("set the provider's key variable (e.g. OPENAI_API_KEY) or pass api_key; a local "
-                "server may still expect some key")
     model_hint = ("check the model name and its provider prefix (e.g. litellm:openai/gpt-4o-mini), "
                   "api_base and the options; the provider's message says what it rejected")
 
@@ -187,7 +227,24 @@ class LiteLLMPolicy(_APIPolicy):
         self.api_base = api_base
         self.api_key = api_key
         self.extra = dict(extra or {})
-        self._litellm = _import_litellm()
+        self._litellm = litellm = _import_litellm()
+        self.provider = _provider(litellm, model)
+        missing = _missing_keys(litellm, model)
+        if api_key is None and api_base is None and missing and not _has_credentials(self.extra):
+            variable = " or ".join(missing)
+            raise ConfigError(
+                f"{self.spec}: no API key for {self.provider or 'this provider'}: {variable} "
+                "is not set",
+                hint=f"export {' or '.join(f'{m}=...' for m in missing)} (or pass "
+                     "--policy-opt api_key=...); for a local "
+                     "OpenAI-compatible server pass api_base=URL (e.g. "
+                     "http://127.0.0.1:8000/v1), which needs no key")
+        # A local server ignores the key, but the OpenAI client refuses to send a request
+        # without one (litellm reports that as a retryable server error): send a placeholder.
+        self._placeholder_key = bool(api_key is None and api_base is not None and missing
+                                     and not _has_credentials(self.extra))
+        #: The variable the key is read from (named in the hint when a key is rejected).
+        self.key_variable = missing[0] if missing else _key_variable(self.provider)
 
     async def act(self, request: PolicyRequest) -> ModelTurn:
         litellm = self._litellm
@@ -199,7 +256,7 @@ class LiteLLMPolicy(_APIPolicy):
             "max_tokens": self._max_tokens(request),
             "timeout": self.timeout_s,
             "api_base": self.api_base,
-            "api_key": self.api_key,
+            "api_key": "unused" if self._placeholder_key else self.api_key,
             "num_retries": 0,  # litellm's own retry loop
             "max_retries": 0,  # the OpenAI SDK's retry loop underneath
         }
@@ -214,6 +271,59 @@ class LiteLLMPolicy(_APIPolicy):
 
         response = await self._send(lambda: litellm.acompletion(**kwargs), transient)
         return _openai_turn(response)
+
+    def _key_hint(self) -> str:
+        variable = self.key_variable or "the provider's key variable (e.g. OPENAI_API_KEY)"
+        if self._placeholder_key:
+            return (f"the server at {self.api_base} wants a key: pass --policy-opt api_key=... "
+                    f"(or set {variable})")
+        if self.api_key is not None:
+            return f"check the key passed as api_key ({self.provider or 'the provider'} reads " \
+                   f"{variable} when none is passed)"
+        return f"check the key in {variable}, or pass --policy-opt api_key=..."
+
+
+#: Key variables that differ from ``<PROVIDER>_API_KEY`` (used when the key is present, so
+#: litellm does not name it).
+_KEY_VARIABLES = {"together_ai": "TOGETHERAI_API_KEY", "gemini": "GEMINI_API_KEY",
+                  "hosted_vllm": "", "ollama": "", "ollama_chat": "", "bedrock": "",
+                  "sagemaker": "", "vertex_ai": "", "vertex_ai_beta": ""}
+
+#: ``extra`` options that carry a credential of their own (Azure AD, AWS, Vertex, headers).
+_CREDENTIAL_OPTION = re.compile(r"key|token|credential|secret|aws_|vertex_|headers|api_base|"
+                                r"base_url", re.IGNORECASE)
+
+
+def _provider(litellm: ModuleType, model: str) -> str:
+    try:
+        return str(litellm.get_llm_provider(model=model)[1] or "")
+    except Exception:  # noqa: BLE001 - an unknown provider: litellm says so at the first call
+        return ""
+
+
+def _missing_keys(litellm: ModuleType, model: str) -> list[str]:
+    """The key variables litellm wants for ``model`` and does not find in the environment.
+
+    Only API keys and tokens: a provider whose missing variables are a server address
+    (Ollama's default is localhost) or ambient credentials (AWS profiles, Google ADC) is left
+    to fail, or not, at its first call."""
+    try:
+        found = litellm.validate_environment(model=model)
+    except Exception:  # noqa: BLE001 - never block a policy on a failing check
+        return []
+    missing = found.get("missing_keys") if isinstance(found, dict) else None
+    return [str(name) for name in missing or ()
+            if re.search(r"_API_KEY$|_API_TOKEN$|_APIKEY$", str(name))]
+
+
+def _key_variable(provider: str) -> str:
+    if not provider:
+        return ""
+    return _KEY_VARIABLES.get(provider, f"{provider.upper()}_API_KEY")
+
+
+def _has_credentials(extra: dict[str, Any]) -> bool:
+    return any(_CREDENTIAL_OPTION.search(name) for name in extra)
 
 
 def _openai_turn(response: Any) -> ModelTurn:
@@ -313,7 +423,6 @@ class AnthropicPolicy(_APIPolicy):
     API version may still honour it, so when given it travels in the request body as is.
     """
 
-    key_hint = "set ANTHROPIC_API_KEY or pass api_key"
     model_hint = ("check the model name (e.g. anthropic:claude-sonnet-4-5), base_url and the "
                   "options; the API's message says what it rejected")
 
@@ -325,10 +434,20 @@ class AnthropicPolicy(_APIPolicy):
                               hint="write anthropic:<model>, e.g. anthropic:claude-sonnet-4-5")
         super().__init__(f"anthropic:{model}", temperature=temperature, max_tokens=max_tokens,
                          max_retries=max_retries, backoff_s=backoff_s, timeout_s=timeout_s)
+        self._key_source = "api_key" if api_key else ""
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         token = os.environ.get("ANTHROPIC_AUTH_TOKEN")  # the SDK's other credential
-        if not api_key and not token and base_url is None:
-            raise ConfigError(f"{self.spec}: no API key", hint=self.key_hint)
+        # A compatible server (base_url, or the SDK's ANTHROPIC_BASE_URL) may need no key.
+        local = base_url is not None or bool(os.environ.get("ANTHROPIC_BASE_URL"))
+        if not api_key and not token and not local:
+            raise ConfigError(f"{self.spec}: no API key for Anthropic: ANTHROPIC_API_KEY is "
+                              "not set",
+                              hint="export ANTHROPIC_API_KEY=... (or pass --policy-opt "
+                                   "api_key=...); a compatible server at base_url=URL needs "
+                                   "no key")
+        if not self._key_source:
+            self._key_source = ("ANTHROPIC_API_KEY" if api_key else
+                                "ANTHROPIC_AUTH_TOKEN" if token else "")
         try:
             import anthropic
         except ImportError as exc:
@@ -369,6 +488,14 @@ class AnthropicPolicy(_APIPolicy):
 
         response = await self._send(lambda: client.messages.create(**params), transient)
         return _anthropic_turn(response)
+
+    def _key_hint(self) -> str:
+        if self._key_source == "api_key":
+            return "check the key passed as api_key (ANTHROPIC_API_KEY is read when none is)"
+        if self._key_source:
+            return f"check the key in {self._key_source}, or pass --policy-opt api_key=..."
+        return (f"the server at {self.base_url or os.environ.get('ANTHROPIC_BASE_URL')} wants a "
+                "key: set ANTHROPIC_API_KEY or pass --policy-opt api_key=...")
 
 
 def _anthropic_turn(response: Any) -> ModelTurn:

@@ -8,11 +8,11 @@ score is exactly 1. A grader that cannot produce scores (crash, timeout, garbage
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, overload, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SkipValidation, field_validator
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action
@@ -117,29 +117,120 @@ class Task(BaseModel):
                 "plan_length": len(self.plan)}
 
 
+class TaskList(Sequence[Task]):
+    """A split whose ids are known up front and whose tasks are built on first access.
+
+    Generated suites hold thousands of tasks that are deterministic from their id; a command
+    that shows or runs one task should build that one, not all of them. ``make(i)`` builds task
+    ``i``; built tasks are kept (they are immutable), and ``ids`` never builds anything.
+    """
+
+    def __init__(self, ids: Sequence[str], make: Callable[[int], Task]) -> None:
+        self.ids: tuple[str, ...] = tuple(ids)
+        self._make = make
+        self._built: dict[int, Task] = {}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> Task: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Task]: ...
+    def __getitem__(self, index: int | slice) -> Task | Sequence[Task]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = range(len(self))[index]  # IndexError and negative indices as for a tuple
+        task = self._built.get(i)
+        if task is None:
+            task = self._built[i] = self._make(i)
+            if task.id != self.ids[i]:
+                raise RuntimeError(f"task {i} was listed as {self.ids[i]!r} but built as "
+                                   f"{task.id!r}")
+        return task
+
+    def __iter__(self) -> Iterator[Task]:
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"TaskList({len(self)} tasks, {len(self._built)} built)"
+
+
+def task_ids(tasks: Sequence[Task]) -> tuple[str, ...]:
+    """The ids of a split, without building a lazy one."""
+    return tasks.ids if isinstance(tasks, TaskList) else tuple(t.id for t in tasks)
+
+
+def _chain(parts: Sequence[Sequence[Task]]) -> Sequence[Task]:
+    """Several splits as one sequence, still lazy where they are."""
+    if not any(isinstance(p, TaskList) for p in parts):
+        return [t for p in parts for t in p]
+    where = [(p, i) for p in parts for i in range(len(p))]
+    return TaskList([i for p in parts for i in task_ids(p)],
+                    lambda n: where[n][0][where[n][1]])
+
+
 class TaskSuite(BaseModel):
-    """A named, versioned, deterministic collection of tasks with splits."""
+    """A named, versioned, deterministic collection of tasks with splits.
+
+    A split is a tuple of tasks or a :class:`TaskList` (built on demand); ``get`` finds a task
+    by id through an index of ids, so it builds only the task asked for.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     version: str = "1"
-    splits: dict[str, tuple[Task, ...]]
+    # SkipValidation: pydantic would iterate (build) a lazy split; the validator checks instead.
+    splits: Annotated[dict[str, Sequence[Task]], SkipValidation]
+    _index: dict[str, tuple[str, int]] | None = PrivateAttr(default=None)
+
+    @field_validator("splits", mode="before")
+    @classmethod
+    def _check_splits(cls, value: Any) -> dict[str, Sequence[Task]]:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"splits must map split names to tasks, got {type(value).__name__}")
+        out: dict[str, Sequence[Task]] = {}
+        for name, tasks in value.items():
+            if isinstance(tasks, TaskList):
+                out[str(name)] = tasks
+                continue
+            items = tuple(tasks)
+            bad = next((t for t in items if not isinstance(t, Task)), None)
+            if bad is not None:
+                raise ValueError(f"split {name!r} holds a {type(bad).__name__}, not a Task")
+            out[str(name)] = items
+        return out
 
     def tasks(self, split: str | None = None) -> Sequence[Task]:
         if split is None:
-            return [t for tasks in self.splits.values() for t in tasks]
+            return _chain(list(self.splits.values()))
         if split not in self.splits:
             raise ConfigError(f"suite {self.name!r} has no split {split!r}",
                               hint=f"splits: {', '.join(self.splits)}")
         return self.splits[split]
 
+    def split_of(self, task_id: str) -> str | None:
+        """The split holding ``task_id``, or None."""
+        found = self._locate(task_id)
+        return found[0] if found else None
+
+    def _locate(self, task_id: str) -> tuple[str, int] | None:
+        if self._index is None:
+            index: dict[str, tuple[str, int]] = {}
+            for name, tasks in self.splits.items():
+                for i, tid in enumerate(task_ids(tasks)):
+                    index.setdefault(tid, (name, i))  # the first of a repeated id, as listed
+            self._index = index
+        return self._index.get(task_id)
+
     def get(self, task_id: str) -> Task:
-        for task in self.tasks():
-            if task.id == task_id:
-                return task
-        raise ConfigError(f"suite {self.name!r} has no task {task_id!r}",
-                          hint=f"list them with `harnessgrid tasks list --suite {self.name}`")
+        found = self._locate(task_id)
+        if found is None:
+            raise ConfigError(f"suite {self.name!r} has no task {task_id!r}",
+                              hint=f"`harnessgrid tasks list {self.name}` prints each task's "
+                                   "address")
+        return self.splits[found[0]][found[1]]
 
 
 def load_suite(spec: str, **options: Any) -> TaskSuite:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import harnessgrid as hg
 from harnessgrid.composition import compose
 from harnessgrid.errors import ConfigError
 from harnessgrid.harness import ComposedHarness
@@ -29,7 +30,7 @@ from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.registry import PluginManager, Registry
 from harnessgrid.runtime import run_episode, run_episodes
 from harnessgrid.space import FactorSpace
-from harnessgrid.tasks import BEHAVIOURS, Task, TaskSuite
+from harnessgrid.tasks import BEHAVIOURS, Task, TaskSuite, task_ids
 from harnessgrid.tools import as_shell
 from harnessgrid.trajectory import Trajectory
 from harnessgrid.workspace import Workspace
@@ -123,18 +124,81 @@ def test_graders_are_deterministic(registry: Registry) -> None:
 
 
 @pytest.fixture(scope="module")
-def suites() -> dict[str, TaskSuite]:
-    """All three suites, built from cold caches (the train build time is printed)."""
-    for cached in (splits.train_tasks, splits.train_keys, splits._eval_splits):
+def computed_index() -> dict[str, Any]:
+    """The split index computed from scratch, from cold caches (the build time is printed)."""
+    for cached in (splits.train_tasks, splits.train_keys, splits._eval_splits,
+                   splits.load_index):
         cached.cache_clear()
     t0 = time.perf_counter()
-    grid = splits.grid_suite()
-    t1 = time.perf_counter()
-    bench, long = splits.bench_suite(), splits.long_suite()
-    t2 = time.perf_counter()
-    print(f"\n[grid] train split: {len(grid.tasks('train'))} tasks built in {t1 - t0:.2f}s; "
-          f"grid-bench + grid-long in {t2 - t1:.2f}s")
-    return {"grid": grid, "grid-bench": bench, "grid-long": long}
+    index = splits.compute_index()
+    print(f"\n[grid] all splits built from scratch in {time.perf_counter() - t0:.2f}s")
+    return json.loads(json.dumps(index))
+
+
+@pytest.fixture(scope="module")
+def suites(computed_index: dict[str, Any]) -> dict[str, TaskSuite]:
+    """All three suites as built from scratch (eagerly, by the split construction itself)."""
+    train = tuple(t for n in NAMES for t in splits.train_tasks(n))
+    bench, long = splits._eval_splits()
+    return {"grid": TaskSuite(name="grid", splits={"train": train}),
+            "grid-bench": TaskSuite(name="grid-bench", splits={"eval": bench}),
+            "grid-long": TaskSuite(name="grid-long", splits={"eval": long})}
+
+
+def test_shipped_index_matches_the_generators(computed_index: dict[str, Any]) -> None:
+    shipped = json.loads(splits.INDEX_FILE.read_text())
+    assert shipped == computed_index, ("plugins/tasks/generated/index.json is stale: run "
+                                       "`python -m harnessgrid.plugins.tasks.generated`")
+
+
+def test_loaded_suites_are_the_built_ones(suites: dict[str, TaskSuite]) -> None:
+    """The lazily loaded suites list the same ids in the same order, and build the same tasks."""
+    for name, built in suites.items():
+        loaded = hg.load_suite(name)
+        assert list(loaded.splits) == list(built.splits)
+        for split, tasks in built.splits.items():
+            assert task_ids(loaded.tasks(split)) == task_ids(tasks), name
+            for i in range(0, len(tasks), max(1, len(tasks) // 7)):
+                mine, theirs = loaded.tasks(split)[i], tasks[i]
+                assert (mine.id, mine.content_hash(), mine.metadata) == \
+                    (theirs.id, theirs.content_hash(), theirs.metadata)
+
+
+def test_one_task_builds_only_that_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[tuple[str, int]] = []
+    real = splits.generate
+    monkeypatch.setattr(splits, "generate", lambda f, s, **kw: built.append((f, s)) or
+                        real(f, s, **kw))
+    suite = hg.load_suite("grid")
+    assert len(suite.tasks("train")) >= 13_500 and not built
+    first = suite.tasks("train")[0].id
+    task = suite.get("grid/json_merge-00003")
+    assert task.id == "grid/json_merge-00003" and task.suite == "grid"
+    assert built == [("column_stats", 0), ("json_merge", 3)], first
+    assert suite.split_of("grid/json_merge-00003") == "train"
+    with pytest.raises(ConfigError, match="no task 'grid/json_merge-100000'"):
+        suite.get("grid/json_merge-100000")
+
+
+def test_a_stale_index_is_computed_once_and_cached(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path,
+                                                    computed_index: dict[str, Any]) -> None:
+    """Edited generators (another digest): the index is computed, cached, then read back."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(splits, "source_digest", lambda: "0123456789abcdef")
+    computed: list[int] = []
+    real = splits.compute_index
+    monkeypatch.setattr(splits, "compute_index", lambda: computed.append(1) or real())
+    splits.load_index.cache_clear()
+    try:
+        first = splits.load_index()
+        cached = tmp_path / "harnessgrid" / "grid-index-0123456789abcdef.json"
+        assert computed == [1] and cached.is_file()
+        splits.load_index.cache_clear()
+        assert splits.load_index() == json.loads(cached.read_text()) and computed == [1]
+        assert first["grid-bench"] == [list(e) for e in computed_index["grid-bench"]]
+    finally:
+        splits.load_index.cache_clear()
 
 
 def _keys(tasks: Any) -> tuple[set[str], set[str], set[str]]:
@@ -221,7 +285,7 @@ def test_generation_is_identical_across_processes() -> None:
     out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
                          text=True, check=True, timeout=300)
     there = json.loads(out.stdout)
-    print(f"\n[grid] cold build of the train split in a fresh process: {there['seconds']:.2f}s")
+    print(f"\n[grid] cold load of the train split in a fresh process: {there['seconds']:.2f}s")
     here = [generate(n, s) for n in NAMES for s in (0, 7, 321)]
     here += [generate(n, 5, long=True) for n in NAMES if FAMILIES[n].long_capable]
     here += list(splits.bench_suite().tasks("eval")[::10]) + list(splits.long_suite().tasks("eval"))

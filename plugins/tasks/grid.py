@@ -2,8 +2,8 @@
 (eval). See :mod:`harnessgrid.plugins.tasks.generated` for the families and
 :mod:`harnessgrid.plugins.tasks.generated.splits` for how the splits are built and kept disjoint.
 
-The generator is imported only when a suite is loaded, so listing plugins stays cheap; loaded
-suites are cached per process (they are immutable). Every loader takes one option,
+The generator is imported only when a suite is loaded, so listing plugins stays cheap; loading
+reads the shipped split index and builds a task only when it is asked for. Every loader takes one option,
 ``families`` (a list or ``"a,b"``), to restrict a suite to some families.
 """
 

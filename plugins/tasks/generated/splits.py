@@ -15,18 +15,33 @@ occurs in its family's train split (or earlier in the eval suites) is skipped an
 seed is drawn. ``tests/test_generated_tasks.py`` re-checks both over the whole splits.
 Nothing here depends on ``hash()``, set order or the clock, so every process builds the same
 splits; ``VERSION`` changes whenever a generator does.
+
+Building the splits means generating all ~14,300 tasks (seconds), yet which seeds survive is
+fixed by the generators' code. So the outcome — the seeds of every split — is an *index*,
+shipped as ``index.json`` beside this module and keyed by a digest of this package's sources.
+Loading a suite reads the index and builds a task only when it is asked for
+(:class:`~harnessgrid.tasks.TaskList`). When the sources change (a plugin author editing a
+family) the digest no longer matches and the index is computed once and cached under
+``$XDG_CACHE_HOME/harnessgrid``; ``python -m harnessgrid.plugins.tasks.generated``
+rewrites the shipped one, and a test fails until it is.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
+import tempfile
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from pathlib import Path
+from typing import Any
 
 from harnessgrid.errors import ConfigError
-from harnessgrid.tasks import Task, TaskSuite
+from harnessgrid.tasks import Task, TaskList, TaskSuite
 
-from .base import FAMILIES, generate
+from .base import FAMILIES, generate, task_id
 
 VERSION = "1"
 TRAIN_SIZE = 14_000
@@ -110,26 +125,106 @@ def _eval_splits() -> tuple[tuple[Task, ...], tuple[Task, ...]]:
     return bench, long
 
 
+# -- the index: which seeds each split holds ----------------------------------------------------
+
+INDEX_FILE = Path(__file__).with_name("index.json")
+#: (family, seed) in split order.
+Entries = list[tuple[str, int]]
+
+
+def source_digest() -> str:
+    """Digest of what decides the splits: this package's sources and ``VERSION``."""
+    h = hashlib.sha256(VERSION.encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(b"\0" + path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def compute_index() -> dict[str, Any]:
+    """Build every split from scratch and record its seeds (seconds; see the module doc)."""
+    def entries(tasks: Iterable[Task]) -> Entries:
+        return [(t.metadata["family"], t.metadata["seed"]) for t in tasks]
+
+    bench, long = _eval_splits()
+    return {"version": VERSION, "digest": source_digest(),
+            "train": {n: [s for _, s in entries(train_tasks(n))] for n in family_names()},
+            "grid-bench": entries(bench), "grid-long": entries(long)}
+
+
+def _cache_path(digest: str) -> Path:
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "harnessgrid" / f"grid-index-{digest}.json"
+
+
+def _write_atomically(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, separators=(",", ":"))
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would make a shipped index unreadable to others
+    os.replace(tmp, path)
+
+
+def _read(path: Path, digest: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("digest") == digest else None
+
+
+@lru_cache(maxsize=1)
+def load_index() -> dict[str, Any]:
+    """The shipped index when it matches the sources, else the cached or a computed one."""
+    digest = source_digest()
+    found = _read(INDEX_FILE, digest)
+    if found is None:
+        cached = _cache_path(digest)
+        found = _read(cached, digest)
+        if found is None:
+            found = json.loads(json.dumps(compute_index()))  # as it will read back
+            try:
+                _write_atomically(cached, found)
+            except OSError:
+                pass  # a read-only home: the index is recomputed next time, nothing is lost
+    return found
+
+
+def _lazy(suite: str, entries: Sequence[Sequence[Any]], long: bool | None) -> TaskList:
+    """A split of ``entries`` ((family, seed) pairs) whose tasks are generated on access."""
+    pairs = [(str(f), int(s)) for f, s in entries]
+    return TaskList([task_id(f, s) for f, s in pairs],
+                    lambda i: generate(pairs[i][0], pairs[i][1], long=long, suite=suite))
+
+
+def _selected(entries: Sequence[Sequence[Any]],
+              families: Iterable[str] | str | None) -> list[Sequence[Any]]:
+    names = set(family_names(families))
+    return [e for e in entries if e[0] in names]
+
+
 def grid_suite(families: Iterable[str] | str | None = None) -> TaskSuite:
     """The training suite ``grid``: one split, ``train``."""
-    tasks = tuple(t for n in family_names(families) for t in train_tasks(n))
-    return TaskSuite(name="grid", version=VERSION, splits={"train": tasks})
-
-
-def _subset(tasks: tuple[Task, ...], families: Iterable[str] | str | None) -> tuple[Task, ...]:
-    if families is None:
-        return tasks
-    names = set(family_names(families))
-    return tuple(t for t in tasks if t.metadata["family"] in names)
+    train = load_index()["train"]
+    entries = [(n, s) for n in family_names(families) for s in train[n]]
+    return TaskSuite(name="grid", version=VERSION, splits={"train": _lazy("grid", entries, None)})
 
 
 def bench_suite(families: Iterable[str] | str | None = None) -> TaskSuite:
     """``grid-bench``: 200 eval tasks spread over all families (split ``eval``)."""
+    entries = _selected(load_index()["grid-bench"], families)
     return TaskSuite(name="grid-bench", version=VERSION,
-                     splits={"eval": _subset(_eval_splits()[0], families)})
+                     splits={"eval": _lazy("grid-bench", entries, None)})
 
 
 def long_suite(families: Iterable[str] | str | None = None) -> TaskSuite:
     """``grid-long``: long-horizon eval tasks, ≥ 8 oracle actions each (split ``eval``)."""
+    entries = _selected(load_index()["grid-long"], families)
     return TaskSuite(name="grid-long", version=VERSION,
-                     splits={"eval": _subset(_eval_splits()[1], families)})
+                     splits={"eval": _lazy("grid-long", entries, True)})
+
+
+def write_index() -> str:
+    """Rewrite the shipped index (``python -m harnessgrid.plugins.tasks.generated``)."""
+    _write_atomically(INDEX_FILE, compute_index())
+    return f"wrote {INDEX_FILE} (digest {source_digest()})"

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import tempfile
 import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
@@ -31,6 +29,7 @@ from harnessgrid.sandbox import (
     SandboxLimits,
     check_bwrap,
 )
+from harnessgrid.scratch import scratch_dir
 from harnessgrid.tasks import GraderError, Task, validate_scores
 from harnessgrid.tools import Environment
 from harnessgrid.trajectory import CallRecord, Termination, Trajectory, TurnRecord
@@ -94,8 +93,16 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
     episode_id = episode_id or uuid.uuid4().hex[:12]
     started = time.time()
     clock = time.perf_counter()
-    own_workspace = workspace is None
     ws = workspace or Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
+    try:
+        return await _episode(harness, task, policy, limits, ws, episode_id, started, clock)
+    finally:
+        if workspace is None:  # also on Ctrl-C / cancellation: no workspace left behind
+            ws.cleanup()
+
+
+async def _episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
+                   ws: Workspace, episode_id: str, started: float, clock: float) -> Trajectory:
     state = harness.start(task, episode_id)
     traj = Trajectory(episode_id=episode_id, harness=harness.name,
                       config=getattr(getattr(harness, "config", None), "levels", None),
@@ -139,8 +146,6 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
         finally:
             UNSAFE_NO_SANDBOX.reset(token)
     traj.wall_s = time.perf_counter() - clock
-    if own_workspace:
-        ws.cleanup()
     return traj
 
 
@@ -203,8 +208,8 @@ async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[d
     """Grade on a copy of the final workspace, off the event loop, with a timeout."""
     assert task.grader is not None
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="hg-grade-") as tmp:
-        copy = ws.copy_to(Path(tmp) / "ws")
+    with scratch_dir("hg-grade-") as tmp:
+        copy = ws.copy_to(tmp / "ws")
         try:
             scores = await asyncio.wait_for(
                 asyncio.to_thread(task.grader.grade, copy.root, transcript), timeout_s)

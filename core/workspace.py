@@ -16,13 +16,13 @@ import os
 import re
 import shutil
 import stat
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from harnessgrid.errors import HarnessgridError
+from harnessgrid.scratch import ScratchDir, remove_tree
 
 DEFAULT_MOUNT_PATH = "/workspace"
 MAX_READ_BYTES = 5_000_000
@@ -77,6 +77,7 @@ class Workspace:
         self.mount_path = _validate_mount_path(mount_path)
         self._owned = owned
         self._owner: tuple[int, int] | None = None
+        self._scratch: ScratchDir | None = None  # the temp dir (and lock) create() made
 
     # ------------------------------------------------------------------ construction / lifetime
 
@@ -103,8 +104,9 @@ class Workspace:
             )
         if base_dir is not None:
             Path(base_dir).mkdir(parents=True, exist_ok=True)
-        root = Path(tempfile.mkdtemp(prefix="hg-ws-", dir=base_dir))
-        ws = cls(root, mount_path=mount_path, owned=True)
+        scratch = ScratchDir("hg-ws-", base_dir)  # removed by the next process if we are killed
+        ws = cls(scratch.path, mount_path=mount_path, owned=True)
+        ws._scratch = scratch
         try:
             if source_dir is not None:
                 shutil.copytree(
@@ -143,8 +145,10 @@ class Workspace:
         Graders run on such a copy so that grading cannot disturb, or be disturbed by, the
         episode's own directory.
         """
+        scratch = None
         if dest is None:
-            target = Path(tempfile.mkdtemp(prefix="hg-ws-copy-"))
+            scratch = ScratchDir("hg-ws-copy-")
+            target = scratch.path
             target.rmdir()
         else:
             target = Path(dest)
@@ -154,17 +158,16 @@ class Workspace:
                     hint="pass a path that does not exist yet, or None for a temp dir",
                 )
         shutil.copytree(self.root, target, symlinks=True, ignore=_ignore_special)
-        return Workspace(target, mount_path=self.mount_path, owned=True)
+        copy = Workspace(target, mount_path=self.mount_path, owned=True)
+        copy._scratch = scratch
+        return copy
 
     def cleanup(self) -> None:
         """Delete the directory if this workspace created it; leave a user's in-place dir alone."""
-        if not self._owned or not self.root.exists():
-            return
-        shutil.rmtree(self.root, ignore_errors=True)
-        if self.root.exists():  # an agent may leave unreadable dirs behind: open them, retry
-            for dirpath, _dirs, _files in os.walk(self.root):
-                os.chmod(dirpath, stat.S_IRWXU)
-            shutil.rmtree(self.root, ignore_errors=True)
+        if self._scratch is not None:
+            self._scratch.remove()
+        elif self._owned and self.root.exists():
+            remove_tree(self.root)  # an agent may leave unreadable dirs behind: it copes
 
     def __enter__(self) -> Self:
         return self

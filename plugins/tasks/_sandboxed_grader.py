@@ -21,17 +21,17 @@ import os
 import shlex
 import shutil
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessgrid.errors import HarnessgridError
-from harnessgrid.sandbox import CommandResult, Sandbox, SandboxLimits
+from harnessgrid.scratch import scratch_dir
 from harnessgrid.tasks import GraderError, validate_scores
-from harnessgrid.trajectory import dumps_transcript
-from harnessgrid.workspace import Workspace
+
+if TYPE_CHECKING:  # imported where used: loading the suite plugins must stay cheap
+    from harnessgrid.sandbox import CommandResult, SandboxLimits
 
 GRADING_DIR = "/tmp/.harnessgrid-grading"
 """Where the runner, transcript and check code appear inside the grading sandbox (read-only)."""
@@ -84,6 +84,8 @@ class GradingLimits:
     output_bytes: int = 256_000
 
     def sandbox(self) -> SandboxLimits:
+        from harnessgrid.sandbox import SandboxLimits
+
         return SandboxLimits(wall_s=self.timeout_s, cpu_s=max(1, math.ceil(self.timeout_s)),
                              memory_mb=self.memory_mb, max_procs=128,
                              output_bytes=self.output_bytes, tmp_mb=128)
@@ -99,9 +101,13 @@ def run_in_sandbox(workspace_root: Path, mount_path: str, command: str, *,
     :data:`GRADING_DIR`; ``reward_dir`` is copied (links kept as links, never followed) and mounted read-only at
     ``<mount_path>/reward``, replacing whatever the agent left there (the workspace is a copy).
     """
+    from harnessgrid.sandbox import Sandbox
+    from harnessgrid.trajectory import dumps_transcript
+    from harnessgrid.workspace import Workspace
+
     limits = limits or GradingLimits()
-    with tempfile.TemporaryDirectory(prefix="hg-grading-") as tmp:
-        host = Path(tmp) / "grading"
+    with scratch_dir("hg-grading-") as tmp:
+        host = tmp / "grading"
         host.mkdir()
         payload = {"runner.py": RUNNER_SOURCE, **files,
                    "transcript.jsonl": dumps_transcript(transcript)}

@@ -65,17 +65,46 @@ def fails_with(message: str, *args: str) -> None:
 def test_list_suites_and_tasks(plugins: Path) -> None:
     addresses = {s["address"] for s in as_json("list")}
     assert {"clawgym:PATH", "pinchbench:PATH", "examples", "grid-bench"} <= addresses
-    rows = as_json("list", "--suite", f"clawgym:{CLAWGYM}")
+    rows = as_json("list", f"clawgym:{CLAWGYM}")
     assert [r["id"] for r in rows] == ["archive_logs", "fix_port", "hello_note", "sum_sales"]
-    assert rows[0] == {"id": "archive_logs", "split": "eval", "category": "files", "tags": [],
-                       "difficulty": 1, "grading": "automated", "plan_length": 0}
-    table = invoke("list", "--suite", f"pinchbench:{PINCHBENCH}").output
+    assert rows[0] == {"address": f"clawgym:{CLAWGYM}/archive_logs", "id": "archive_logs",
+                       "split": "eval", "category": "files", "tags": [], "difficulty": 1,
+                       "grading": "automated", "plan_length": 0}
+    assert as_json("list", "--suite", f"clawgym:{CLAWGYM}") == rows  # the older spelling
+    fails_with("two suites given", "list", "examples", "--suite", "grid-bench")
+    table = invoke("list", f"pinchbench:{PINCHBENCH}").output
     assert "3 tasks" in table and "automated_only" in table and "ungraded" in table
     assert len(as_json("list", "--suite", "examples", "--limit", "1")) == 1
     fails_with("has no split 'train'", "list", "--suite", f"clawgym:{CLAWGYM}", "--split",
                "train")
     assert as_json("list", "--suite", f"clawgym:{CLAWGYM}", "-o", "split=train")[0][
         "split"] == "train"
+
+
+def test_listed_addresses_are_what_show_and_run_take(plugins: Path) -> None:
+    """Every suite's listed address (first, last) opens that task, and ``run --task`` runs the
+    first; a table shows addresses whole, one row per line, when piped."""
+    from harnessgrid.cli import app as main_app
+
+    for suite in ("examples", "grid", "grid-bench", "grid-long", "micro",
+                  f"clawgym:{CLAWGYM}", f"pinchbench:{PINCHBENCH}"):
+        rows = as_json("list", suite)
+        for row in (rows[0], rows[-1]):
+            assert row["address"] == f"{suite}/{row['id']}"
+            assert as_json("show", row["address"])["id"] == row["id"], row
+        policy = "scripted" if rows[0]["plan_length"] else "null"
+        ran = CliRunner().invoke(main_app, ["run", "--task", rows[0]["address"], "--policy",
+                                            policy, "--harness", "S0-T0-O0-C0-W0", "--json"])
+        assert ran.exit_code == 0, (suite, ran.output, ran.exception)
+        episode = json.loads(ran.output)
+        assert episode["termination"] == "finished", (suite, episode)
+        # The oracle passes; doing nothing does not (a check may hold on an untouched file).
+        assert (episode["score"] == 1.0) == (policy == "scripted"), (suite, episode)
+    table = invoke("list", "grid-bench", "--limit", "3").output.splitlines()
+    assert table[0] == "grid-bench (version 1): 200 tasks" and table[1].split()[0] == "address"
+    assert [line.split()[0] for line in table[2:5]] == [r["address"] for r in
+                                                        as_json("list", "grid-bench")[:3]]
+    assert table[5] == "… 197 more (--limit N, or --json)"
 
 
 def test_show(plugins: Path, tmp_path: Path) -> None:

@@ -109,17 +109,11 @@ def _print_design(design: Design, as_json: bool, title: str) -> None:
     if as_json:
         typer.echo(json.dumps(design.as_dicts(), indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
+    from harnessgrid.cli.output import print_table
 
-    table = Table(title=f"{title}: {len(design)} configurations")
-    table.add_column("#", justify="right")
-    table.add_column("code", no_wrap=True, min_width=14)
-    for f in design.space.factors:
-        table.add_column(f.name)
-    for i, c in enumerate(design.configs):
-        table.add_row(str(i), c.code, *c.levels.values())
-    Console().print(table)
+    print_table(f"{title}: {len(design)} configurations",
+                [("#", "right"), "code", *(f.name for f in design.space.factors)],
+                [(i, c.code, *c.levels.values()) for i, c in enumerate(design.configs)])
 
 
 @design_app.command("show")
@@ -144,41 +138,25 @@ def check(kind: Kind = "oa", n: Annotated[int, typer.Option("--n")] = 18,
     if as_json:
         typer.echo(diag.model_dump_json(indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
+    from harnessgrid.cli.output import print_table
 
-    console = Console()
-    summary = Table(title=f"{kind} design: {diag.n_runs} runs", show_header=False)
     mean_nn = diag.mean_nearest_distance
-    for key, value in {
-        "strength": diag.strength,
-        "GWLP A0..A5": ", ".join(f"{a:g}" for a in diag.gwlp),
-        "every level pair equally often": diag.pair_balanced,
-        "mean nearest-neighbour distance": "-" if mean_nn is None else f"{mean_nn:.3f}",
-        "Rao bound, strength 2 / 3": f"{diag.rao_bound_strength2} / {diag.rao_bound_strength3}",
-    }.items():
-        summary.add_row(key, str(value))
-    console.print(summary)
-    hist = Table(title="Hamming distance between runs")
-    hist.add_column("distance", justify="right")
-    hist.add_column("run pairs", justify="right")
-    for d, count in enumerate(diag.hamming_histogram):
-        hist.add_row(str(d), str(count))
-    console.print(hist)
-    pairs = Table(title="level-pair counts per factor pair")
-    for col in ("factors", "counts (rows: first factor's levels)", "balanced"):
-        pairs.add_column(col)
-    for p in diag.pair_balance:
-        pairs.add_row(" × ".join(p.factors), " / ".join(" ".join(map(str, r)) for r in p.counts),
-                      "yes" if p.balanced else "no")
-    console.print(pairs)
-    runs = Table(title="nearest neighbours")
-    runs.add_column("code", no_wrap=True, min_width=14)
-    for col in ("distance", "ties"):
-        runs.add_column(col, justify="right")
-    for code, nearest, ties in zip(design.codes, diag.nearest_distance, diag.nearest_ties):
-        runs.add_row(code, "-" if nearest is None else str(nearest), str(ties))
-    console.print(runs)
+    print_table(f"{kind} design: {diag.n_runs} runs", ("measure", "value"), [
+        ("strength", diag.strength),
+        ("GWLP A0..A5", ", ".join(f"{a:g}" for a in diag.gwlp)),
+        ("every level pair equally often", diag.pair_balanced),
+        ("mean nearest-neighbour distance", "-" if mean_nn is None else f"{mean_nn:.3f}"),
+        ("Rao bound, strength 2 / 3", f"{diag.rao_bound_strength2} / {diag.rao_bound_strength3}"),
+    ], header=False)
+    print_table("Hamming distance between runs", [("distance", "right"), ("run pairs", "right")],
+                list(enumerate(diag.hamming_histogram)))
+    print_table("level-pair counts per factor pair",
+                ("factors", "counts (rows: first factor's levels)", "balanced"),
+                [(" × ".join(p.factors), " / ".join(" ".join(map(str, r)) for r in p.counts),
+                  "yes" if p.balanced else "no") for p in diag.pair_balance])
+    print_table("nearest neighbours", ["code", ("distance", "right"), ("ties", "right")],
+                [(code, "-" if nearest is None else nearest, ties) for code, nearest, ties
+                 in zip(design.codes, diag.nearest_distance, diag.nearest_ties)])
 
 
 @design_app.command("holdout")
@@ -227,14 +205,8 @@ def preview(steps: Annotated[int, typer.Option("--steps", help="Steps to show.")
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
+    from harnessgrid.cli.output import print_table
 
-    table = Table(title=f"schedule: k={k}, pairing={pairing}, {tasks_per_step} tasks per step, "
-                        f"{len(design)}-run {kind} design")
-    for col in rows[0]:
-        code_like = col in ("config", "anchor")
-        table.add_column(col, no_wrap=code_like, min_width=14 if code_like else None)
-    for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
-    Console().print(table)
+    print_table(f"schedule: k={k}, pairing={pairing}, {tasks_per_step} tasks per step, "
+                f"{len(design)}-run {kind} design", list(rows[0]),
+                [list(row.values()) for row in rows])

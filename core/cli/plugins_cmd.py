@@ -9,14 +9,19 @@ import typer
 plugins_app = typer.Typer(help="Inspect registered plugins.", no_args_is_help=True)
 
 
+def _short(origin: str) -> str:
+    """``built-in`` for harnessgrid's own plugin modules (``--json`` gives the module)."""
+    return "built-in" if origin.startswith("harnessgrid.plugins.") else origin
+
+
 @plugins_app.command("list")
 def list_plugins(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")
                  ) -> None:
     """List plugins, the factor levels, adapters, task suites and policies they register, and
     any third-party plugin that was skipped because it is broken."""
     from rich.console import Console
-    from rich.table import Table
 
+    from harnessgrid.cli.output import print_table
     from harnessgrid.registry import get_registry
 
     reg = get_registry()
@@ -37,14 +42,16 @@ def list_plugins(as_json: bool = typer.Option(False, "--json", help="Machine-rea
         }, indent=2))
         return
     console = Console()
-    table = Table(title="harnessgrid plugins", show_lines=False)
-    table.add_column("kind", no_wrap=True)
-    table.add_column("name", no_wrap=True)
-    table.add_column("description")
-    table.add_column("plugin")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    kinds = {"factor level": "factor levels", "adapter": "adapters",
+             "task suite": "task suites", "policy": "policy backends"}
+    for kind, plural in kinds.items():
+        group = [(n, _short(p), d) for k, n, d, p in rows if k == kind]
+        print_table(f"{plural} ({len(group)})", ("name", "plugin", "description"), group,
+                    console=console)
+        console.print()
+    console.print(f"{len(reg.plugins)} plugins registered " + ", ".join(
+        f"{sum(r[0] == k for r in rows)} {plural}" for k, plural in kinds.items()),
+        highlight=False)
     for problem in reg.problems:
         console.print(f"[red]skipped broken plugin[/] {problem.plugin}: {problem.error}",
                       highlight=False)

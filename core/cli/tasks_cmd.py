@@ -60,6 +60,8 @@ def find_task(ref: str, options: list[str], judge: str | None = None) -> tuple[T
             raise ConfigError(f"bad task reference {ref!r}",
                               hint="write SUITE/ID, e.g. examples/upper")
         suite = open_suite(suite_name, options, judge)
+        if suite.split_of(task_id) is None and suite.split_of(ref) is not None:
+            return suite, suite.get(ref)  # a bare id that starts with its suite's name
         return suite, suite.get(task_id)
     cuts = [i for i, ch in enumerate(ref) if ch == "/" and 0 < i < len(ref) - 1]
     error: ConfigError | None = None
@@ -84,56 +86,71 @@ def grading_of(task: Task) -> str:
 
 
 def split_of(suite: TaskSuite, task: Task) -> str:
-    return next((name for name, tasks in suite.splits.items()
-                 if any(t.id == task.id for t in tasks)), "")
+    return suite.split_of(task.id) or ""
+
+
+def task_row(address: str, split: str, task: Task) -> dict[str, Any]:
+    """One task as ``tasks list`` shows it; ``address`` is what ``run --task`` takes."""
+    return {"address": address, "id": task.id, "split": split, "category": task.category,
+            "tags": list(task.tags), "difficulty": task.difficulty, "grading": grading_of(task),
+            "plan_length": len(task.plan)}
+
+
+def _list_suites(as_json: bool) -> None:
+    from harnessgrid.cli.output import print_table
+    from harnessgrid.registry import get_registry
+
+    specs = get_registry().task_suites.values()
+    suites = [{"name": s.name, "address": f"{s.name}:PATH" if s.takes_argument else s.name,
+               "description": s.description} for s in specs]
+    if as_json:
+        typer.echo(json.dumps(suites, indent=2))
+        return
+    print_table("task suites", ("address", "description"),
+                [(e["address"], e["description"]) for e in suites])
 
 
 @tasks_app.command("list")
-def list_tasks(suite: str | None = typer.Option(None, "--suite", help="A suite address; "
-                                                "without it, list the registered suites."),
+def list_tasks(suite: str | None = typer.Argument(None, help="A suite address (grid-bench, "
+                                                  "clawgym:PATH, ...); without it, list the "
+                                                  "registered suites.", show_default=False),
+               suite_option: str | None = typer.Option(None, "--suite", hidden=True),
                split: str | None = typer.Option(None, "--split", help="train or eval."),
                limit: int | None = typer.Option(None, "--limit", min=1, help="Show at most N "
                                                 "tasks (a table shows 50 unless told)."),
                option: list[str] = OPTION, judge: str | None = JUDGE,
                as_json: bool = AS_JSON) -> None:
-    """List the registered suites, or the tasks of one suite."""
-    from rich.console import Console
-    from rich.table import Table
+    """List the registered suites, or the tasks of one suite with their addresses (what
+    ``run --task`` and ``tasks show`` take)."""
+    from harnessgrid.cli.output import print_table
+    from harnessgrid.tasks import task_ids
 
-    console = Console()
+    if suite and suite_option and suite != suite_option:
+        raise ConfigError(f"two suites given: {suite!r} and --suite {suite_option!r}",
+                          hint="give the suite once: harnessgrid tasks list SUITE")
+    suite = suite or suite_option
     if suite is None:
-        from harnessgrid.registry import get_registry
-
-        specs = get_registry().task_suites.values()
-        suites = [{"name": s.name, "address": f"{s.name}:PATH" if s.takes_argument else s.name,
-                   "description": s.description} for s in specs]
-        if as_json:
-            typer.echo(json.dumps(suites, indent=2))
-            return
-        table = Table("address", "description", title="task suites")
-        for entry in suites:
-            table.add_row(entry["address"], entry["description"])
-        console.print(table)
+        _list_suites(as_json)
         return
     loaded = open_suite(suite, option, judge)
     loaded.tasks(split)  # an unknown split is a ConfigError naming the splits
-    rows: list[dict[str, Any]] = [
-        {"id": t.id, "split": name, "category": t.category, "tags": list(t.tags),
-         "difficulty": t.difficulty, "grading": grading_of(t), "plan_length": len(t.plan)}
-        for name, tasks in loaded.splits.items() if split in (None, name) for t in tasks]
+    chosen = [(name, tasks) for name, tasks in loaded.splits.items() if split in (None, name)]
+    total = sum(len(tasks) for _, tasks in chosen)
+    wanted = limit if limit is not None else (total if as_json else 50)
+    rows: list[dict[str, Any]] = []
+    for name, tasks in chosen:  # build only the tasks shown: generated splits are lazy
+        ids = task_ids(tasks)
+        for i in range(min(len(tasks), wanted - len(rows))):
+            rows.append(task_row(f"{suite}/{ids[i]}", name, tasks[i]))
     if as_json:
-        typer.echo(json.dumps(rows[:limit], indent=2))
+        typer.echo(json.dumps(rows, indent=2))
         return
-    shown = rows[:limit or 50]
-    table = Table(title=f"{loaded.name} (version {loaded.version}): {len(rows)} tasks")
-    for column in ("id", "split", "category", "tags", "grading", "plan"):
-        table.add_column(column, no_wrap=column != "tags")
-    for row in shown:
-        table.add_row(row["id"], row["split"], row["category"], ", ".join(row["tags"]),
-                      row["grading"], str(row["plan_length"] or "-"))
-    console.print(table, highlight=False)
-    if len(rows) > len(shown):
-        console.print(f"… {len(rows) - len(shown)} more (--limit N, or --json)")
+    print_table(f"{loaded.name} (version {loaded.version}): {total} tasks",
+                ("address", "split", "category", "tags", "grading", "plan"),
+                [(r["address"], r["split"], r["category"], ", ".join(r["tags"]), r["grading"],
+                  str(r["plan_length"] or "-")) for r in rows])
+    if total > len(rows):
+        typer.echo(f"… {total - len(rows)} more (--limit N, or --json)")
 
 
 def task_files(task: Task) -> list[tuple[str, int]]:
@@ -215,11 +232,12 @@ async def _episode(harness: Harness, task: Task, empty: bool,
 async def _regrade(task: Task, ws: Any, traj: Trajectory, timeout_s: float) -> str:
     """Grade ``ws`` again (on a fresh copy) and describe the outcome like the first grading."""
     import asyncio
-    import tempfile
+
+    from harnessgrid.scratch import scratch_dir
 
     assert task.grader is not None
-    with tempfile.TemporaryDirectory(prefix="hg-regrade-") as tmp:
-        copy = ws.copy_to(Path(tmp) / "ws")
+    with scratch_dir("hg-regrade-") as tmp:
+        copy = ws.copy_to(tmp / "ws")
         try:
             scores = await asyncio.wait_for(asyncio.to_thread(
                 task.grader.grade, copy.root, traj.transcript()), timeout_s)
@@ -322,9 +340,9 @@ def validate(suite: str = typer.Argument(..., help="Suite address."),
 
     from rich.console import Console
     from rich.progress import Progress
-    from rich.table import Table
 
     from harnessgrid.api import resolve_harness
+    from harnessgrid.cli.output import print_table
     from harnessgrid.runtime import EpisodeLimits
 
     loaded = open_suite(suite, option, judge)
@@ -348,19 +366,14 @@ def validate(suite: str = typer.Argument(..., help="Suite address."),
                                "summary": totals,
                                "tasks": [{**asdict(c), "ok": c.ok} for c in checks]}, indent=2))
     else:
-        table = Table(title=f"{loaded.name} through {the_harness.name}")
-        for column in ("task", "grading", "oracle", "null", "deterministic"):
-            table.add_column(column, no_wrap=True)
-        table.add_column("note", overflow="fold")
-        for c in checks:
-            det = "-" if c.deterministic is None else ("yes" if c.deterministic else "NO")
-            style = "" if c.ok else "red"
-            note = c.note if len(c.note) <= 60 else c.note[:59] + "…"
-            table.add_row(c.id, c.grading, c.oracle, c.null, det, note, style=style)
+        print_table(f"{loaded.name} through {the_harness.name}",
+                    ("task", "ok", "grading", "oracle", "null", "deterministic", "note"),
+                    [(c.id, "yes" if c.ok else "NO", c.grading, c.oracle, c.null,
+                      "-" if c.deterministic is None else ("yes" if c.deterministic else "NO"),
+                      c.note) for c in checks])
         console = Console()
-        console.print(table, highlight=False)
         console.print(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in totals.items()),
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
         if totals["ungraded"] or totals["automated_only"]:
             console.print(f"{totals['ungraded']} task(s) ungraded and "
                           f"{totals['automated_only']} graded on their automated part only: "

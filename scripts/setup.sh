@@ -10,16 +10,39 @@ PY=${PYTHON:-python3}
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
+# bubblewrap is the episode sandbox: without it no episode can run (only with
+# --unsafe-no-sandbox), so set-up fails unless HARNESSGRID_ALLOW_NO_SANDBOX=1 says that is meant.
+install_bwrap() {  # $@: the prefix to run apt-get with (empty, or sudo)
+  local log
+  log=$(mktemp)
+  if { "$@" apt-get update -qq && "$@" apt-get install -y -qq bubblewrap; } >"$log" 2>&1; then
+    rm -f "$log"
+    return 0
+  fi
+  say "installing bubblewrap failed; apt-get said:"
+  tail -n 5 "$log" | sed 's/^/    /' >&2
+  rm -f "$log"
+  return 1
+}
+
 if ! command -v bwrap >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     say "installing bubblewrap (the episode sandbox)"
-    apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null
+    install_bwrap || true
   elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1; then
     say "installing bubblewrap with sudo"
-    sudo apt-get update -qq >/dev/null && sudo apt-get install -y -qq bubblewrap >/dev/null
-  else
-    say "bubblewrap (bwrap) is missing and cannot be installed here; install it with your"
-    say "package manager, or run episodes with --unsafe-no-sandbox (no isolation)."
+    install_bwrap sudo || true
+  fi
+  if ! command -v bwrap >/dev/null 2>&1; then
+    if [ "${HARNESSGRID_ALLOW_NO_SANDBOX:-}" = 1 ]; then
+      say "bubblewrap is missing: episodes run only with --unsafe-no-sandbox (no isolation)"
+    else
+      say "error: bubblewrap (bwrap), the episode sandbox, is missing and could not be installed."
+      say "Install it (Debian/Ubuntu: apt-get install -y bubblewrap; Fedora: dnf install"
+      say "bubblewrap) and run this again, or set HARNESSGRID_ALLOW_NO_SANDBOX=1 to set up"
+      say "without it and run episodes with --unsafe-no-sandbox (no isolation)."
+      exit 1
+    fi
   fi
 fi
 

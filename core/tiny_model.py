@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +247,8 @@ def _parse_tool_call_block(block: str) -> dict[str, Any]:
 
 def build_tiny_model(out_dir: str | Path, *, size: str = "tiny", seed: int = 0,
                      corpus: Sequence[str] | None = None,
-                     vocab_size: int | None = None, pretokenizer: str = "qwen") -> Path:
+                     vocab_size: int | None = None, pretokenizer: str = "qwen",
+                     on_step: Callable[[str], None] | None = None) -> Path:
     """Write a randomly initialised Qwen3-style chat checkpoint to ``out_dir`` and return it.
 
     Fully offline and deterministic: the tokenizer does not depend on ``seed`` and the same
@@ -261,7 +262,9 @@ def build_tiny_model(out_dir: str | Path, *, size: str = "tiny", seed: int = 0,
     tokens included (default :data:`VOCAB_SIZE`). Left out, both give exactly the default
     build. Both are part of the cache key (the corpus by its SHA-256). ``pretokenizer``: a
     name in :data:`PRETOKENIZERS` (``words`` for models that must copy names; see there).
+    ``on_step`` hears what the build is doing (it takes seconds), e.g. for a progress line.
     """
+    step = on_step or (lambda _what: None)
     if size not in SIZES:
         raise ValueError(f"unknown tiny model size {size!r}; choose one of {sorted(SIZES)}")
     reserved = 256 + len(SPECIAL_TOKENS) + len(TOOL_TOKENS)  # byte alphabet + markup tokens
@@ -288,15 +291,19 @@ def build_tiny_model(out_dir: str | Path, *, size: str = "tiny", seed: int = 0,
     out.mkdir(parents=True, exist_ok=True)
     info_path.unlink(missing_ok=True)  # written last: a half-finished build is never reused
 
+    step("importing transformers")
     from transformers.utils import logging
 
     hf_logging: Any = logging  # partially typed upstream; only used at this boundary
 
     max_positions = int(SIZES[size].get("max_position_embeddings", DEFAULT_MAX_POSITIONS))
+    step("training the tokenizer")
     tokenizer = _build_tokenizer(extra_corpus=texts, vocab_size=vocab_size or VOCAB_SIZE,
                                  max_length=max_positions, pretokenizer=pretokenizer)
     tokenizer.save_pretrained(out)
+    step(f"initialising the {size} model")
     model = _build_model(tokenizer, size=size, seed=seed)
+    step("writing the weights")
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a one-shard "Writing model shards" bar is only noise
     try:

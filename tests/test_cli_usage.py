@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,73 @@ def test_usage_mistakes_are_a_message_not_a_traceback(args: list[str], message: 
     assert message.lower() in output.lower(), output
     assert done.returncode == 2, (done.returncode, output)
     assert len(output.splitlines()) < 60
+
+
+def all_commands() -> list[list[str]]:
+    """Every command and subcommand of the CLI, walked from the app itself (so a new command
+    is covered without editing this test)."""
+    import typer
+
+    from harnessgrid.cli import app
+
+    def walk(command: Any, path: list[str]) -> list[list[str]]:
+        children = getattr(command, "commands", None)
+        if not children:
+            return [path]
+        return [p for name, child in sorted(children.items()) for p in walk(child, [*path, name])]
+
+    return walk(typer.main.get_command(app), [])
+
+
+def hg(*args: str, cwd: Path | None = None) -> tuple[int, str]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-m", "harnessgrid", *args], capture_output=True,
+                          text=True, timeout=120, env=env, check=False, cwd=cwd)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_every_command_rejects_an_unknown_option_briefly() -> None:
+    commands = all_commands()
+    assert len(commands) >= 15 and ["tasks", "list"] in commands and ["train"] in commands
+    for command in commands:
+        code, output = hg(*command, "--no-such-flag")
+        assert code == 2 and "Traceback" not in output, (command, output)
+        assert "No such option: --no-such-flag" in output, (command, output)
+        assert len(output.splitlines()) < 12, (command, output)
+
+
+BAD_VALUES = [
+    (["tasks", "list", "examples", "--suite", "grid-bench"], "two suites given", "once"),
+    (["tasks", "list", "grid", "--split", "eval"], "no split 'eval'", "splits: train"),
+    (["tasks", "show", "grid-bench/grid/nope-1"], "no task 'grid/nope-1'", "tasks list"),
+    (["tasks", "show", "nosuite/x"], "unknown task suite 'nosuite'", "hint:"),
+    (["tasks", "validate", "grid-bench", "--harness", "S9-T0-O0-C0-W0"], "S9", "hint:"),
+    (["run", "--task", "examples/upper", "--harness", "S0-T0-O0-C0-W7", "--policy",
+      "scripted"], "W7", "hint:"),
+    (["run", "--task", "examples/upper", "--harness", "S0-T0-O0-C0-W0", "--policy",
+      "nosuch:model"], "nosuch", "hint:"),
+    (["eval", "--policy", "scripted", "--suites", "nosuite", "--out", "OUT"], "nosuite",
+     "hint:"),
+    (["eval", "--policy", "scripted", "--suites", "examples", "--settings", "sideways",
+      "--out", "OUT"], "sideways", "hint:"),
+    (["run", "--task", "examples/upper", "--harness", "S0-T0-O0-C0-W0", "--policy",
+      "hf:./empty"], "no tokenizer files (tokenizer.json or tokenizer_config.json); no "
+                     "config.json; no weights", "hint:"),
+    (["design", "show", "--kind", "single"], "--config", "hint:"),
+    (["harness", "show", "adapter:nope"], "nope", "hint:"),
+]
+
+
+@pytest.mark.parametrize(("args", "named", "hint"), BAD_VALUES,
+                         ids=[" ".join(a[:3]) for a, _, _ in BAD_VALUES])
+def test_a_bad_value_is_named_with_a_hint(args: list[str], named: str, hint: str,
+                                          tmp_path: Path) -> None:
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    (tmp_path / "empty").mkdir()
+    code, output = hg(*args, cwd=tmp_path)
+    assert code != 0 and "Traceback" not in output, output
+    assert named in output and hint in output, output
+    assert "error:" in output and len(output.splitlines()) < 20, output
 
 
 def test_an_output_directory_that_is_a_file_is_named(tmp_path: Path) -> None:

@@ -24,10 +24,17 @@ def tiny(out_dir: Path = typer.Argument(..., help="Where to write the model and 
     if size not in SIZES:
         raise ConfigError(f"unknown tiny-model size {size!r}", hint=f"sizes: {', '.join(SIZES)}")
     require_output_dir(out_dir, "OUT_DIR")
-    if size == "micro":
-        from harnessgrid.plugins.micro import build_micro_model
+    from rich.console import Console
 
-        path = build_micro_model(out_dir, seed=seed)
-    else:
-        path = build_tiny_model(out_dir, size=size, seed=seed)
+    # On stderr, so that stdout stays the one line a script reads.
+    with Console(stderr=True).status(f"building the {size} model") as status:
+        def step(what: str) -> None:
+            status.update(f"building the {size} model: {what}")
+
+        if size == "micro":
+            from harnessgrid.plugins.micro import build_micro_model
+
+            path = build_micro_model(out_dir, seed=seed, on_step=step)
+        else:
+            path = build_tiny_model(out_dir, size=size, seed=seed, on_step=step)
     typer.echo(f"built {size} model in {path}; use it as --policy hf:{path}")

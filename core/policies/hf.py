@@ -45,6 +45,7 @@ it), which a trainer also holds while it updates the weights.
 
 from __future__ import annotations
 
+import fnmatch
 import inspect
 import threading
 import weakref
@@ -56,6 +57,14 @@ from harnessgrid.errors import ConfigError
 from harnessgrid.policies.batching import GenerationRequest
 from harnessgrid.policies.token import Generation, TokenPolicy
 
+#: What a local checkpoint needs, for the tokenizer or the model: (what, for, file patterns).
+_CHECKPOINT_FILES = (
+    ("tokenizer files (tokenizer.json or tokenizer_config.json)", "tokenizer",
+     ("tokenizer.json", "tokenizer_config.json")),
+    ("config.json", "model", ("config.json",)),
+    ("weights (*.safetensors or pytorch_model*.bin)", "model",
+     ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json")),
+)
 _HINT = ("hf: takes a local checkpoint directory (config.json, weights, tokenizer files) or a "
          "Hugging Face hub name such as Qwen/Qwen3-4B-Instruct-2507; offline "
          "(HF_HUB_OFFLINE=1) a hub model loads only if it is already in the cache "
@@ -95,7 +104,7 @@ class HFPolicy(TokenPolicy):
         self._torch = torch
         hf: Any = transformers  # partially typed upstream; only used at this boundary
         if model is None or tokenizer is None:
-            self._check_local_path(name_or_path)
+            self._check_local_path(name_or_path, tokenizer is None, model is None)
         if tokenizer is None:
             tokenizer = self._load("tokenizer", hf.AutoTokenizer.from_pretrained, name_or_path)
         if model is None:
@@ -120,17 +129,31 @@ class HFPolicy(TokenPolicy):
 
     # -- loading --------------------------------------------------------------------------
 
-    def _check_local_path(self, name: str) -> None:
-        """Fail fast, without touching the hub, on a path that plainly is a missing folder."""
-        if name.startswith(("/", "./", "../", "~")) and not Path(name).expanduser().is_dir():
+    def _check_local_path(self, name: str, tokenizer: bool, model: bool) -> None:
+        """Fail fast, without touching the hub, on a path that plainly is a missing folder or
+        a folder without the files a checkpoint needs (named, with what is there)."""
+        path = Path(name).expanduser()
+        if name.startswith(("/", "./", "../", "~")) and not path.is_dir():
             raise ConfigError(f"{self.spec}: no such model directory {name!r}", hint=_HINT)
+        if not path.is_dir():
+            return  # a hub name
+        present = {p.name for p in path.iterdir()}
+        missing = [what for what, needed, alternatives in _CHECKPOINT_FILES
+                   if (tokenizer if needed == "tokenizer" else model)
+                   and not any(fnmatch.filter(present, a) for a in alternatives)]
+        if missing:
+            found = ", ".join(sorted(present)[:8]) + (" …" if len(present) > 8 else "")
+            raise ConfigError(f"{self.spec}: {name} is not a checkpoint directory: no "
+                              f"{'; no '.join(missing)} (it holds: {found or 'nothing'})",
+                              hint=_HINT)
 
     def _load(self, what: str, loader: Any, name: str, **kwargs: Any) -> Any:
         """``loader(name)``, with any load failure turned into a ConfigError naming the spec."""
         try:
             return loader(name, **kwargs)
         except (OSError, ValueError, ImportError) as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            text = " ".join(str(exc).split())  # the whole message: its first line may be cut
+            reason = (text[:400] + " …" if len(text) > 400 else text) or type(exc).__name__
             raise ConfigError(f"{self.spec}: cannot load the {what}: {reason}",
                               hint=_HINT) from None
 

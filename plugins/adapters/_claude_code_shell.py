@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import math
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessgrid.errors import HarnessgridError
 from harnessgrid.models import ToolResult
 from harnessgrid.plugins.adapters._claude_code_files import ToolError
 from harnessgrid.plugins.adapters._claude_code_search import cut_output
 from harnessgrid.plugins.adapters._claude_code_session import Session
-from harnessgrid.sandbox import Sandbox
 from harnessgrid.workspace import Workspace, WorkspaceError
 
 from harnessgrid.plugins.adapters._claude_code_tools import (  # isort: skip
     BASH_DEFAULT_TIMEOUT_MS,
     BASH_MAX_TIMEOUT_MS,
 )
+
+if TYPE_CHECKING:  # the sandbox module (and asyncio) load when an episode runs, not before
+    from harnessgrid.sandbox import Sandbox
 
 CWD_MARK = "__HG_CLAUDE_CODE_CWD__="
 _COMMAND_ENV = "__HG_CC_CMD"

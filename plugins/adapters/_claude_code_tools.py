@@ -9,11 +9,12 @@ manuals; ours say the same things briefly and are not copies.
 
 from __future__ import annotations
 
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from harnessgrid.models import ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    import jsonschema
 
 READ_MAX_LINES = 2000
 READ_MAX_LINE_CHARS = 2000
@@ -175,6 +176,8 @@ def validation_error(call: ToolCall) -> str | None:
     if call.parse_error is not None:
         return (f"InputValidationError: {call.name} failed because its input is not valid "
                 f"JSON ({call.parse_error})")
+    import jsonschema  # here, not at import: loading plugins must stay cheap (50 ms)
+
     validator = jsonschema.Draft7Validator(entry[1])
     errors = sorted(validator.iter_errors(call.arguments), key=lambda e: list(e.absolute_path))
     if not errors:

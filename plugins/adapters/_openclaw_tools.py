@@ -22,8 +22,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-
 from harnessgrid.episode import EpisodeState
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.models import Action, ToolCall, ToolResult, ToolSpec
@@ -111,6 +109,8 @@ def check_arguments(call: ToolCall) -> str | None:
         raw = (call.raw_arguments or "")[:300]
         return (f"The arguments of the {call.name} call are not valid JSON "
                 f"({call.parse_error}): {raw}")
+    import jsonschema  # here, not at import: loading plugins must stay cheap (50 ms)
+
     validator = jsonschema.Draft202012Validator(SCHEMAS[call.name])
     problems = sorted(validator.iter_errors(call.arguments), key=lambda e: list(e.path))
     if not problems:

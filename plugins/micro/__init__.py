@@ -25,7 +25,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,14 +92,15 @@ def micro_corpus() -> list[str]:
     return build()
 
 
-def build_micro_model(path: str | Path, seed: int = 0) -> Path:
+def build_micro_model(path: str | Path, seed: int = 0,
+                      on_step: Callable[[str], None] | None = None) -> Path:
     """The micro model (cached in ``path``; ``harnessgrid model tiny DIR --size micro``): a
     tokenizer trained on :func:`micro_corpus`, whose ``words`` pre-tokenizer keeps each name
     one token wherever it stands (see :data:`harnessgrid.tiny_model.PRETOKENIZERS`)."""
     from harnessgrid.tiny_model import build_tiny_model
 
     return build_tiny_model(path, size="micro", seed=seed, corpus=micro_corpus(),
-                            pretokenizer="words")
+                            pretokenizer="words", on_step=on_step)
 
 
 @hookimpl

@@ -21,8 +21,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from harnessgrid.levels import ToolInterfaceLevel
 from harnessgrid.models import Action, ActionKind, FormatError, ModelTurn, ToolCall, ToolSpec
 
@@ -105,6 +103,8 @@ class MicroJson(ToolInterfaceLevel):
         if call.parse_error is not None:
             raise FormatError(f"{call.name} arguments are not JSON ({call.parse_error})",
                               call=call)
+        import jsonschema  # here, not at import: loading plugins must stay cheap
+
         validator = jsonschema.Draft202012Validator(tool.schema(strict=True))
         errors = sorted(validator.iter_errors(call.arguments), key=lambda e: str(e.path))
         if errors:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from harnessgrid import hookimpl
 from harnessgrid.levels import FactorLevel, ToolInterfaceLevel
 from harnessgrid.models import Action, ActionKind, FormatError, ModelTurn, ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    import jsonschema
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,8 @@ class FunctionCalling(ToolInterfaceLevel):
                 f"the arguments of the {call.name!r} call were not valid JSON "
                 f"({call.parse_error}): {raw!r}; send a JSON object such as "
                 f'{{"{next(iter(tool.params))}": "..."}}', call=call)
+        import jsonschema  # here, not at import: loading plugins must stay cheap
+
         errors = sorted(jsonschema.Draft202012Validator(tool.schema()).iter_errors(call.arguments),
                         key=lambda e: (list(e.path), str(e.validator)))
         if errors:

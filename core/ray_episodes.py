@@ -46,7 +46,7 @@ from harnessgrid.runtime import EpisodeLimits
 
 if TYPE_CHECKING:
     from harnessgrid.policies import Policy
-    from harnessgrid.tasks import Task
+    from harnessgrid.tasks import Task, TaskSuite
     from harnessgrid.trajectory import Trajectory
 
 INSTALL_HINT = "install the Ray extra: pip install 'harnessgrid[ray]'"
@@ -263,7 +263,7 @@ def _outcome(ray: ModuleType, ref: Any, job: EpisodeJob, max_retries: int) -> st
 # policies (a loaded model, an API client) are built once per process, and one event loop
 # serves every episode (clients bound to a loop stay usable).
 
-_SUITES: dict[str, dict[str, list[Task]]] = {}
+_SUITES: dict[str, TaskSuite] = {}
 _POLICIES: dict[str, Policy] = {}
 _MAX_POLICIES = 4  # oldest dropped first
 _HARNESSES: set[str] = set()  # harness addresses already resolved once on this node
@@ -349,15 +349,14 @@ def _rebuild(job: EpisodeJob) -> tuple[Task, Policy]:
 
 
 def _task(job: EpisodeJob) -> Task:
-    from harnessgrid.tasks import load_suite
+    from harnessgrid.tasks import load_suite, task_ids
 
     key = json.dumps([job.suite, job.suite_options], sort_keys=True, default=str)
-    if key not in _SUITES:
-        by_id: dict[str, list[Task]] = {}
-        for task in load_suite(job.suite, **job.suite_options).tasks():
-            by_id.setdefault(task.id, []).append(task)
-        _SUITES[key] = by_id
-    candidates = _SUITES[key].get(job.task_id, [])
+    if key not in _SUITES:  # a suite loads once per worker; its tasks are built when used
+        _SUITES[key] = load_suite(job.suite, **job.suite_options)
+    suite = _SUITES[key]
+    candidates = [tasks[i] for tasks in suite.splits.values()
+                  for i, tid in enumerate(task_ids(tasks)) if tid == job.task_id]
     if not candidates:
         raise _SetupError(f"suite {job.suite!r} has no task {job.task_id!r} on this node",
                           hint="every node needs the same suite (plugin version, files)")

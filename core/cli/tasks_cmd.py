@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -346,10 +347,11 @@ def validate(suite: str = typer.Argument(..., help="Suite address."),
     from harnessgrid.runtime import EpisodeLimits
 
     loaded = open_suite(suite, option, judge)
-    tasks = list(loaded.tasks(split))
-    if sample is not None and sample < len(tasks):
-        chosen = set(random.Random(seed).sample(range(len(tasks)), sample))
-        tasks = [t for i, t in enumerate(tasks) if i in chosen]
+    every = loaded.tasks(split)
+    picked: Sequence[int] = range(len(every))
+    if sample is not None and sample < len(every):  # sample indices: build only those tasks
+        picked = sorted(random.Random(seed).sample(range(len(every)), sample))
+    tasks = [every[i] for i in picked]
     the_harness = resolve_harness(harness)
     limits = EpisodeLimits()
     if as_json:

@@ -39,11 +39,14 @@ _LAZY: dict[str, str] = {
     "first_order_design": "harnessgrid.designs",
     "random_design": "harnessgrid.designs",
     "orthogonal_design": "harnessgrid.designs",
+    "nearly_orthogonal_design": "harnessgrid.designs",
     "holdout": "harnessgrid.designs",
     "Schedule": "harnessgrid.schedule",
     "get_registry": "harnessgrid.registry",
     "PluginManager": "harnessgrid.registry",
     "registry_space": "harnessgrid.composition",
+    "harness_space": "harnessgrid.composition",
+    "resolve_config": "harnessgrid.composition",
     "compose": "harnessgrid.composition",
     "run_agent": "harnessgrid.api",
     "arun_agent": "harnessgrid.api",
@@ -70,12 +73,13 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from harnessgrid.api import arun_agent, resolve_harness, resolve_policy, run_agent
-    from harnessgrid.composition import compose, registry_space
+    from harnessgrid.composition import compose, harness_space, registry_space, resolve_config
     from harnessgrid.designs import (
         Design,
         first_order_design,
         full_design,
         holdout,
+        nearly_orthogonal_design,
         orthogonal_design,
         random_design,
         single_design,

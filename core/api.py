@@ -33,25 +33,26 @@ if TYPE_CHECKING:
 def resolve_harness(spec: str | Harness, space: FactorSpace | None = None) -> Harness:
     """A harness from its address:
 
-    - ``"S1-T0-O2-C1-W0"``: a code in ``space`` (default: the paper's 3^5 grid);
+    - ``"S1-T0-O2-C1-W0"``: a code, read in ``space`` — by default the harness space of every
+      registered level (:func:`harnessgrid.composition.harness_space`: built-in levels first,
+      so the paper's codes mean the same with or without plugins; a plugin's fourth
+      observation level is ``O3``);
     - ``"system_prompt=minimal,tool_interface=xml_tags,..."``: level names for all five factors,
       any registered level (a third party's too);
     - ``"adapter:NAME"``: a registered adapter.
+
+    Codes and level lists are read by :func:`harnessgrid.composition.resolve_config`.
     """
-    from harnessgrid.composition import compose, registry_space
+    from harnessgrid.composition import compose, resolve_config
     from harnessgrid.registry import get_registry
-    from harnessgrid.space import FactorSpace
 
     if not isinstance(spec, str):
         return spec
-    if spec.startswith("adapter:"):
-        adapter: Harness = get_registry().adapter(spec.removeprefix("adapter:")).create()
+    if spec.strip().startswith("adapter:"):
+        name = spec.strip().removeprefix("adapter:")
+        adapter: Harness = get_registry().adapter(name).create()
         return adapter
-    if "=" in spec:
-        levels = dict(part.strip().partition("=")[::2] for part in spec.split(",") if part.strip())
-        space = registry_space(f"{f}:{n}" for f, n in levels.items())
-        return compose(space.from_mapping(levels))
-    return compose((space or FactorSpace.default()).parse(spec))
+    return compose(resolve_config(spec, space))
 
 
 def resolve_policy(spec: str | Policy, options: Mapping[str, Any] | None = None) -> Policy:

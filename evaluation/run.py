@@ -168,20 +168,24 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     progress bar with an ETA on stderr.
     """
     from harnessgrid.api import resolve_harness, resolve_policy
+    from harnessgrid.composition import harness_space
     from harnessgrid.registry import get_registry
     from harnessgrid.runtime import require_sandbox
     from harnessgrid.tasks import load_suite
 
     started = time.perf_counter()
     out = require_output_dir(out_dir, "the evaluation directory (--out)")
-    space = space or FactorSpace.default()
+    # Designs are over ``space`` (default: the paper's 3^5 grid); harness ids are codes read
+    # in ``space`` when one is given, else in the harness space of every registered level.
     settings = resolve_settings(config.settings, space=space, harnesses=config.harnesses,
                                 original=config.original, adapters=config.adapters,
                                 holdout_seed=config.holdout_seed, holdout_n=config.holdout_n,
                                 train_harnesses=config.train_harnesses)
+    names = space or harness_space()
+    space = space or FactorSpace.default()
     for harnesses in settings.values():  # build each once: a broken harness fails here
         for hid in harnesses:
-            resolve_harness(hid, space)
+            resolve_harness(hid, names)
     suites: dict[str, tuple[str, str, list[Task]]] = {}
     for spec in dict.fromkeys(config.suites):
         suite = load_suite(spec)
@@ -221,9 +225,9 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
         write_manifest(out, merged)
         report = _reporter(progress, len(todo), skipped, on_result, retried, kept)
         if config.ray is None:
-            ran = await _run_jobs(todo, policy, config, space, store, report)
+            ran = await _run_jobs(todo, policy, config, names, store, report)
         else:
-            ran = _run_jobs_on_ray(todo, config, space, store, report)
+            ran = _run_jobs_on_ray(todo, config, names, store, report)
         results = [store.results[j.key] for j in jobs]
         recovered = store.recovered
     return EvalOutcome(out_dir=out, total=len(jobs), skipped=skipped, ran=ran,

@@ -4,7 +4,8 @@ Example (``examples/tiny-grpo.yaml``)::
 
     model: .tiny-model/tiny        # a local checkpoint or a hub name (hf: policy rules)
     algorithm: grpo                # grpo | ppo | sft
-    design: oa                     # single | first-order | random | oa | full | adapter:NAME
+    design: oa                     # single | first-order | random | oa | nearly-orthogonal
+                                   # | full | adapter:NAME
     k: 2                           # configurations per task, on successive steps
     tasks_per_step: 2
     rollouts_per_task: 4
@@ -33,7 +34,7 @@ from harnessgrid.errors import ConfigError
 __all__ = ["ExperimentConfig", "PPOOptions", "SFTOptions", "apply_overrides", "load_config"]
 
 Algorithm = Literal["grpo", "ppo", "sft"]
-DESIGNS = ("single", "first-order", "random", "oa", "full")
+DESIGNS = ("single", "first-order", "random", "oa", "nearly-orthogonal", "full")
 
 #: GRPOConfig / SFTConfig fields this config sets itself; setting them under ``trl:`` would
 #: silently disagree with the top-level field, so it is refused with the field to use instead.
@@ -101,8 +102,10 @@ class ExperimentConfig(BaseModel):
 
     # which (task, harness) pairs are rolled out
     design: str = "oa"
-    harness: str | None = Field(default=None, description="the configuration of design: single")
-    design_size: int = Field(default=18, ge=1, description="N of design: random")
+    harness: str | None = Field(default=None, description="the configuration of design: single: "
+                                                          "a code or a level list")
+    design_size: int = Field(default=18, ge=1, description="N of design: random and "
+                                                           "nearly-orthogonal")
     space: dict[str, tuple[str, ...]] | None = Field(
         default=None, description="factor -> level names: the space designs and codes refer to "
                                   "(default: the five built-in factors x three levels)")
@@ -167,7 +170,8 @@ class ExperimentConfig(BaseModel):
             raise ValueError(f"design {self.design!r} is not one of {', '.join(DESIGNS)} "
                              "or adapter:NAME")
         if self.design == "single" and self.harness is None:
-            raise ValueError("design: single needs harness: CODE (e.g. S0-T0-O0-C0-W0)")
+            raise ValueError("design: single needs harness: CODE (e.g. S0-T0-O0-C0-W0) or a "
+                             "level list")
         if self.rollout_backend == "ray" and self.generation != "hf":
             raise ValueError("rollout_backend: ray generates on the workers (generation: hf); "
                              "with vLLM, use its server mode and local rollouts")

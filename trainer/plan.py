@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from harnessgrid.harness import Harness
     from harnessgrid.runtime import EpisodeLimits
     from harnessgrid.schedule import Schedule
-    from harnessgrid.space import FactorSpace
+    from harnessgrid.space import FactorSpace, HarnessConfig
     from harnessgrid.tasks import Task
     from harnessgrid.trainer.config import ExperimentConfig
 
@@ -57,11 +57,26 @@ def build_design(config: ExperimentConfig, space: FactorSpace) -> Design:
             return designs.first_order_design(space)
         case "random":
             return designs.random_design(space, config.design_size, config.seed)
+        case "nearly-orthogonal":
+            return designs.nearly_orthogonal_design(space, config.design_size, config.seed)
         case "single":
             assert config.harness is not None  # checked by the config
-            return designs.single_design(space.parse(config.harness))
+            return designs.single_design(single_config(config, space))
     raise ConfigError(f"unknown design {config.design!r}",
-                      hint="single, first-order, random, oa, full or adapter:NAME")
+                      hint="single, first-order, random, oa, nearly-orthogonal, full or "
+                           "adapter:NAME")
+
+
+def single_config(config: ExperimentConfig, space: FactorSpace) -> HarnessConfig:
+    """``harness:`` of ``design: single`` as a configuration of the run's space. With an explicit
+    ``space:`` its codes are that space's; otherwise codes are read as every command reads them
+    (:func:`harnessgrid.composition.resolve_config`), and level lists work in both."""
+    from harnessgrid.composition import config_in, resolve_config
+
+    assert config.harness is not None
+    if config.space:
+        return config_in(resolve_config(config.harness, space), space)
+    return config_in(resolve_config(config.harness), space)
 
 
 class TrainingPlan:

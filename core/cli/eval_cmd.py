@@ -44,13 +44,17 @@ def eval_command(
                                    "this machine), one per cluster CPU; results are stored "
                                    "here as they end. Needs harnessgrid[ray] on every node."),
     harnesses: str | None = typer.Option(None, "--harnesses", help="In-space configurations: "
-                                         "CODE,CODE,... or all (default: the 18 held out of "
-                                         "the orthogonal training design)."),
+                                         "CODE,CODE,... (codes of `harnessgrid plugins list`'s "
+                                         "levels, e.g. S0-T0-O3-C0-W3), level lists "
+                                         "(system_prompt=minimal,...,workflow=react), or all "
+                                         "(default: the 18 held out of the orthogonal "
+                                         "training design)."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="First N tasks per suite."),
     split: str | None = typer.Option(None, "--split", help="Suite split (default: eval when "
                                      "the suite has one, else every task)."),
     original: str | None = typer.Option(None, "--original", help="The baseline's training "
-                                        "harness (CODE or adapter:NAME), for `original`."),
+                                        "harness (CODE, level list or adapter:NAME), for "
+                                        "`original`."),
     adapters: str = typer.Option("claude-code,openclaw", "--adapters",
                                  help="Adapters of the out-of-space setting."),
     holdout_seed: int = typer.Option(0, "--holdout-seed", help="Seed of the held-out "
@@ -81,7 +85,7 @@ def eval_command(
     2 for a usage or configuration mistake (e.g. a missing API key); 130 when interrupted.
     """
     from harnessgrid.cli.run_cmd import parse_options
-    from harnessgrid.evaluation.plan import split_list
+    from harnessgrid.evaluation.plan import split_harnesses, split_list
     from harnessgrid.evaluation.run import EvalConfig, evaluate
     from harnessgrid.runtime import EpisodeLimits
 
@@ -91,7 +95,7 @@ def eval_command(
     config = EvalConfig(
         policy=policy, policy_options=parse_options(policy_opt), suites=tuple(suite_list),
         settings=tuple(split_list(settings)), runs=runs,
-        harnesses=tuple(split_list(harnesses)) or None, original=original,
+        harnesses=tuple(split_harnesses(harnesses)) or None, original=original,
         adapters=tuple(split_list(adapters)), holdout_seed=holdout_seed, limit=limit,
         split=split, concurrency=concurrency, ray=ray, keep_failures=keep_failures,
         limits=EpisodeLimits(max_turns=max_turns, wall_s=wall_s,

@@ -14,8 +14,59 @@ harness_app = typer.Typer(help="Inspect harnesses: prompts, tools, call syntax."
 TASK = typer.Option(None, "--task", help="SUITE/ID: show the harness around this task.")
 
 
+#: The file the sample turn reads, and what the sample observations show.
+SAMPLE_FILE = "notes.txt"
+SAMPLE_NOTES = "Release notes draft\n- ship v1.2 on Friday\n- ask Dana about the CI cache\n"
+SAMPLE_FAILING = "python3 check.py"
+SAMPLE_LONG = "cat server.log"
+#: Observation text shown in a panel or diff: longer ones keep their head and tail.
+SHOWN_HEAD, SHOWN_TAIL = 14, 4
+
+
+def sample_results() -> list[tuple[str, Any, Any]]:
+    """(case, action, result) for the sample observations: the sample turn's read succeeding, a
+    command failing with a traceback, and a command printing more than any level shows."""
+    from harnessgrid.models import Action, ToolResult
+
+    log = "".join(f"2026-03-0{1 + i // 400} 12:{i // 60 % 60:02d}:{i % 60:02d} INFO request {i} "
+                  f"served in {3 + i % 17} ms\n" for i in range(600))
+    failing = ("Traceback (most recent call last):\n  File \"check.py\", line 4, in <module>\n"
+               "    assert total == 42, total\nAssertionError: 41\n")
+    return [
+        ("success", Action.of("read", path=SAMPLE_FILE), ToolResult(output=SAMPLE_NOTES,
+                                                                     duration_s=0.001)),
+        ("failure", Action.of("shell", command=SAMPLE_FAILING),
+         ToolResult(output="checking totals\n", stderr=failing, exit_code=1, duration_s=0.2)),
+        ("long output", Action.of("shell", command=SAMPLE_LONG),
+         ToolResult(output=log, exit_code=0, duration_s=0.01)),
+    ]
+
+
+def sample_observations(harness: Any) -> list[dict[str, Any]] | None:
+    """Each sample result as the harness's observation level renders it, and the message it
+    goes back in (a ``tool`` message for native tools, else ``user``). ``None`` for an adapter,
+    whose shell builds observations inside its own step."""
+    from harnessgrid.harness import ComposedHarness
+    from harnessgrid.tools import as_shell
+
+    if not isinstance(harness, ComposedHarness):
+        return None
+    ti, obs = harness.tool_interface, harness.observation
+    out = []
+    for case, action, result in sample_results():
+        if not ti.supports(action.kind):  # what the interface really runs (bash_only: cat)
+            action = as_shell(action)
+        calls = ti.parse(harness.render_action(action, "call_1"))
+        text = obs.format(action, result)
+        message = ti.observation_message(calls[0], text) if calls else None
+        out.append({"case": case, "action": action.model_dump(mode="json"),
+                    "role": message.role if message else "user", "content": text})
+    return out
+
+
 def describe(spec: str, task_ref: str | None) -> dict[str, Any]:
-    """The system prompt, first messages, tools and a rendered sample turn of a harness."""
+    """The system prompt, first messages, tools, a rendered sample turn and sample
+    observations of a harness."""
     from harnessgrid.api import resolve_harness
     from harnessgrid.cli.run_cmd import find_task
     from harnessgrid.models import Action
@@ -26,7 +77,7 @@ def describe(spec: str, task_ref: str | None) -> dict[str, Any]:
         id="example", instruction="(the task statement goes here)")
     state = harness.start(task, "show")
     system = "\n\n".join(m.content for m in state.history if m.role == "system")
-    sample = harness.render_action(Action.of("read", path="notes.txt"), "call_1")
+    sample = harness.render_action(Action.of("read", path=SAMPLE_FILE), "call_1")
     return {
         "harness": harness.name,
         "config": getattr(getattr(harness, "config", None), "levels", None),
@@ -39,6 +90,7 @@ def describe(spec: str, task_ref: str | None) -> dict[str, Any]:
         "sample_turn": {"content": sample.content,
                         "tool_calls": [{"name": c.name, "arguments": c.arguments}
                                        for c in sample.tool_calls]},
+        "sample_observations": sample_observations(harness),
     }
 
 
@@ -49,11 +101,35 @@ def _sample_text(info: dict[str, Any]) -> str:
     return (str(turn["content"]) + calls).strip()
 
 
+def _action_text(action: dict[str, Any]) -> str:
+    args = action.get("args", {})
+    return str(args.get("command") or f"{action['kind']} {args.get('path', '')}".strip())
+
+
+def _shown(text: str) -> str:
+    """``text`` with its middle lines left out when long (the JSON output has all of it)."""
+    lines = text.splitlines()
+    if len(lines) <= SHOWN_HEAD + SHOWN_TAIL + 1:
+        return text
+    hidden = len(lines) - SHOWN_HEAD - SHOWN_TAIL
+    return "\n".join([*lines[:SHOWN_HEAD],
+                      f"[... {hidden} more lines here; --json shows the whole observation]",
+                      *lines[-SHOWN_TAIL:]])
+
+
+def _observation_title(obs: dict[str, Any]) -> str:
+    content = obs["content"]
+    return (f"observation · {obs['case']}: {_action_text(obs['action'])} "
+            f"({obs['role']} message, {len(content):,} chars, {len(content.splitlines())} lines)")
+
+
 @harness_app.command("show")
-def show(harness: str = typer.Argument(..., help="CODE, level list, or adapter:NAME."),
+def show(harness: str = typer.Argument(..., help="CODE (levels numbered as in `harnessgrid "
+                                        "plugins list`), level list, or adapter:NAME."),
          task: str | None = TASK,
          as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """Print the system prompt, tool specs and a rendered sample turn (reading notes.txt)."""
+    """Print the system prompt, tool specs, a rendered sample turn (reading notes.txt) and
+    sample tool results as the observation level renders them (success, failure, long)."""
     info = describe(harness, task)
     if as_json:
         typer.echo(json.dumps(info, indent=2, ensure_ascii=False))
@@ -76,12 +152,20 @@ def show(harness: str = typer.Argument(..., help="CODE, level list, or adapter:N
                   markup=False, highlight=False)
     console.print(Panel(_sample_text(info), title="sample turn: read notes.txt",
                         title_align="left"), markup=False, highlight=False)
+    observations = info["sample_observations"]
+    if observations is None:
+        console.print("observations: built by the adapter's shell; `harnessgrid run --show` "
+                      "prints them", highlight=False, markup=False)
+    for obs in observations or []:
+        console.print(Panel(_shown(obs["content"]) or "(empty)", title=_observation_title(obs),
+                            title_align="left"), markup=False, highlight=False)
 
 
 @harness_app.command("diff")
 def diff(a: str = typer.Argument(..., help="First harness."),
          b: str = typer.Argument(..., help="Second harness."), task: str | None = TASK) -> None:
-    """What changes between two harnesses: factors, system prompt, tools and call syntax."""
+    """What changes between two harnesses: factors, system prompt, tools, call syntax and the
+    sample observations (a success, a failure, a long output)."""
     left, right = describe(a, task), describe(b, task)
     lines = []
     if left["config"] and right["config"]:
@@ -95,4 +179,28 @@ def diff(a: str = typer.Argument(..., help="First harness."),
                                           f"{left['harness']} {key}",
                                           f"{right['harness']} {key}", lineterm=""))
         lines.extend(delta or [f"{key}: identical"])
+    lines.extend(_observation_diff(left, right))
     typer.echo("\n".join(lines))
+
+
+def _observation_diff(left: dict[str, Any], right: dict[str, Any]) -> list[str]:
+    """Per sample observation: a unified diff of the rendered text (long ones cut alike on both
+    sides), with their sizes when those differ."""
+    ours, theirs = left["sample_observations"], right["sample_observations"]
+    if ours is None or theirs is None:
+        return ["observations: not compared (an adapter builds them inside its shell)"]
+    lines = []
+    for a, b in zip(ours, theirs):
+        key = f"observation ({a['case']})"
+        delta = list(difflib.unified_diff(
+            [f"[{a['role']} message]", *_shown(a["content"]).splitlines()],
+            [f"[{b['role']} message]", *_shown(b["content"]).splitlines()],
+            f"{left['harness']} {key}", f"{right['harness']} {key}", lineterm=""))
+        if not delta:
+            lines.append(f"{key}: identical")
+            continue
+        sizes = [len(a["content"]), len(b["content"])]
+        if sizes[0] != sizes[1]:
+            lines.append(f"{key}: {sizes[0]:,} -> {sizes[1]:,} chars")
+        lines.extend(delta)
+    return lines

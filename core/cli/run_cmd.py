@@ -106,8 +106,10 @@ def run(
     workspace: Path | None = typer.Option(None, "--workspace", help="Directory for an ad-hoc "
                                           "task (worked on in a copy unless --in-place)."),
     in_place: bool = typer.Option(False, "--in-place", help="Let the agent change --workspace."),
-    harness: str = typer.Option(..., "--harness", help="Configuration code (S1-T0-O2-C1-W0) or "
-                                "adapter:NAME."),
+    harness: str = typer.Option(..., "--harness", help="Configuration code (S1-T0-O2-C1-W0; a "
+                                "plugin's levels follow the built-ins, see `harnessgrid plugins "
+                                "list`), level list (system_prompt=minimal,...,workflow=react) "
+                                "or adapter:NAME."),
     policy: str = typer.Option(..., "--policy", help="scripted, null, litellm:MODEL, "
                                "anthropic:MODEL, hf:PATH, vllm:NAME."),
     policy_opt: list[str] = typer.Option([], "--policy-opt", help="KEY=VALUE for the policy "

@@ -27,13 +27,51 @@ from harnessgrid.space import FactorSpace, HarnessConfig
 
 class PairBalance(BaseModel):
     """Level-pair counts of one factor pair: ``counts[i][j]`` runs have level ``i`` of the
-    first factor and level ``j`` of the second. A strength-2 design has all counts equal."""
+    first factor and level ``j`` of the second. A strength-2 design has all counts equal.
+
+    How far from that: the expected count of a cell is ``r_i c_j / N`` (the count if the two
+    factors were independent, given how often each level occurs; ``N / (s_a s_b)`` for
+    balanced factors). ``max_abs_deviation`` is the largest ``|count − expected|``,
+    ``sum_squared_deviation`` the sum of their squares (the pair imbalance that
+    nearly-orthogonal designs minimise), and ``cramers_v`` = sqrt(χ² / (N (min(s_a, s_b) − 1)))
+    the normalised association: 0 when orthogonal, 1 when one factor determines the other."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     factors: tuple[str, str]
     counts: list[list[int]]
     balanced: bool
+    max_abs_deviation: float = 0.0
+    sum_squared_deviation: float = 0.0
+    cramers_v: float = 0.0
+
+
+class LevelBalance(BaseModel):
+    """How often each level of one factor occurs. ``balanced``: all equally often; ``even``:
+    the counts differ by at most one (the best a run size that is not a multiple of the level
+    count allows)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    factor: str
+    counts: list[int]
+    balanced: bool
+    even: bool
+
+
+class PairImbalance(BaseModel):
+    """Deviation from strength-2 orthogonality over all factor pairs (see
+    :class:`PairBalance`): 0 everywhere for an orthogonal array. ``mean_abs_deviation`` is over
+    every cell of every pair table; ``chi_square`` sums the pairs' χ² statistics."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_abs_deviation: float
+    mean_abs_deviation: float
+    sum_squared_deviation: float
+    chi_square: float
+    mean_cramers_v: float
+    max_cramers_v: float
 
 
 class Diagnostics(BaseModel):
@@ -46,7 +84,9 @@ class Diagnostics(BaseModel):
     ``nearest_distance[r]`` is run r's distance to its nearest other run and ``nearest_ties[r]``
     how many other runs lie at that distance — what the Hamming pairing of the schedule picks
     from (``None`` for a one-run design). ``rao_bound_strength*`` is the fewest runs any
-    orthogonal array of that strength over these level counts can have.
+    orthogonal array of that strength over these level counts can have. ``level_balance`` and
+    ``pair_imbalance`` say how far a design that is not an orthogonal array (e.g. a
+    nearly-orthogonal one) is from being one.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -56,6 +96,9 @@ class Diagnostics(BaseModel):
     gwlp: list[float]
     pair_balance: list[PairBalance]
     pair_balanced: bool
+    level_balance: list[LevelBalance]
+    levels_balanced: bool
+    pair_imbalance: PairImbalance
     hamming_histogram: list[int]
     nearest_distance: list[int | None]
     nearest_ties: list[int]
@@ -64,8 +107,8 @@ class Diagnostics(BaseModel):
     rao_bound_strength3: int
 
 
-DesignKind = Literal["full", "single", "first_order", "random", "orthogonal", "holdout",
-                     "custom"]
+DesignKind = Literal["full", "single", "first_order", "random", "orthogonal",
+                     "nearly_orthogonal", "holdout", "custom"]
 
 
 class Design(BaseModel):
@@ -193,6 +236,11 @@ class Design(BaseModel):
                 rebuilt = orthogonal_design(
                     self.space, _int(p["strength"]), variant=cast(Variant, p["variant"]),
                     max_runs=None if max_runs is None else _int(max_runs))
+            case "nearly_orthogonal":
+                from harnessgrid.designs.nearly_orthogonal import nearly_orthogonal_design
+
+                rebuilt = nearly_orthogonal_design(self.space, _int(p["runs"]),
+                                                   _int(p["seed"]))
             case "holdout":
                 codes = p["train_codes"]
                 if not isinstance(codes, list):
@@ -265,21 +313,51 @@ def diagnose(space: FactorSpace, rows: Sequence[Sequence[int]]) -> Diagnostics:
     """All diagnostics of the array ``rows`` (level indices, factor order) over ``space``."""
     sizes = space.sizes
     names = [f.name for f in space.factors]
+    n = len(rows)
+    margins = [[sum(r[f] == level for r in rows) for level in range(s)]
+               for f, s in enumerate(sizes)]
+    levels = [LevelBalance(factor=name, counts=m, balanced=len(set(m)) == 1,
+                           even=max(m) - min(m) <= 1) for name, m in zip(names, margins)]
     pairs = []
+    deviations: list[float] = []
+    chi_square = 0.0
     for a, b in combinations(range(len(sizes)), 2):
         counts = [[0] * sizes[b] for _ in range(sizes[a])]
         for r in rows:
             counts[r[a]][r[b]] += 1
         flat = {c for line in counts for c in line}
+        cells = [(counts[i][j], margins[a][i] * margins[b][j] / n)
+                 for i in range(sizes[a]) for j in range(sizes[b])]
+        dev = [abs(c - e) for c, e in cells]
+        chi = sum((c - e) ** 2 / e for c, e in cells if e > 0)
+        dof = n * (min(sizes[a], sizes[b]) - 1)
+        chi_square += chi
+        deviations.extend(dev)
         pairs.append(PairBalance(factors=(names[a], names[b]), counts=counts,
-                                 balanced=len(flat) == 1))
+                                 balanced=len(flat) == 1, max_abs_deviation=_r(max(dev)),
+                                 sum_squared_deviation=_r(sum(d * d for d in dev)),
+                                 cramers_v=_r(math.sqrt(chi / dof) if dof else 0.0)))
+    imbalance = PairImbalance(
+        max_abs_deviation=_r(max(deviations, default=0.0)),
+        mean_abs_deviation=_r(sum(deviations) / len(deviations) if deviations else 0.0),
+        sum_squared_deviation=_r(sum(p.sum_squared_deviation for p in pairs)),
+        chi_square=_r(chi_square),
+        mean_cramers_v=_r(sum(p.cramers_v for p in pairs) / len(pairs) if pairs else 0.0),
+        max_cramers_v=_r(max((p.cramers_v for p in pairs), default=0.0)))
     distances = pair_distances(rows, sizes)
     return Diagnostics(
         n_runs=len(rows), strength=strength_of(rows, sizes), gwlp=gwlp(rows, sizes),
         pair_balance=pairs, pair_balanced=all(p.balanced for p in pairs),
+        level_balance=levels, levels_balanced=all(lv.balanced for lv in levels),
+        pair_imbalance=imbalance,
         hamming_histogram=distances.histogram, nearest_distance=distances.nearest,
         nearest_ties=distances.ties, mean_nearest_distance=distances.mean_nearest,
         rao_bound_strength2=rao_bound(sizes, 2), rao_bound_strength3=rao_bound(sizes, 3))
+
+
+def _r(value: float) -> float:
+    """Rounded for display and stable JSON (float sums differ in the last bits)."""
+    return round(value, 9) + 0.0
 
 
 def strength_of(rows: Sequence[Sequence[int]], sizes: Sequence[int]) -> int:

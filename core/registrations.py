@@ -15,7 +15,10 @@ from typing import Any
 class AdapterSpec:
     """A black-box shell emulation (DESIGN §6), addressed as ``adapter:<name>``.
 
-    ``create(**options)`` returns an object implementing the ``Harness`` protocol.
+    ``create(**options)`` returns an object implementing the ``Harness`` protocol. The registry
+    checks it: at registration when ``create`` is the harness class (or is annotated to return
+    one), else when it is first called; a plugin's broken adapter is then an error naming the
+    plugin, the adapter and what is missing (``harnessgrid plugins list --check`` creates each).
     """
 
     name: str

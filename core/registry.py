@@ -1,11 +1,23 @@
 """The plugin manager: one place that loads, validates and sorts everything plugins register.
 
 Built-in plugins (``harnessgrid.plugins.BUILTIN_PLUGINS``) are registered through the same hooks
-as third-party ones, which arrive through the entry-point group ``harnessgrid``. A third-party
-plugin that fails to import, or whose hook raises or returns something invalid, is reported by
-name in :attr:`Registry.problems` (and as a warning) and skipped; it never takes the host down.
-Two plugins registering the same name is an error that names both, because silently picking
-one would make results depend on install order.
+as third-party ones, which arrive through the entry-point group ``harnessgrid``. A plugin's
+mistakes are contained and named, one contribution at a time:
+
+- a plugin that fails to import is skipped as a whole;
+- a hook that raises contributes nothing, but the plugin's other hooks still register;
+- each item a hook returns is validated on its own (a level class must implement every abstract
+  method of its factor's base and take no constructor arguments; an adapter's ``create`` must
+  give a harness): an invalid one is skipped, the others register;
+- a name registered twice keeps the *first* registration (built-ins first, then entry points
+  sorted by name, distribution and module), skips the other and lists both owners. Naming a
+  contested name (a harness code or level list resolving to that level, ``--policy
+  scheme:...``, a suite, ``adapter:NAME``) is an error naming both plugins and how to disable
+  one, because silently using one of the two would make results depend on which one was meant.
+
+Each problem is in :attr:`Registry.problems` (and a :class:`PluginWarning`), each contribution
+with its fate in :attr:`Registry.contributions`; ``harnessgrid plugins list`` shows both, and
+every other command keeps working. A built-in plugin's mistake is harnessgrid's bug: it raises.
 
 Set ``HARNESSGRID_DISABLE_PLUGINS=1`` to load built-ins only, or to a comma-separated list of
 entry-point names to skip just those.
@@ -13,12 +25,16 @@ entry-point names to skip just those.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib
+import inspect
 import os
 import re
+import typing
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, TypeVar
@@ -26,7 +42,7 @@ from typing import Any, TypeVar
 import pluggy
 
 from harnessgrid import hookspecs
-from harnessgrid.errors import ConfigError, PluginError
+from harnessgrid.errors import ConfigError, HarnessgridError, PluginError
 from harnessgrid.levels import FACTOR_BASES, FactorLevel
 from harnessgrid.registrations import AdapterSpec, PolicyBackend, TaskSuiteSpec
 from harnessgrid.space import FACTORS
@@ -37,9 +53,22 @@ DISABLE_ENV = "HARNESSGRID_DISABLE_PLUGINS"
 _LEVEL_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _DASHED_NAME = re.compile(r"^[a-z][a-z0-9_.-]*$")
 
+#: What a harness must have (:class:`harnessgrid.harness.Harness`), checked on adapters.
+_HARNESS_METHODS = ("tools", "start", "view", "step", "render_action")
+
+T = TypeVar("T")
+
 
 class PluginWarning(UserWarning):
-    """A third-party plugin was skipped because it is broken."""
+    """A third-party plugin's contribution (or the whole plugin) was skipped."""
+
+
+class PluginConflictError(PluginError, ConfigError):
+    """A name the user asked for is registered by more than one plugin."""
+
+
+class PluginContributionError(PluginError, ConfigError):
+    """What the user asked for was contributed by a plugin, but it is broken."""
 
 
 @dataclass(frozen=True)
@@ -48,14 +77,41 @@ class PluginInfo:
 
     name: str
     source: str  # "builtin" or "<distribution> <version>"
+    entry_point: str = ""  # what HARNESSGRID_DISABLE_PLUGINS takes; "" for a built-in
 
 
 @dataclass(frozen=True)
 class PluginProblem:
-    """A plugin that was skipped, and why."""
+    """Something a plugin contributed that is not used, and why.
+
+    ``contribution`` says what: ``""`` for the whole plugin (it failed to load),
+    ``"harnessgrid_adapters()"`` for everything one hook returned (it raised), or one item
+    (``"factor level observation:raw"``). ``kind`` is ``load``, ``hook``, ``invalid``,
+    ``clash`` (``kept`` names the plugin whose registration is used) or ``broken`` (found
+    when it was used, e.g. an adapter whose ``create()`` gave no harness).
+    """
 
     plugin: str
     error: str
+    contribution: str = ""
+    kind: str = "load"
+    kept: str = ""
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One item a plugin's hook returned, and whether it was registered."""
+
+    plugin: str
+    hook: str
+    kind: str  # "factor level", "adapter", "task suite", "policy backend"
+    name: str  # as origin keys it: "observation:raw", "sh", "examples", "litellm"
+    registered: bool
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.name}"
 
 
 @dataclass
@@ -69,6 +125,11 @@ class Registry:
     origin: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, name) → plugin
     plugins: list[PluginInfo] = field(default_factory=list)
     problems: list[PluginProblem] = field(default_factory=list)
+    contributions: list[Contribution] = field(default_factory=list)
+    #: (kind, name) → every plugin registering it, the one used first.
+    clashes: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    #: (kind, name) → why a plugin's contribution of that name was not registered.
+    skipped: dict[tuple[str, str], PluginProblem] = field(default_factory=dict)
 
     def levels(self, factor: str) -> list[str]:
         """Registered level names of ``factor``, sorted."""
@@ -77,6 +138,7 @@ class Registry:
     def level(self, factor: str, name: str) -> type[FactorLevel]:
         if factor not in FACTORS:
             raise ConfigError(f"unknown factor {factor!r}", hint=f"factors are {', '.join(FACTORS)}")
+        self.check_usable("factor level", f"{factor}:{name}")
         try:
             return self.factor_levels[(factor, name)]
         except KeyError:
@@ -87,29 +149,68 @@ class Registry:
             ) from None
 
     def adapter(self, name: str) -> AdapterSpec:
-        return _lookup(self.adapters, name, "adapter", "adapter:")
+        return self._lookup(self.adapters, name, "adapter", "adapter:")
 
     def task_suite(self, name: str) -> TaskSuiteSpec:
-        return _lookup(self.task_suites, name, "task suite", "")
+        return self._lookup(self.task_suites, name, "task suite", "")
 
     def policy(self, scheme: str) -> PolicyBackend:
-        return _lookup(self.policies, scheme, "policy backend", "", suffix=":")
+        return self._lookup(self.policies, scheme, "policy backend", "", suffix=":")
+
+    def info(self, plugin: str) -> PluginInfo:
+        found = [p for p in self.plugins if p.name == plugin]
+        return found[0] if found else PluginInfo(plugin, "")
+
+    def disable_hint(self, *plugins: str) -> str:
+        """How to disable these plugins (a built-in among them cannot be)."""
+        infos = [self.info(p) for p in dict.fromkeys(plugins)]
+        ways = [f"{DISABLE_ENV}={i.entry_point} (or uninstall {i.source.split(' ')[0]})"
+                for i in infos if i.entry_point]
+        if not ways:
+            return "harnessgrid's built-in plugins cannot be disabled"
+        return f"disable {'it' if len(ways) == 1 else 'one'}: {' or '.join(ways)}"
+
+    def check_usable(self, kind: str, name: str) -> None:
+        """Raise when the user names something two plugins register, or one whose plugin
+        contribution was skipped as broken; ``kind`` and ``name`` as :attr:`origin` keys it."""
+        owners = self.clashes.get((kind, name))
+        if owners:
+            raise PluginConflictError(
+                f"{kind} {name!r} is registered by {len(owners)} plugins: "
+                f"{' and '.join(_owner(self, p) for p in owners)}; which one is meant is "
+                "ambiguous",
+                hint=f"{self.disable_hint(*owners)}; `harnessgrid plugins list` shows every "
+                "clash")
+        problem = self.skipped.get((kind, name))
+        if problem is not None and (kind, name) not in self.origin:
+            raise PluginContributionError(
+                f"{kind} {name!r} of plugin {problem.plugin} was not registered: {problem.error}",
+                hint=f"fix the plugin (or ask its authors to), or {self.disable_hint(problem.plugin)}"
+                "; `harnessgrid plugins list` lists every plugin problem")
+
+    def _lookup(self, table: dict[str, T], name: str, what: str, prefix: str,
+                suffix: str = "") -> T:
+        self.check_usable(what, name)
+        try:
+            return table[name]
+        except KeyError:
+            known = ", ".join(f"{prefix}{n}{suffix}" for n in table) or "none"
+            raise ConfigError(f"unknown {what} {name!r}", hint=f"registered: {known}") from None
+
+    def record(self, problem: PluginProblem) -> None:
+        """Add a problem found after registration (once)."""
+        if problem not in self.problems:
+            self.problems.append(problem)
 
 
-T = TypeVar("T")
-
-
-def _lookup(table: dict[str, T], name: str, what: str, prefix: str, suffix: str = "") -> T:
-    try:
-        return table[name]
-    except KeyError:
-        known = ", ".join(f"{prefix}{n}{suffix}" for n in table) or "none"
-        raise ConfigError(f"unknown {what} {name!r}", hint=f"registered: {known}") from None
+def _owner(reg: Registry, plugin: str) -> str:
+    return f"built-in {plugin}" if reg.info(plugin).source == "builtin" else plugin
 
 
 # -- validation of what a hook returned ------------------------------------------------------
+# A check returns (table key, name as origin keys it), or raises TypeError saying what is wrong.
 
-def _check_level(item: Any) -> tuple[str, str]:
+def _check_level(item: Any) -> tuple[Any, str]:
     if not (isinstance(item, type) and issubclass(item, FactorLevel)):
         raise TypeError(f"expected a FactorLevel subclass, got {item!r}")
     base = FACTOR_BASES.get(item.factor)
@@ -120,11 +221,26 @@ def _check_level(item: Any) -> tuple[str, str]:
         raise TypeError(f"{item.__name__}: level name {item.name!r} must be lower_snake_case")
     if not item.description:
         raise TypeError(f"{item.__name__}: a level needs a one-line description")
-    return (item.factor, item.name)
+    missing = sorted(getattr(item, "__abstractmethods__", ()))
+    if missing:
+        raise TypeError(f"{item.__name__} does not implement {', '.join(m + '()' for m in missing)}"
+                        f" of {base.__name__} (every abstract method of the base is required)")
+    protocol = getattr(item, "protocol", None)
+    if item.factor == "workflow" and not callable(getattr(protocol, "expected_turn", None)):
+        raise TypeError(f"{item.__name__}.protocol is {protocol!r}, not a WorkflowProtocol "
+                        "(the scripted oracle asks it which turn the workflow expects)")
+    try:
+        inspect.signature(item).bind()
+    except TypeError:
+        raise TypeError(f"{item.__name__}() needs constructor arguments; the composer creates "
+                        "every level with none (take settings as class attributes)") from None
+    except ValueError:  # no signature to inspect (a C-level __init__): nothing to check
+        pass
+    return (item.factor, item.name), f"{item.factor}:{item.name}"
 
 
-def _named(cls: type, attr: str) -> Callable[[Any], tuple[str, str]]:
-    def check(item: Any) -> tuple[str, str]:
+def _named(cls: type, attr: str) -> Callable[[Any], tuple[Any, str]]:
+    def check(item: Any) -> tuple[Any, str]:
         if not isinstance(item, cls):
             raise TypeError(f"expected {cls.__name__}, got {item!r}")
         name = getattr(item, attr)
@@ -132,11 +248,87 @@ def _named(cls: type, attr: str) -> Callable[[Any], tuple[str, str]]:
             raise TypeError(f"{cls.__name__} {attr} {name!r} must be lower-case, [a-z0-9_.-]")
         if not getattr(item, "description", ""):
             raise TypeError(f"{cls.__name__} {name!r} needs a description")
-        return (cls.__name__, name)
+        return name, name
     return check
 
 
+def _check_adapter(item: Any) -> tuple[Any, str]:
+    key = _named(AdapterSpec, "name")(item)
+    if not callable(item.create):
+        raise TypeError(f"AdapterSpec {item.name!r}: create is {item.create!r}, not callable")
+    cls = _declared_harness_class(item.create)
+    wrong = _harness_class_problems(cls) if cls is not None else []
+    if cls is not None and wrong:
+        raise TypeError(f"adapter:{item.name}'s create() gives {cls.__name__}, "
+                        f"which is not a harness: {'; '.join(wrong)}")
+    return key
+
+
+def _declared_harness_class(create: Callable[..., Any]) -> type | None:
+    """The class ``create`` makes, when it says so without being called: ``create`` is the
+    class itself, or a function whose return annotation is a class."""
+    if isinstance(create, type):
+        return create
+    try:
+        returned = typing.get_type_hints(create).get("return")
+    except Exception:  # noqa: BLE001 - an annotation we cannot resolve proves nothing
+        return None
+    if isinstance(returned, type) and returned is not object and \
+            not getattr(returned, "_is_protocol", False):
+        return returned
+    return None
+
+
+def _harness_class_problems(cls: type) -> list[str]:
+    wrong = [f"no {m}() method" for m in _HARNESS_METHODS if not callable(getattr(cls, m, None))]
+    step = getattr(cls, "step", None)
+    if callable(step) and not inspect.iscoroutinefunction(step):
+        wrong.append("step() is not async (the runtime awaits it)")
+    return wrong
+
+
+def harness_problems(obj: Any) -> list[str]:
+    """What ``obj`` lacks to be a :class:`harnessgrid.harness.Harness` ([] when nothing)."""
+    from harnessgrid.episode import WorkflowProtocol
+
+    wrong = _harness_class_problems(type(obj))
+    for attr in _HARNESS_METHODS:  # instance attributes count too
+        if callable(getattr(obj, attr, None)) and f"no {attr}() method" in wrong:
+            wrong.remove(f"no {attr}() method")
+    if not isinstance(getattr(obj, "name", None), str):
+        wrong.append("no name (a str, 'adapter:NAME')")
+    if not isinstance(getattr(obj, "native_tools", None), bool):
+        wrong.append("no native_tools (a bool)")
+    protocol = getattr(obj, "protocol", None)
+    if not (isinstance(protocol, WorkflowProtocol) or callable(
+            getattr(protocol, "expected_turn", None))):
+        wrong.append("no protocol (a harnessgrid.levels.WorkflowProtocol)")
+    return wrong
+
+
+def _describe(kind: str, item: Any) -> str:
+    """A name for an item a check rejected, as origin would key it where there is one."""
+    if kind == "factor level" and isinstance(item, type):
+        factor, name = getattr(item, "factor", None), getattr(item, "name", None)
+        if isinstance(factor, str) and isinstance(name, str) and factor and name:
+            return f"{factor}:{name}"
+        return item.__name__
+    name = getattr(item, "scheme" if kind == "policy backend" else "name", None)
+    if isinstance(name, str) and name and not isinstance(item, type):
+        return name
+    text = repr(item)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 # -- the manager -----------------------------------------------------------------------------
+
+_TABLES: tuple[tuple[str, str, Callable[[Any], tuple[Any, str]], str], ...] = (
+    ("harnessgrid_factor_levels", "factor level", _check_level, "factor_levels"),
+    ("harnessgrid_adapters", "adapter", _check_adapter, "adapters"),
+    ("harnessgrid_task_suites", "task suite", _named(TaskSuiteSpec, "name"), "task_suites"),
+    ("harnessgrid_policies", "policy backend", _named(PolicyBackend, "scheme"), "policies"),
+)
+
 
 class PluginManager:
     """Loads built-in and entry-point plugins and collects their registrations."""
@@ -147,8 +339,8 @@ class PluginManager:
 
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
-        self.info: dict[str, PluginInfo] = {}
-        self.problems: list[PluginProblem] = []
+        self.info: dict[str, PluginInfo] = {}  # in registration order: first wins a clash
+        self.problems: list[PluginProblem] = []  # found while loading
         # dict.fromkeys: naming a module twice registers it once, in first-seen order.
         for module_name in dict.fromkeys(BUILTIN_PLUGINS if builtins is None else builtins):
             # A broken built-in is our bug, not the user's: let it raise.
@@ -160,18 +352,19 @@ class PluginManager:
             skip = {n.strip() for n in disabled.split(",") if n.strip()}
             self._load_entry_points(skip)
 
-    def _register(self, plugin: object, name: str, source: str) -> None:
+    def _register(self, plugin: object, name: str, source: str, entry_point: str = "") -> None:
         self.pm.register(plugin, name=name)
-        self.info[name] = PluginInfo(name=name, source=source)
+        self.info[name] = PluginInfo(name=name, source=source, entry_point=entry_point)
 
-    def _problem(self, plugin: str, error: str) -> None:
-        self.problems.append(PluginProblem(plugin, error))
-        warnings.warn(f"harnessgrid plugin {plugin!r} skipped: {error}", PluginWarning,
-                      stacklevel=3)
+    def _builtin(self, plugin: str) -> bool:
+        return self.info.get(plugin, PluginInfo(plugin, "")).source == "builtin"
 
     def _load_entry_points(self, skip: set[str]) -> None:
         seen: set[tuple[str, str]] = set()
-        eps: list[EntryPoint] = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+        # Sorted so that which of two clashing plugins wins never depends on install order.
+        eps: list[EntryPoint] = sorted(
+            entry_points(group=ENTRY_POINT_GROUP),
+            key=lambda e: (e.name, e.dist.name if e.dist else "", e.value))
         for ep in eps:
             if ep.name in skip or (ep.name, ep.value) in seen:
                 continue
@@ -182,58 +375,163 @@ class PluginManager:
                 continue
             try:
                 plugin = ep.load()
-                self._register(plugin, label, dist)
+                self._register(plugin, label, dist, ep.name)
             except Exception as exc:  # noqa: BLE001 - any failure of foreign code is reported
                 if self.pm.has_plugin(label):
                     self.pm.unregister(name=label)
-                self._problem(label, f"failed to load {ep.value!r}: {type(exc).__name__}: {exc}")
-
-    def _collect(self, hook_name: str, check: Callable[[Any], tuple[str, str]]) -> list[
-            tuple[tuple[str, str], Any, str]]:
-        """Call every implementation of one hook separately, so a failure is attributable."""
-        out: list[tuple[tuple[str, str], Any, str]] = []
-        for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-            plugin = impl.plugin_name
-            try:
-                items = list(impl.function() or ())
-                checked = [(check(item), item) for item in items]
-            except Exception as exc:  # noqa: BLE001
-                if self.info.get(plugin, PluginInfo(plugin, "")).source == "builtin":
-                    raise
-                self._problem(plugin, f"{hook_name}() failed: {type(exc).__name__}: {exc}")
+                self.info.pop(label, None)
+                self.problems.append(PluginProblem(
+                    label, f"failed to load {ep.value!r}: {type(exc).__name__}: {exc}; nothing "
+                    "of it is registered"))
                 continue
-            out.extend((key, item, plugin) for key, item in checked)
+            self.problems.extend(self._hook_name_problems(plugin, label))
+
+    def _hook_name_problems(self, plugin: object, label: str) -> list[PluginProblem]:
+        """A hook pluggy accepts but never calls (a misspelt name), or no hook at all."""
+        specs = [n for n in dir(hookspecs) if n.startswith("harnessgrid_")]
+        found = self.pm.get_hookcallers(plugin) or []
+        out = []
+        for caller in found:
+            if caller.spec is None:
+                close = difflib.get_close_matches(caller.name, specs, n=1)
+                out.append(PluginProblem(
+                    label, f"{caller.name}() is not a harnessgrid hook, so it is never called" +
+                    (f"; did you mean {close[0]}()?" if close else
+                     f"; the hooks are {', '.join(specs)}"),
+                    contribution=f"{caller.name}()", kind="hook"))
+        if not found:
+            out.append(PluginProblem(
+                label, f"{label.split(' ')[0]} points at {type(plugin).__name__} "
+                f"{getattr(plugin, '__name__', plugin)!r}, which has no @hookimpl functions "
+                "(decorate them with harnessgrid.hookimpl)"))
+        return out
+
+    def _impls(self, hook_name: str) -> list[Any]:
+        """The hook's implementations in registration order (pluggy orders them for calls,
+        and tryfirst/trylast would let a plugin jump ahead)."""
+        order = {name: i for i, name in enumerate(self.info)}
+        impls = getattr(self.pm.hook, hook_name).get_hookimpls()
+        return sorted(impls, key=lambda impl: order.get(impl.plugin_name, len(order)))
+
+    def _collect(self, hook_name: str, kind: str, check: Callable[[Any], tuple[Any, str]],
+                 problems: list[PluginProblem], contributions: list[Contribution],
+                 skipped: dict[tuple[str, str], PluginProblem]) -> list[
+                     tuple[Any, str, Any, str]]:
+        """Call every implementation of one hook separately and check each item it returns
+        separately, so a failure is attributable and skips only what failed."""
+        out: list[tuple[Any, str, Any, str]] = []
+        for impl in self._impls(hook_name):
+            plugin = impl.plugin_name
+            builtin = self._builtin(plugin)
+            try:
+                if impl.hookwrapper or impl.wrapper:
+                    raise TypeError("a registration hook cannot be a (hook)wrapper")
+                returned = impl.function()
+                if isinstance(returned, (str, bytes, type)) or not (
+                        returned is None or isinstance(returned, Iterable)):
+                    raise TypeError(f"it must return an iterable of what it registers (or "
+                                    f"yield each), got {returned!r}")
+                items = list(returned or ())
+            except Exception as exc:  # noqa: BLE001
+                if builtin:
+                    raise
+                problems.append(PluginProblem(
+                    plugin, f"{hook_name}() raised {type(exc).__name__}: {exc}; nothing it "
+                    "returned is registered (the plugin's other hooks are unaffected)",
+                    contribution=f"{hook_name}()", kind="hook"))
+                continue
+            for item in items:
+                try:
+                    key, name = check(item)
+                except Exception as exc:  # noqa: BLE001
+                    if builtin:
+                        raise
+                    name = _describe(kind, item)
+                    problem = PluginProblem(plugin, f"{exc}", contribution=f"{kind} {name}",
+                                            kind="invalid")
+                    problems.append(problem)
+                    skipped.setdefault((kind, name), problem)
+                    contributions.append(Contribution(plugin, hook_name, kind, name, False,
+                                                      problem.error))
+                    continue
+                out.append((key, name, item, plugin))
         return out
 
     def registry(self) -> Registry:
-        reg = Registry(problems=self.problems)
-        tables: list[tuple[str, str, Callable[[Any], tuple[str, str]], dict[Any, Any]]] = [
-            ("harnessgrid_factor_levels", "factor level", _check_level, reg.factor_levels),
-            ("harnessgrid_adapters", "adapter", _named(AdapterSpec, "name"), reg.adapters),
-            ("harnessgrid_task_suites", "task suite", _named(TaskSuiteSpec, "name"),
-             reg.task_suites),
-            ("harnessgrid_policies", "policy backend", _named(PolicyBackend, "scheme"),
-             reg.policies),
-        ]
-        for hook_name, what, check, table in tables:
-            found: dict[Any, tuple[Any, str]] = {}
-            for key, item, plugin in self._collect(hook_name, check):
+        reg = Registry(plugins=list(self.info.values()))
+        problems = list(self.problems)
+        for hook_name, kind, check, attr in _TABLES:
+            table: dict[Any, Any] = getattr(reg, attr)
+            found: dict[Any, tuple[str, Any, str]] = {}
+            for key, name, item, plugin in self._collect(hook_name, kind, check, problems,
+                                                         reg.contributions, reg.skipped):
                 if key in found:
-                    other = found[key][1]
-                    shown = ":".join(key) if table is reg.factor_levels else key[1]
-                    raise PluginError(
-                        f"{what} {shown!r} is registered by two plugins: {other!r} and {plugin!r}",
-                        hint="uninstall one of them, or skip one with "
-                        f"{DISABLE_ENV}=<entry-point name>",
-                    )
-                found[key] = (item, plugin)
+                    first = found[key][2]
+                    if self._builtin(first) and self._builtin(plugin):
+                        raise PluginError(f"{kind} {name!r} is registered by two built-in "
+                                          f"plugins: {first!r} and {plugin!r}",
+                                          hint="this is a bug in harnessgrid; please report it")
+                    if first == plugin:
+                        reason = "registered twice by this plugin; the first is used"
+                    else:
+                        reg.clashes.setdefault((kind, name), [first]).append(plugin)
+                        reason = (f"already registered by {_owner(reg, first)}, which is "
+                                  f"used; naming {name!r} is an error until you "
+                                  f"{reg.disable_hint(plugin)}")
+                    problems.append(PluginProblem(plugin, reason, contribution=f"{kind} {name}",
+                                                  kind="clash", kept=first))
+                    reg.contributions.append(Contribution(plugin, hook_name, kind, name, False,
+                                                          reason))
+                    continue
+                found[key] = (name, item, plugin)
+                reg.contributions.append(Contribution(plugin, hook_name, kind, name, True))
             for key in sorted(found):
-                item, plugin = found[key]
-                table_key = key if table is reg.factor_levels else key[1]
-                table[table_key] = item
-                reg.origin[(what, ":".join(key) if table is reg.factor_levels else key[1])] = plugin
-        reg.plugins = sorted(self.info.values(), key=lambda p: (p.source != "builtin", p.name))
+                name, item, plugin = found[key]
+                if kind == "adapter":
+                    item = _validating_adapter(item, plugin, reg)
+                table[key] = item
+                reg.origin[(kind, name)] = plugin
+        reg.plugins.sort(key=lambda p: (p.source != "builtin", p.name))
+        for problem in problems:
+            reg.problems.append(problem)
+            what = problem.contribution or "the whole plugin"
+            warnings.warn(f"harnessgrid plugin {problem.plugin!r}: {what} skipped: "
+                          f"{problem.error}", PluginWarning, stacklevel=2)
         return reg
+
+
+def _validating_adapter(spec: AdapterSpec, plugin: str, reg: Registry) -> AdapterSpec:
+    """``spec`` whose ``create`` checks what it made: creating a harness may be expensive, so
+    it is checked when first used (``harnessgrid plugins list --check`` creates each one)."""
+    original = spec.create
+    builtin = reg.info(plugin).source == "builtin"
+
+    def fail(what: str) -> PluginContributionError:
+        reg.record(PluginProblem(plugin, what, contribution=f"adapter {spec.name}",
+                                 kind="broken"))
+        return PluginContributionError(
+            f"adapter:{spec.name} of plugin {plugin} {what}",
+            hint="an adapter's create(**options) returns an object implementing "
+            "harnessgrid.harness.Harness (CONTRIBUTING.md, Writing an adapter); fix the plugin, "
+            f"or {reg.disable_hint(plugin)}")
+
+    @functools.wraps(original)
+    def create(**options: Any) -> Any:
+        try:
+            harness = original(**options)
+        except HarnessgridError:
+            raise  # the adapter's own, actionable error (e.g. an unknown option)
+        except Exception as exc:
+            if builtin:
+                raise
+            raise fail(f"failed to create its harness: {type(exc).__name__}: {exc}") from exc
+        wrong = harness_problems(harness)
+        if wrong:
+            raise fail(f"is broken: create() returned {type(harness).__name__}, which is not a "
+                       f"harness: {'; '.join(wrong)}")
+        return harness
+
+    return replace(spec, create=create)
 
 
 @lru_cache(maxsize=1)

@@ -19,6 +19,12 @@ class Diffstat(ObservationLevel):
     name = "diffstat"
     description = "Shows only how many lines a command printed (a third-party level)."
 
+    def format(self, action, result):
+        return f"[{len(result.output.splitlines())} lines]"
+
+    def format_error(self, error):
+        return "[rejected]"
+
 
 @hookimpl
 def harnessgrid_factor_levels():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,6 +16,7 @@ from plugin_dist import FOURTH_OBSERVATION_LEVEL, make_plugin_dist
 
 from harnessgrid.composition import registry_space, resolve_levels
 from harnessgrid.errors import ConfigError, PluginError
+from harnessgrid.plugin_template import check_plugin_name
 from harnessgrid.registry import PluginManager, PluginWarning, get_registry
 from harnessgrid.space import FACTORS, FactorSpace
 
@@ -93,15 +96,26 @@ def test_broken_plugins_are_reported_by_name_and_skipped(tmp_path: Path,
     assert ("observation", "diffstat") in reg.factor_levels  # the healthy plugin still loads
 
 
-def test_duplicate_level_names_both_plugins(tmp_path: Path, on_sys_path: AddPath) -> None:
+def test_duplicate_level_names_first_wins_and_naming_it_names_both(
+        tmp_path: Path, on_sys_path: AddPath) -> None:
+    """Two plugins registering one name: the first (entry points sorted by name) is kept, the
+    other skipped and reported, and only naming the contested level is an error, naming both
+    (tests/test_plugin_mistakes.py pins the rest)."""
     make_plugin_dist(tmp_path, "hg-diffstat", "hg_diffstat", FOURTH_OBSERVATION_LEVEL)
     make_plugin_dist(tmp_path, "hg-diffstat-fork", "hg_diffstat_fork", FOURTH_OBSERVATION_LEVEL)
     on_sys_path(tmp_path)
+    with pytest.warns(PluginWarning, match="already registered by hg_diffstat"):
+        reg = PluginManager().registry()
+    assert reg.origin[("factor level", "observation:diffstat")] == "hg_diffstat (hg-diffstat 0.1.0)"
+    (problem,) = reg.problems
+    assert problem.plugin == "hg_diffstat_fork (hg-diffstat-fork 0.1.0)"
+    assert problem.kind == "clash" and problem.kept == "hg_diffstat (hg-diffstat 0.1.0)"
     with pytest.raises(PluginError) as exc:
-        PluginManager().registry()
+        reg.level("observation", "diffstat")
     msg = str(exc.value)
     assert "'observation:diffstat'" in msg
     assert "hg_diffstat (hg-diffstat 0.1.0)" in msg and "hg_diffstat_fork" in msg
+    assert reg.level("observation", "raw").name == "raw"  # the rest works
 
 
 def test_level_validation_messages(tmp_path: Path, on_sys_path: AddPath) -> None:
@@ -130,7 +144,8 @@ def test_registrations_are_sorted(tmp_path: Path, on_sys_path: AddPath) -> None:
         from harnessgrid.levels import WorkflowLevel
 
         def level(n):
-            return type(n, (WorkflowLevel,), {"name": n, "description": n})
+            methods = {m: lambda self, *args: None for m in WorkflowLevel.__abstractmethods__}
+            return type(n, (WorkflowLevel,), {"name": n, "description": n, **methods})
 
         @hookimpl
         def harnessgrid_factor_levels():
@@ -148,7 +163,9 @@ PROBE_LEVELS = """
     @hookimpl
     def harnessgrid_factor_levels():
         for factor, base in FACTOR_BASES.items():
-            yield type("Probe", (base,), {"name": "probe", "description": "probe " + factor})
+            methods = {m: lambda self, *args: None for m in base.__abstractmethods__}
+            yield type("Probe", (base,), {"name": "probe", "description": "probe " + factor,
+                                          **methods})
     """
 
 
@@ -179,4 +196,77 @@ def test_plugins_list_cli_shows_entry_point_plugin(tmp_path: Path) -> None:
     human = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "list"],
                            env=env, capture_output=True, text=True, check=True)
     assert "observation:diffstat" in human.stdout
-    assert "skipped broken plugin" in human.stdout
+    assert re.search(r"hg_broken \(hg-broken 0.1.0\) +the whole plugin", human.stdout)
+    assert "hg_broken (hg-broken 0.1.0): registered nothing" in human.stdout
+
+
+# -- `harnessgrid plugins new`: a plugin package to start from ---------------------------------
+
+def test_plugins_new_makes_a_package_whose_test_passes(tmp_path: Path) -> None:
+    """The generated package installs (pip, into a folder of its own: the venv is untouched),
+    its own test passes against the installed entry point, `plugins list` shows its level,
+    and its code is clean under the ruff rules it declares."""
+    env = {k: v for k, v in os.environ.items() if k != "HARNESSGRID_DISABLE_PLUGINS"}
+    root = tmp_path / "pkg"
+    made = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "new", "hg_tail",
+                           "--dir", str(root)], env=env, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) == [
+        "README.md", "pyproject.toml", "src/hg_tail/__init__.py", "src/hg_tail/observation.py",
+        "tests/test_observation.py"]
+    pyproject = (root / "pyproject.toml").read_text()
+    assert '[project.entry-points.harnessgrid]\nhg_tail = "hg_tail.observation"' in pyproject
+    assert '"harnessgrid>=0.1,<0.2"' in pyproject
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+                    "--no-index", "-q", "--target", str(site), str(root)], check=True, env=env)
+    env["PYTHONPATH"] = str(site)
+    tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                            cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-2000:]
+    assert re.search(r"\b16 passed\b", tested.stdout), tested.stdout[-2000:]
+    listed = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "list", "--json"],
+                            env=env, capture_output=True, text=True, check=True)
+    data = json.loads(listed.stdout)
+    rows = {r["name"]: r["plugin"] for r in data["registrations"]}
+    assert rows["observation:hg_tail"] == "hg_tail (hg-tail 0.1.0)"
+    assert data["problems"] == []
+    ruff = shutil.which("ruff", path=os.path.dirname(sys.executable)) or shutil.which("ruff")
+    if ruff:
+        linted = subprocess.run([ruff, "check", "--no-cache", "src", "tests"], cwd=root,
+                                capture_output=True, text=True)
+        assert linted.returncode == 0, linted.stdout
+
+
+@pytest.mark.parametrize(("name", "says", "fix"), [
+    ("My-Levels", "not a valid Python package name", "my_levels"),
+    ("2fast", "not a valid Python package name", "my_2fast"),
+    ("", "not a valid Python package name", "my_levels"),
+    ("class", "is a Python keyword", "my_class"),
+    ("json", "would shadow the module 'json'", "my_json"),
+    ("harnessgrid", "would shadow", "my_harnessgrid"),
+    ("raw", "observation:raw is already registered by harnessgrid.plugins", "my_raw"),
+])
+def test_plugins_new_rejects_bad_names(name: str, says: str, fix: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        check_plugin_name(name)
+    assert repr(name) in exc.value.message and says in exc.value.message
+    assert fix in (exc.value.hint or "")
+
+
+def test_plugins_new_on_the_command_line_names_the_mistake(tmp_path: Path) -> None:
+    bad = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "new", "my-levels",
+                          "--dir", str(tmp_path / "x")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "'my-levels' is not a valid Python package name" in bad.stderr
+    assert "my_levels" in bad.stderr and not (tmp_path / "x").exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    taken = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "new", "my_levels",
+                            "--dir", str(tmp_path / "full")], capture_output=True, text=True)
+    assert taken.returncode == 2 and "already exists and is not an empty folder" in taken.stderr
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    default = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "new", "my_levels"],
+                             cwd=tmp_path, capture_output=True, text=True)
+    assert default.returncode == 0, default.stderr
+    assert (tmp_path / "my_levels" / "src" / "my_levels" / "observation.py").is_file()

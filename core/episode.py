@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from harnessgrid.models import (
     Action,
@@ -30,16 +30,78 @@ class PromptContext:
     example_call: str = ""  # one call written in the tool interface's syntax, for examples
 
 
+#: The check the scripted oracle makes when a workflow asks for one without saying which.
+CHECK_ACTION = Action.of("list", path=".")
+
+
+@dataclass(frozen=True)
+class ExpectedTurn:
+    """A turn a workflow requires next, *instead of* the next step of the work.
+
+    ``kind`` is one of:
+
+    - ``"plan"``: a text-only reply stating the plan (the oracle writes the task's plan);
+    - ``"text"``: a text-only reply, ``text`` (a reflection, an acknowledgement, a summary);
+    - ``"call"``: one tool call performing ``action`` that is not a step of the work (a
+      verification check; ``action`` defaults to listing the workspace).
+
+    Build them with :meth:`plan`, :meth:`reply` and :meth:`check`. The scripted oracle answers
+    an expected turn and then resumes its plan where it left off.
+    """
+
+    kind: Literal["plan", "text", "call"]
+    text: str = ""
+    action: Action = CHECK_ACTION
+
+    @classmethod
+    def plan(cls) -> ExpectedTurn:
+        return cls("plan")
+
+    @classmethod
+    def reply(cls, text: str) -> ExpectedTurn:
+        if not text.strip():
+            raise ValueError("a text-only turn needs some text")
+        return cls("text", text=text)
+
+    @classmethod
+    def check(cls, action: Action = CHECK_ACTION) -> ExpectedTurn:
+        if action.kind == "finish":
+            raise ValueError("a check is a tool call, not a finish")
+        return cls("call", action=action)
+
+
 @dataclass(frozen=True)
 class WorkflowProtocol:
-    """What a workflow expects of the model, so the scripted oracle can follow it.
+    """What a workflow expects of the model, so the scripted oracle (and anything that
+    produces demonstrations) can follow it.
 
-    ``plan_turn``: the first turn must be a text-only plan. ``verify_before_finish``: a finish is
-    refused once and accepted after one more tool call (the verification turn).
+    The oracle calls :meth:`expected_turn` before every turn; ``None`` means "go on with the
+    work". The two built-in requirements are declared with flags: ``plan_turn``, the first turn
+    must be a text-only plan (required while ``state.plan`` is None); ``verify_before_finish``,
+    a finish is refused once and accepted after one more tool call (required while
+    ``state.awaiting_verification`` is set). A workflow that requires any other turn subclasses
+    this class and overrides :meth:`expected_turn`, reading what its level recorded in the
+    episode state (``state.scratch[level name]``, ``state.turn``, ``state.history``)::
+
+        @dataclass(frozen=True)
+        class ReflectEvery(WorkflowProtocol):
+            def expected_turn(self, state):
+                if state.scratch.get("reflective", {}).get("due"):
+                    return ExpectedTurn.reply("Reflection: the calls so far worked.")
+                return super().expected_turn(state)
     """
 
     plan_turn: bool = False
     verify_before_finish: bool = False
+
+    def expected_turn(self, state: EpisodeState) -> ExpectedTurn | None:
+        """The turn the workflow requires next, or ``None`` when the next step of the work (or
+        the finish, once the work is done) is what it expects."""
+        if self.plan_turn and state.plan is None:
+            return ExpectedTurn.plan()
+        if state.awaiting_verification:
+            return ExpectedTurn.check()
+        return None
 
 
 def estimate_tool_tokens(tools: Sequence[ToolSpec]) -> int:

@@ -2,7 +2,12 @@
 
 A level is a class with three class attributes (``factor``, ``name``, ``description``) and the
 behaviour methods of its factor's base class. Plugins register level *classes* through
-``harnessgrid_factor_levels``; the composer instantiates one per harness.
+``harnessgrid_factor_levels``; the composer instantiates one per harness (with no arguments).
+
+This module is the public API of a level author: the five bases, and the records their methods
+take and return (re-exported from :mod:`harnessgrid.episode` and :mod:`harnessgrid.models`).
+Helpers: :mod:`harnessgrid.observations` (total, bounded observations; observation messages)
+and :mod:`harnessgrid.workflows` (workflow messages, describing a failed call).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from harnessgrid.episode import (
     ContextBudget,
     Decision,
     EpisodeState,
+    ExecutedCall,
+    ExpectedTurn,
     PromptContext,
     TurnOutcome,
     WorkflowProtocol,
@@ -29,7 +36,15 @@ from harnessgrid.models import (
     ToolResult,
     ToolSpec,
 )
+from harnessgrid.observations import observation_message
 from harnessgrid.space import FACTORS
+
+__all__ = [
+    "FACTOR_BASES", "Action", "ContextBudget", "ContextLevel", "Decision", "EpisodeState",
+    "ExecutedCall", "ExpectedTurn", "FactorLevel", "FormatError", "Message", "ModelTurn",
+    "ObservationLevel", "PromptContext", "SystemPromptLevel", "ToolCall", "ToolInterfaceLevel",
+    "ToolResult", "ToolSpec", "TurnOutcome", "WorkflowLevel", "WorkflowProtocol",
+]
 
 
 class FactorLevel(ABC):
@@ -102,11 +117,10 @@ class ToolInterfaceLevel(FactorLevel):
         return turn.content or f"a {calls} tool call"
 
     def observation_message(self, call: ToolCall, text: str) -> Message:
-        """How a formatted observation goes back: a user message unless tools are native."""
-        if self.native_tools:
-            return Message(role="tool", content=text, tool_call_id=call.id, name=call.name,
-                           kind="observation")
-        return Message(role="user", content=text, kind="observation")
+        """How a formatted observation goes back: a ``tool`` message answering the call when
+        tools are native, a ``user`` message otherwise (see
+        :func:`harnessgrid.observations.observation_message`)."""
+        return observation_message(call, text, native=self.native_tools)
 
 
 class ObservationLevel(FactorLevel):
@@ -140,7 +154,13 @@ class ContextLevel(FactorLevel):
 
 
 class WorkflowLevel(FactorLevel):
-    """What the loop does between turns: plan, recover, verify, decide when it is finished."""
+    """What the loop does between turns: plan, recover, verify, decide when it is finished.
+
+    ``protocol`` tells the scripted oracle which turns the workflow requires besides the work
+    itself: its :meth:`~harnessgrid.episode.WorkflowProtocol.expected_turn` is asked before every
+    turn. Declare a plan turn or a verification turn with the flags; for any other turn,
+    subclass :class:`WorkflowProtocol` (see its docstring).
+    """
 
     factor = "workflow"
     protocol: ClassVar[WorkflowProtocol] = WorkflowProtocol()

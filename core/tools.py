@@ -36,7 +36,7 @@ async def execute(action: Action, env: Environment) -> ToolResult:
     try:
         if action.kind == "shell":
             return await _shell(action.args["command"], env)
-        output = _file_action(action, env.workspace)
+        output = _file_action_total(action, env.workspace)
     except SandboxError:
         raise
     except HarnessgridError as exc:
@@ -44,6 +44,19 @@ async def execute(action: Action, env: Environment) -> ToolResult:
         error = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
         return ToolResult(error=error, duration_s=time.perf_counter() - start)
     return ToolResult(output=output, duration_s=time.perf_counter() - start)
+
+
+def _file_action_total(action: Action, ws: Workspace) -> str:
+    """:func:`_file_action`, with what the workspace's checks let through and the OS refuses
+    (a 5,000-character name, a NUL byte) reported as the agent's mistake, like any other bad
+    path: an observation, never a crashed episode. Only the OS's reason is given: the host
+    path of the workspace is none of the agent's business."""
+    try:
+        return _file_action(action, ws)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        main = next(iter(action.args.values()), "")
+        raise HarnessgridError(f"cannot {action.kind} {main[:200]!r}: {reason[:200]}") from None
 
 
 async def _shell(command: str, env: Environment) -> ToolResult:

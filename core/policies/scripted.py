@@ -1,19 +1,23 @@
 """The scripted oracle and the null policy.
 
 The oracle plays a task's abstract action plan through *any* harness: it renders each action
-with the harness's own tool interface (the inverse of parsing) and follows the workflow's
-protocol (a plan turn first, a verification turn before finishing). A task whose oracle does
-not score 1.0 through a harness is a bug in the task or the harness. The null policy follows
-the same protocol with an empty plan, to prove graders fail when nothing is done.
+with the harness's own tool interface (the inverse of parsing) and, before every turn, asks the
+harness's workflow protocol which turn it requires (:meth:`WorkflowProtocol.expected_turn
+<harnessgrid.episode.WorkflowProtocol.expected_turn>`): a plan turn, any other text-only turn
+(a reflection), or a check call. It gives that turn and then resumes the plan where it left
+off, so it follows any workflow a plugin adds. A task whose oracle does not score 1.0 through a
+harness is a bug in the task or the harness. The null policy follows the same protocol with an
+empty plan, to prove graders fail when nothing is done.
 """
 
 from __future__ import annotations
 
+from harnessgrid.episode import CHECK_ACTION
 from harnessgrid.models import Action, ModelTurn
 from harnessgrid.policies import PolicyRequest
 
 _CURSOR = "scripted.cursor"
-VERIFY_ACTION = Action.of("list", path=".")
+VERIFY_ACTION = CHECK_ACTION  # the check made when a workflow asks for one (kept for callers)
 
 
 def plan_text(plan: tuple[Action, ...]) -> str:
@@ -33,10 +37,13 @@ class ScriptedPolicy:
         state, harness = request.state, request.harness
         plan = () if self.empty else request.task.plan
         call_id = f"call_{state.turn + 1}"
-        if harness.protocol.plan_turn and state.plan is None:
-            return ModelTurn(content=plan_text(plan))
-        if state.awaiting_verification:
-            return harness.render_action(VERIFY_ACTION, call_id, state)
+        expected = harness.protocol.expected_turn(state)
+        if expected is not None:
+            if expected.kind == "plan":
+                return ModelTurn(content=plan_text(plan))
+            if expected.kind == "text":
+                return ModelTurn(content=expected.text)
+            return harness.render_action(expected.action, call_id, state)
         cursor = int(state.scratch.get(_CURSOR, 0))
         state.scratch[_CURSOR] = cursor + 1
         action = plan[cursor] if cursor < len(plan) else Action.of("finish", message="Done.")

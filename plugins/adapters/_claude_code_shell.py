@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from harnessgrid.errors import HarnessgridError
 from harnessgrid.models import ToolResult
+from harnessgrid.observations import exit_code as safe_exit_code
 from harnessgrid.plugins.adapters._claude_code_files import ToolError
 from harnessgrid.plugins.adapters._claude_code_search import cut_output
 from harnessgrid.plugins.adapters._claude_code_session import Session
@@ -79,7 +80,8 @@ def format_result(stdout: str, stderr: str, exit_code: int | None, timed_out: bo
         err = (err + "\n" if err else "") + f"Command timed out after {timeout_s:g}s"
     body = "\n".join(part for part in (out, err) if part)
     if exit_code not in (0, None):
-        return f"Exit code {exit_code}" + (f"\n{body}" if body else "")
+        code = safe_exit_code(exit_code)
+        return f"Exit code {'?' if code is None else code}" + (f"\n{body}" if body else "")
     return body
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from harnessgrid.episode import EpisodeState
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.models import Action, ToolCall, ToolResult, ToolSpec
+from harnessgrid.observations import exit_code as safe_exit_code
 from harnessgrid.tools import Environment
 
 READ_MAX_LINES = 2000
@@ -315,14 +316,17 @@ async def _exec(args: Mapping[str, Any], env: Environment, state: EpisodeState,
         text = f"{output}\n\n{reason}".strip()
         return text, True, result.model_copy(update={"error": reason})
     code = res.exit_code or 0
-    text = (output + (f"\n\n(Command exited with code {code})" if code else "")).strip()
+    shown = safe_exit_code(code)  # None for a code no process returns: formatting stays total
+    text = (output + (f"\n\n(Command exited with code {'?' if shown is None else shown})"
+                      if code else "")).strip()
     return text or "(no output)", False, result
 
 
 def _status_line(s: Mapping[str, Any]) -> str:
     if s["exit_code"] is None:
         return "Process exited with signal SIGKILL."
-    return f"Process exited with code {s['exit_code']}."
+    code = safe_exit_code(s["exit_code"])
+    return f"Process exited with code {'?' if code is None else code}."
 
 
 def _duration(seconds: float) -> str:

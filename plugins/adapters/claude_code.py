@@ -45,6 +45,7 @@ from harnessgrid.models import (
     ToolResult,
     ToolSpec,
 )
+from harnessgrid.observations import observation_message
 from harnessgrid.plugins.adapters import _claude_code_files as files
 from harnessgrid.plugins.adapters import _claude_code_search as search
 from harnessgrid.plugins.adapters import _claude_code_shell as shell
@@ -204,8 +205,7 @@ class ClaudeCodeHarness:
     async def _run(self, call: ToolCall, session: Session, env: Environment,
                    state: EpisodeState, outcome: TurnOutcome) -> None:
         def reply(text: str, kind: str = "observation") -> None:
-            state.append(Message(role="tool", content=text, tool_call_id=call.id,
-                                 name=call.name, kind=kind))
+            state.append(observation_message(call, text, native=True, kind=kind))
 
         problem = validation_error(call)
         if problem is not None:

@@ -29,6 +29,7 @@ from harnessgrid.episode import (
 from harnessgrid.errors import ConfigError
 from harnessgrid.harness import task_message
 from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall, ToolSpec
+from harnessgrid.observations import exit_code, observation_message
 from harnessgrid.registrations import AdapterSpec
 from harnessgrid.tasks import Task
 from harnessgrid.tools import Environment, as_shell, execute
@@ -103,9 +104,10 @@ class MiniBashHarness:
             outcome.finish = Action.of("finish", message=output.partition("\n")[2].strip())
             state.finished = True
             return outcome, Decision(finished=True)
-        status = "timed out" if result.timed_out else f"exit code {result.exit_code}"
-        state.append(Message(role="user", kind="observation",
-                             content=f"[{status}]\n{_clip(output) or '(no output)'}"))
+        code = exit_code(result.exit_code)  # None for a code no process returns: total
+        status = "timed out" if result.timed_out else f"exit code {'?' if code is None else code}"
+        state.append(observation_message(
+            call, f"[{status}]\n{_clip(output) or '(no output)'}", native=False))
         return outcome, Decision()
 
     def render_action(self, action: Action, call_id: str,

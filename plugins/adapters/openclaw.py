@@ -49,6 +49,7 @@ from harnessgrid.episode import (
 from harnessgrid.errors import ConfigError
 from harnessgrid.harness import task_message
 from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall, ToolSpec
+from harnessgrid.observations import observation_message
 from harnessgrid.plugins.adapters._openclaw_context import (
     CompactionSettings,
     PruningSettings,
@@ -256,8 +257,7 @@ class OpenClawHarness:
     @staticmethod
     def _result(call: ToolCall, text: str, kind: str) -> Message:
         """A toolResult; ``kind`` ``tool_error`` / ``format_error`` marks OpenClaw's isError."""
-        return Message(role="tool", content=text, tool_call_id=call.id, name=call.name,
-                       kind=kind)
+        return observation_message(call, text, native=True, kind=kind)
 
     def render_action(self, action: Action, call_id: str,
                       state: EpisodeState | None = None) -> ModelTurn:

@@ -31,12 +31,14 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import harnessgrid
 from harnessgrid.errors import ConfigError
+from harnessgrid.models import Action
 from harnessgrid.tasks import GraderError, Task, TaskSuite
 
 
@@ -229,7 +231,7 @@ def _export_task(task: Task, suite_name: str, dest: Path) -> None:
         target.write_bytes(data)
     origin = {"suite": suite_name, "task_id": task.id, "content_hash": task.content_hash(),
               "version": harnessgrid.__version__,
-              "plan": [a.model_dump() for a in task.plan],
+              **plan_metadata(task.plan),
               "limits": task.limits.model_dump(exclude_none=True)}
     extra = json.loads(json.dumps(task.metadata, default=str))  # JSON-safe copy
     entry = {"task_id": task.id, "user_query": task.instruction,
@@ -239,6 +241,12 @@ def _export_task(task: Task, suite_name: str, dest: Path) -> None:
                           "harnessgrid": origin}}
     (dest / "data_entry.json").write_text(json.dumps(entry, indent=2, ensure_ascii=False) + "\n",
                                           encoding="utf-8")
+
+
+def plan_metadata(plan: Sequence[Action]) -> dict[str, Any]:
+    """``{"plan": [...]}``, to put under ``metadata.harnessgrid`` of a ``data_entry.json``: how
+    an oracle plan is recorded in the ClawGym layout (``clawgym.read_plan`` reads it back)."""
+    return {"plan": [a.model_dump() for a in plan]}
 
 
 def _relative(path: str, mount_path: str) -> str:

@@ -9,6 +9,15 @@ A suite is a directory of task folders (``PATH`` itself may be one task folder):
     <suite>/<task>/reward/check.py   grade(transcript, workspace_path) -> {name: score}
     <suite>/<task>/reward/reward.sh  last stdout line: a float in [0, 1]
 
+An oracle plan (the abstract actions the ``scripted`` policy plays, DESIGN §7) goes under
+``metadata.harnessgrid.plan`` as a list of actions in JSON (:func:`plan_metadata` writes it,
+:func:`read_plan` reads it); a plan that does not read is an error naming the task and the
+action, so ``tasks validate`` cannot pass a suite whose plans were lost. The exporter records
+more there (origin, content hash, limits).
+
+The suite is named by its address as given, ``clawgym:PATH`` (what ``load_suite`` was called
+with), like every suite loaded from a path (see :mod:`harnessgrid.suites`).
+
 The workspace is mounted at ``input_mount_dir`` — by default ``/root/.openclaw/workspace``,
 where ClawGym's OpenClaw runs put it and where real ``reward.sh`` files look for
 ``reward/check.py`` — for the agent and the grader alike, so absolute paths in instructions
@@ -31,14 +40,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action
-from harnessgrid.plugins.tasks._suite_path import suite_path
 from harnessgrid.registrations import TaskSuiteSpec
+from harnessgrid.suites import suite_name, suite_path
 from harnessgrid.tasks import Grader, Task, TaskLimits, TaskSuite
 
-from ._clawgym_export import ExportReport, RegeneratedGrader, export_clawgym
+from ._clawgym_export import ExportReport, RegeneratedGrader, export_clawgym, plan_metadata
 from ._sandboxed_grader import (
     GradingLimits,
     reward_from,
@@ -48,7 +59,7 @@ from ._sandboxed_grader import (
 )
 
 __all__ = ["DEFAULT_MOUNT", "ClawGymGrader", "ExportReport", "export_clawgym", "load",
-           "load_task"]
+           "load_task", "plan_metadata", "read_plan"]
 
 DEFAULT_MOUNT = "/root/.openclaw/workspace"
 _GRADER_CHOICES = ("auto", "check.py", "reward.sh")
@@ -104,7 +115,7 @@ def load(argument: str | None = None, **options: Any) -> TaskSuite:
     if not folders:
         raise ConfigError(f"no task folders (with data_entry.json) under {argument!r}",
                           hint="a ClawGym suite is <suite>/<task>/data_entry.json")
-    name = f"clawgym:{argument}"
+    name = suite_name("clawgym", str(argument))
     tasks = [load_task(folder, suite=name, **options) for folder in folders]
     seen: dict[str, Path] = {}
     for task, folder in zip(tasks, folders):
@@ -138,7 +149,7 @@ def load_task(folder: Path, *, suite: str = "", mount_path: str = DEFAULT_MOUNT,
     return Task(
         id=task_id, instruction=query, source_dir=inputs if inputs.is_dir() else None,
         grader=_grader(folder / "reward", mount, grader, grader_timeout_s, own, native_graders),
-        plan=_plan(own.get("plan")), tags=_strings(metadata.get("tags")),
+        plan=read_plan(own.get("plan"), task_id, entry_path), tags=_strings(metadata.get("tags")),
         category=str(metadata.get("category") or "general"),
         difficulty=_int(metadata.get("difficulty"), 1),
         limits=TaskLimits.model_validate(own.get("limits") or {}), mount_path=mount, suite=suite,
@@ -190,12 +201,34 @@ def _int(raw: Any, default: int) -> int:
         return default
 
 
-def _plan(raw: Any) -> tuple[Action, ...]:
-    """An oracle plan recorded by our exporter; anything unreadable means no plan."""
-    try:
-        return tuple(Action.model_validate(a) for a in raw or ())
-    except (TypeError, ValueError):
+def read_plan(raw: Any, task_id: str, where: Path | str = "data_entry.json") -> tuple[
+        Action, ...]:
+    """The oracle plan under ``metadata.harnessgrid.plan``: a list of actions as JSON objects
+    (``{"kind": "write", "args": {"path": "out.txt", "content": "hi\\n"}}``, what
+    ``Action.model_dump()`` gives). ``None`` or a missing key means no plan; anything else that
+    is not a list of valid actions is a :class:`ConfigError` naming the task and the bad action,
+    never a silently dropped plan (``tasks validate`` would then report a solvable task as
+    merely unplanned)."""
+    if raw is None:
         return ()
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: task {task_id!r}: metadata.harnessgrid.plan must be a list "
+                          f"of actions, got {type(raw).__name__}",
+                          hint='write [{"kind": "read", "args": {"path": "notes.txt"}}, ...]')
+    plan = []
+    for number, item in enumerate(raw, 1):
+        try:
+            plan.append(Action.model_validate(item))
+        except (TypeError, ValueError) as exc:
+            details = exc.errors() if isinstance(exc, ValidationError) else []
+            problem = "; ".join(str(e["msg"]) for e in details) or str(exc)
+            raise ConfigError(
+                f"{where}: task {task_id!r}: action {number} of metadata.harnessgrid.plan, "
+                f"{json.dumps(item, default=str)[:200]}, is not a valid action: {problem}",
+                hint="an action is {\"kind\": KIND, \"args\": {...}} with exactly the arguments "
+                     "of its kind: read/list {path}, write {path, content}, edit {path, old, "
+                     "new}, search {pattern, path}, shell {command}, finish {message}") from None
+    return tuple(plan)
 
 
 @hookimpl

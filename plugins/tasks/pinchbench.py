@@ -30,8 +30,8 @@ from typing import Any
 
 from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
-from harnessgrid.plugins.tasks._suite_path import suite_path
 from harnessgrid.registrations import TaskSuiteSpec
+from harnessgrid.suites import suite_name, suite_path
 from harnessgrid.tasks import GraderError, Task, TaskLimits, TaskSuite
 
 from ._clawgym_export import NotExportable, write_reward
@@ -138,7 +138,7 @@ def load(argument: str | None = None, **options: Any) -> TaskSuite:
         judge = LiteLLMJudge(str(options["judge"]), api_base=options.get("judge_api_base"),
                              api_key=options.get("judge_api_key"),
                              timeout_s=float(options.get("judge_timeout_s", 60.0)))
-    name = f"pinchbench:{argument}"
+    name = suite_name("pinchbench", str(argument))
     tasks = [load_task(f, assets=assets, root=suite_root, judge=judge, suite=name,
                        mount_path=str(options.get("mount_path", DEFAULT_MOUNT)),
                        grader_timeout_s=float(options.get("grader_timeout_s", 60.0)))

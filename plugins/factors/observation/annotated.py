@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from harnessgrid import hookimpl
 from harnessgrid.levels import FactorLevel, ObservationLevel
 from harnessgrid.models import Action, FormatError, ToolResult
-from harnessgrid.plugins.factors.observation._common import (
+from harnessgrid.observations import (
     action_label,
     clean,
     exit_code,

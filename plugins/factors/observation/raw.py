@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from harnessgrid import hookimpl
 from harnessgrid.levels import FactorLevel, ObservationLevel
 from harnessgrid.models import Action, FormatError, ToolResult
-from harnessgrid.plugins.factors.observation._common import clean, exit_code
+from harnessgrid.observations import clean, exit_code
 
 #: The most characters of tool output shown; beyond it the text is cut with :data:`CUT`.
 CAP = 10_000

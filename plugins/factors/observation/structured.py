@@ -15,7 +15,7 @@ from typing import Any
 from harnessgrid import hookimpl
 from harnessgrid.levels import FactorLevel, ObservationLevel
 from harnessgrid.models import Action, FormatError, ToolResult
-from harnessgrid.plugins.factors.observation._common import clean, exit_code, head_tail
+from harnessgrid.observations import clean, exit_code, head_tail
 
 HEAD = 2_000
 TAIL = 2_000

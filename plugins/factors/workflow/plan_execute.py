@@ -17,7 +17,7 @@ from harnessgrid import hookimpl
 from harnessgrid.episode import Decision, EpisodeState, TurnOutcome, WorkflowProtocol
 from harnessgrid.levels import FactorLevel, WorkflowLevel
 from harnessgrid.models import Message
-from harnessgrid.plugins.factors.workflow._common import describe_failure, no_call, note
+from harnessgrid.workflows import describe_failure, no_call, note
 
 ASK_PLAN = ("Before using any tool, reply with a numbered plan for this task: one short line "
             "per step, ending with the step that checks the result. Write text only, no tool "

@@ -13,7 +13,7 @@ from harnessgrid import hookimpl
 from harnessgrid.episode import Decision, EpisodeState, TurnOutcome, WorkflowProtocol
 from harnessgrid.levels import FactorLevel, WorkflowLevel
 from harnessgrid.models import Message
-from harnessgrid.plugins.factors.workflow._common import no_call, note
+from harnessgrid.workflows import no_call, note
 
 REPROMPT = ("Your reply contained no tool call. Every reply must call a tool; "
             "when the task is complete, call finish.")

@@ -16,20 +16,27 @@ gets a blunter note.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 from harnessgrid import hookimpl
 from harnessgrid.episode import Decision, EpisodeState, TurnOutcome, WorkflowProtocol
 from harnessgrid.levels import FactorLevel, WorkflowLevel
-from harnessgrid.models import Message
-from harnessgrid.plugins.factors.workflow._common import describe_failure, no_call, note
+from harnessgrid.models import Action, Message
+from harnessgrid.workflows import describe_failure, no_call, note
 
 ASK_VERIFY = ("Not finished yet: first verify your work. In your next reply, check the result "
               "with a tool call: re-read the file you wrote or changed, or run the command or "
               "test that shows the task is done. Then call finish again.")
 VERIFIED = ("Verification recorded. Look at its result: if it confirms the task is done, call "
             "finish (again); otherwise fix what it shows.")
+
+
+def _key(action: Action) -> str:
+    """An action as a comparable string; ASCII-escaped, so any argument (a lone surrogate a
+    model wrote) gives one."""
+    return json.dumps(action.model_dump(), sort_keys=True)
 
 
 class VerifyRecoverWorkflow(WorkflowLevel):
@@ -86,8 +93,8 @@ class VerifyRecoverWorkflow(WorkflowLevel):
             if outcome.executed:
                 scratch["last_failed"] = None
             return []
-        repeated = scratch["last_failed"] == failed[0].action.model_dump_json()
-        scratch["last_failed"] = failed[-1].action.model_dump_json()
+        repeated = scratch["last_failed"] == _key(failed[0].action)
+        scratch["last_failed"] = _key(failed[-1].action)
         lines = [describe_failure(e) + "." for e in failed]
         lines.append("That call was already tried and failed the same way; change the approach."
                      if repeated else

@@ -270,3 +270,19 @@ def test_plugins_new_on_the_command_line_names_the_mistake(tmp_path: Path) -> No
                              cwd=tmp_path, capture_output=True, text=True)
     assert default.returncode == 0, default.stderr
     assert (tmp_path / "my_levels" / "src" / "my_levels" / "observation.py").is_file()
+
+
+def test_plugins_list_shows_the_version_an_adapter_emulates() -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "list", "--json"],
+                          capture_output=True, text=True, timeout=120, env=env, check=True)
+    from harnessgrid.plugins.adapters.claude_code import VERSION
+
+    rows = {r["name"]: r for r in json.loads(done.stdout)["registrations"]}
+    assert rows["adapter:claude-code"]["version"] == VERSION
+    assert rows["observation:raw"]["version"] is None

@@ -41,7 +41,9 @@ def _rows(reg: Registry) -> list[tuple[str, str, str, str, str]]:
     """(kind, name as a user writes it, description, plugin, origin name) per registration."""
     rows = [("factor level", f"{f}:{n}", cls.description, reg.origin[("factor level", f"{f}:{n}")],
              f"{f}:{n}") for (f, n), cls in reg.factor_levels.items()]
-    rows += [("adapter", f"adapter:{n}", a.description, reg.origin[("adapter", n)], n)
+    # An adapter's version is the version of the shell it emulates: part of what it is.
+    rows += [("adapter", f"adapter:{n}", f"v{a.version}: {a.description}"
+              if a.version else a.description, reg.origin[("adapter", n)], n)
              for n, a in reg.adapters.items()]
     rows += [("task suite", n, s.description, reg.origin[("task suite", n)], n)
              for n, s in reg.task_suites.items()]
@@ -83,7 +85,9 @@ def list_plugins(
             "registrations": [{"kind": k, "name": n, "description": d, "plugin": p,
                                "also_registered_by": others(k, o),
                                "code": codes[n][2] if k == "factor level" and n in codes
-                               else None} for k, n, d, p, o in rows],
+                               else None,
+                               "version": reg.adapters[o].version if k == "adapter" else None}
+                              for k, n, d, p, o in rows],
             "problems": [{"plugin": p.plugin, "error": p.error, "contribution": p.contribution,
                           "kind": p.kind, "kept": p.kept} for p in reg.problems],
             "clashes": [{"kind": kind, "name": name, "used": owners[0], "skipped": owners[1:]}

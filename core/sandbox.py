@@ -403,6 +403,32 @@ def _kill_process(proc: subprocess.Popen[bytes]) -> None:
         logger.warning("sandbox process %d did not exit after SIGKILL", proc.pid)
 
 
+def _needed_paths() -> tuple[str, ...]:
+    """What the sandbox itself mounts and runs from: system dirs, /proc, /dev, /sys, /tmp
+    (the server's scratch) and the interpreter the command server runs on."""
+    python = os.path.realpath(sys.executable)
+    return (*_FORBIDDEN_MOUNTS, "/tmp", os.path.realpath(sys.base_prefix),
+            os.path.dirname(python))
+
+
+def mount_conflict(mount_path: str) -> str | None:
+    """The path the sandbox needs that a workspace at ``mount_path`` (a task chooses where)
+    would hide or sit inside, or None. Mounted over the interpreter's directory, a file the
+    task ships would run as the sandbox's first process, with its capabilities."""
+    return next((needed for needed in _needed_paths()
+                 if _under(mount_path, needed) or _under(needed, mount_path)), None)
+
+
+def _check_mount_path(mount_path: str) -> None:
+    needed = mount_conflict(mount_path)
+    if needed is not None:
+        raise HarnessgridError(
+            f"mount_path {mount_path!r} would hide or sit inside {needed}, which the "
+            "sandbox needs",
+            hint="mount the workspace elsewhere, e.g. '/workspace'",
+        )
+
+
 def _under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
@@ -453,13 +479,7 @@ class Sandbox:
             problem = check_bwrap()
             if problem is not None:
                 raise SandboxError(problem, hint=INSTALL_HINT)
-            for system_dir in _FORBIDDEN_MOUNTS:
-                if _under(workspace.mount_path, system_dir):
-                    raise HarnessgridError(
-                        f"mount_path {workspace.mount_path!r} would hide the system "
-                        f"directory {system_dir}",
-                        hint="mount the workspace elsewhere, e.g. '/workspace'",
-                    )
+            _check_mount_path(workspace.mount_path)
         self._proc: subprocess.Popen[bytes] | None = None
         self._channel: _Channel | None = None
         self._stderr: IO[bytes] | None = None

@@ -247,6 +247,8 @@ def entry_folder(root: Path, entry: object, raw: str | None = None) -> str:
     ({"task_id": "a", "user_query": "x", "input_mount_dir": "input"}, None, "not an absolute path"),
     ({"task_id": "a", "user_query": "x", "input_mount_dir": "/usr/local/ws"}, None,
      "would hide /usr"),
+    ({"task_id": "a", "user_query": "x", "input_mount_dir": os.path.realpath(sys.base_prefix)},
+     None, f"would hide {os.path.realpath(sys.base_prefix)}"),
 ])
 def test_bad_task_folders_are_config_errors(tmp_path: Path, entry: object, raw: str | None,
                                             message: str) -> None:

@@ -233,7 +233,22 @@ def test_custom_mount_path(tmp_path: Path) -> None:
         assert sb.run_sync("pwd; cat a").stdout == "/root/.openclaw/workspace\n1"
     with (
         Workspace.create(base_dir=tmp_path, mount_path="/usr/local/ws") as ws,
-        pytest.raises(HarnessgridError, match="system directory"),
+        pytest.raises(HarnessgridError, match="would hide or sit inside /usr"),
+    ):
+        Sandbox(ws)
+
+
+@pytest.mark.parametrize("where", ["interpreter", "above it", "tmp"])
+def test_a_workspace_cannot_shadow_what_the_sandbox_runs(tmp_path: Path, where: str) -> None:
+    """Found: a task's mount point over the interpreter's directory made a file the task
+    ships run as the sandbox's first process (uid 0, with its capabilities)."""
+    prefix = os.path.realpath(sys.base_prefix)
+    mount = {"interpreter": os.path.join(prefix, "bin"), "above it": os.path.dirname(prefix),
+             "tmp": "/tmp/ws"}[where]
+    files = {"bin/python3": "#!/bin/sh\necho owned > /proof\n"}
+    with (
+        Workspace.create(files, base_dir=tmp_path, mount_path=mount) as ws,
+        pytest.raises(HarnessgridError, match="which the sandbox needs"),
     ):
         Sandbox(ws)
 

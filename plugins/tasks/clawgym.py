@@ -64,8 +64,6 @@ __all__ = ["DEFAULT_MOUNT", "ClawGymGrader", "ExportReport", "export_clawgym", "
 DEFAULT_MOUNT = "/root/.openclaw/workspace"
 _GRADER_CHOICES = ("auto", "check.py", "reward.sh")
 _OPTIONS = {"mount_path", "split", "grader", "grader_timeout_s", "native_graders"}
-_RESERVED_MOUNTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-                    "/proc", "/dev", "/sys", "/tmp")
 
 
 class ClawGymGrader:
@@ -179,10 +177,12 @@ def _mount(value: Any, where: Path) -> str:
         raise ConfigError(f"{where}: input_mount_dir {text!r} is not an absolute path",
                           hint=f"use an absolute directory such as {DEFAULT_MOUNT}")
     mount = "/" + "/".join(parts)
-    for reserved in _RESERVED_MOUNTS:
-        if mount == reserved or mount.startswith(reserved + "/"):
-            raise ConfigError(f"{where}: input_mount_dir {mount!r} would hide {reserved} in the "
-                              "sandbox", hint=f"mount the workspace elsewhere, e.g. {DEFAULT_MOUNT}")
+    from harnessgrid.sandbox import mount_conflict  # the sandbox's own rule, not a copy
+
+    reserved = mount_conflict(mount)
+    if reserved is not None:
+        raise ConfigError(f"{where}: input_mount_dir {mount!r} would hide {reserved} in the "
+                          "sandbox", hint=f"mount the workspace elsewhere, e.g. {DEFAULT_MOUNT}")
     return mount
 
 

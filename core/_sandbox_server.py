@@ -231,23 +231,33 @@ def kill_all(pid, reaped):
 
 def spawn(req, w_out, w_err):
     """posix_spawn (vfork speed); the limits were set on us and are inherited, except CPU."""
-    os.chdir(req["cwd"])
+    os.chdir(as_bytes(req["cwd"]))
     cpu = int(LIM["cpu_s"] + 0.999)
-    script = "ulimit -St %d; ulimit -Ht %d; %s" % (cpu, cpu + 1, req["cmd"])
-    env = dict(CFG["env"], PWD=req["cwd"])
-    env.update(req["env"])
+    # Bytes throughout: a lone surrogate in what the agent wrote must not kill the server.
+    script = b"ulimit -St %d; ulimit -Ht %d; " % (cpu, cpu + 1) + as_bytes(req["cmd"])
+    env = {as_bytes(k): as_bytes(v) for k, v in CFG["env"].items()}
+    env[b"PWD"] = as_bytes(req["cwd"])
+    env.update((as_bytes(k), as_bytes(v)) for k, v in req["env"].items())
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, w_out, 1),
+        (os.POSIX_SPAWN_DUP2, w_err, 2),
+    ]
+    if req.get("script_fd") is not None:
+        actions.append((os.POSIX_SPAWN_DUP2, req["script_fd"], SCRIPT_FD))
     options = dict(
-        file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, w_out, 1),
-            (os.POSIX_SPAWN_DUP2, w_err, 2),
-        ],
+        file_actions=actions,
         setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT),
     )
     try:
-        return os.posix_spawn("/bin/sh", ["sh", "-c", script], env, setsid=True, **options)
+        return os.posix_spawn("/bin/sh", [b"sh", b"-c", script], env, setsid=True, **options)
     except NotImplementedError:  # no POSIX_SPAWN_SETSID: a process group does for killpg
-        return os.posix_spawn("/bin/sh", ["sh", "-c", script], env, setpgroup=0, **options)
+        return os.posix_spawn("/bin/sh", [b"sh", b"-c", script], env, setpgroup=0, **options)
+
+
+def as_bytes(text):
+    """UTF-8, lone surrogates included (surrogatepass): never raises for what an agent wrote."""
+    return text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
 
 
 SIGNAL_REASONS = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size"}
@@ -276,27 +286,30 @@ def notes_for(killed, timeout, disk, truncated, cap):
 
 
 LONG_SCRIPT = 100_000  # bytes; the kernel caps one argv string at 128 KiB
+SCRIPT_FD = 9  # a long command reaches the shell as /dev/fd/9: an anonymous file, no path
 
 
 def run_any(req, disk):
-    """Run a request; a command too long for argv (a big heredoc) is sourced from a file."""
-    if len(req["cmd"].encode()) <= LONG_SCRIPT:
+    """Run a request; a command too long for argv (a big heredoc) is sourced from an anonymous
+    in-memory file (memfd) handed to the shell as fd 9: no path the agent could plant or race.
+    Whatever goes wrong here is the command's failure (exit 126), never the server's."""
+    data = as_bytes(req["cmd"])
+    if len(data) <= LONG_SCRIPT:
         return run(req, disk)
-    path = "%s/.hg-command-%d" % (CFG["env"].get("TMPDIR", "/tmp"), os.getpid())
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = None
     try:
-        data = memoryview(req["cmd"].encode())
-        while data:
-            data = data[os.write(fd, data):]
+        fd = os.memfd_create("hg-command", os.MFD_CLOEXEC)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+        return run(dict(req, cmd=b". /dev/fd/%d" % SCRIPT_FD, script_fd=fd), disk)
+    except (AttributeError, OSError) as exc:
+        msg = "sandbox: cannot pass the %d-byte command to the shell: %s\n" % (len(data), exc)
+        return {"exit_code": 126, "killed": None, "truncated": False, "notes": []}, b"", msg.encode()
     finally:
-        os.close(fd)
-    try:
-        return run(dict(req, cmd=". %s" % path), disk)
-    finally:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        if fd is not None:
+            os.close(fd)
 
 
 def run(req, disk):
@@ -308,7 +321,7 @@ def run(req, disk):
     r_err, w_err = os.pipe()
     try:
         pid = spawn(req, w_out, w_err)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         for fd in (r_out, w_out, r_err, w_err):
             os.close(fd)
         msg = "sandbox: cannot start the command: %s\n" % exc

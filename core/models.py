@@ -7,9 +7,11 @@ the three apart is what lets the same task plan run through every tool interface
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ActionKind = Literal["read", "write", "edit", "list", "search", "shell", "finish"]
 
@@ -31,8 +33,105 @@ _DEFAULTS: dict[str, dict[str, str]] = {
 }
 
 
+#: How deep tool-call arguments may nest (a dict or list inside another counts one level).
+#: Deeper arguments become a ``parse_error`` the model is shown: every reader of a stored
+#: trajectory (pydantic, ``json``, ``jq``) must be able to read back what a model wrote.
+MAX_ARGUMENT_DEPTH = 64
+#: U+FFFD, what a lone surrogate escape (``"\ud800"``, not valid Unicode) is replaced by.
+REPLACEMENT = "\ufffd"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate (a code point that has no UTF-8 encoding) replaced
+    by U+FFFD, so that it can be written to a file, a sandbox or a store."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(REPLACEMENT, text)
+
+
+def _clean_value(value: Any) -> Any:
+    """A string cleaned, and the string keys and values of a flat dict (action arguments);
+    anything else as it is (tool-call arguments are cleaned by :class:`ToolCall` itself)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(k) if isinstance(k, str) else k:
+                clean_text(v) if isinstance(v, str) else v for k, v in value.items()}
+    return value
+
+
+class _Arguments:
+    """Tool-call arguments made storable: JSON values only, strings without lone surrogates,
+    at most :data:`MAX_ARGUMENT_DEPTH` levels (walked without recursion, whatever the depth)."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.depth = 0
+
+    def note(self, problem: str) -> None:
+        if len(self.problems) < 3:
+            self.problems.append(problem)
+
+    def clean(self, arguments: dict[Any, Any]) -> dict[str, Any]:
+        root: dict[str, Any] = {}
+        # (source container, target container, depth, path)
+        stack: list[tuple[Any, Any, int, str]] = [(arguments, root, 1, "$")]
+        while stack:
+            source, target, depth, path = stack.pop()
+            self.depth = max(self.depth, depth)
+            if depth > MAX_ARGUMENT_DEPTH:
+                continue  # reported from the depth once the walk is done
+            items = (source.items() if isinstance(source, dict) else enumerate(source))
+            clean_key: Any
+            for key, value in items:
+                if isinstance(source, dict):
+                    if not isinstance(key, str):
+                        self.note(f"a key of type {type(key).__name__} at {path}")
+                        key = str(key)
+                    clean_key = clean_text(key)
+                    if clean_key != key:
+                        self.note(f"a lone surrogate in a key at {path}")
+                    where = f"{path}.{clean_key[:40]}"
+                else:
+                    clean_key, where = key, f"{path}[{key}]"
+                value = self._scalar(value, where)
+                if isinstance(value, dict | list | tuple):
+                    child: dict[str, Any] | list[Any] = {} if isinstance(value, dict) else []
+                    stack.append((value, child, depth + 1, where))
+                    value = child
+                if isinstance(target, dict):
+                    target[clean_key] = value
+                else:
+                    target.append(value)
+        return root
+
+    def _scalar(self, value: Any, where: str) -> Any:
+        if isinstance(value, str):
+            clean = clean_text(value)
+            if clean != value:
+                self.note(f"a lone surrogate (not valid Unicode) at {where}")
+            return clean
+        if value is None or isinstance(value, bool | int | dict | list | tuple):
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):  # kept as text: JSON has no such number
+                self.note(f"a number that is not finite ({value}) at {where}")
+                return str(value)
+            return value
+        self.note(f"a value of type {type(value).__name__} (not JSON) at {where}")
+        return clean_text(str(value))[:200]
+
+
 class _Value(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_lone_surrogates(cls, value: Any) -> Any:
+        """Every string a harness, policy or tool puts in a value object can be encoded: a
+        lone surrogate becomes U+FFFD (visible where it was)."""
+        return _clean_value(value)
 
 
 class Action(_Value):
@@ -87,6 +186,30 @@ class ToolCall(_Value):
     arguments: dict[str, Any] = Field(default_factory=dict)
     raw_arguments: str | None = None
     parse_error: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_arguments(cls, data: Any) -> Any:
+        """Arguments a model wrote that cannot be stored and read back as they are (nested
+        deeper than :data:`MAX_ARGUMENT_DEPTH`, lone surrogates, values that are not JSON)
+        are made storable and the call gets a ``parse_error``: the harness shows it to the
+        model as a format error instead of running a call with altered arguments."""
+        if not isinstance(data, dict) or not isinstance(data.get("arguments"), dict):
+            return data
+        walk = _Arguments()
+        arguments = walk.clean(data["arguments"])
+        problem: str | None = None
+        if walk.depth > MAX_ARGUMENT_DEPTH:
+            problem = (f"the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; "
+                       "send flat JSON values")
+            arguments = {}
+        elif walk.problems:
+            problem = "the arguments hold " + "; ".join(walk.problems)
+        if problem is None:
+            return {**data, "arguments": arguments}
+        error = data.get("parse_error")
+        return {**data, "arguments": arguments,
+                "parse_error": error if isinstance(error, str) and error else problem}
 
 
 class ToolResult(_Value):

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harnessgrid.episode import ContextBudget, EpisodeState, context_budget
 from harnessgrid.errors import SandboxError
-from harnessgrid.models import Message
+from harnessgrid.models import Message, ModelTurn
 from harnessgrid.policies import Policy, PolicyRequest
 from harnessgrid.sandbox import (
     INSTALL_HINT,
@@ -115,12 +115,18 @@ async def _episode(harness: Harness, task: Task, policy: Policy, limits: Episode
     try:
         async with Sandbox(ws, limits.sandbox, unsafe_no_sandbox=limits.unsafe_no_sandbox) as sb:
             env = Environment(workspace=ws, sandbox=sb)
+            waiting = [False]  # inside policy.act: a timeout then is the backend's
             try:
                 async with asyncio.timeout(limits.wall_s):
                     traj.termination = await _loop(harness, task, policy, limits, state, env,
-                                                   budget, traj)
+                                                   budget, traj, waiting)
             except TimeoutError:
-                traj.termination = "timeout"
+                if not waiting[0]:
+                    traj.termination = "timeout"
+                else:
+                    traj.termination, traj.error = "policy_error", (
+                        "the model backend did not answer within the episode's time "
+                        f"({limits.wall_s:g} s)")
     except SandboxError as exc:
         traj.termination, traj.error = "sandbox_error", exc.message
     except _PolicyFailure as exc:
@@ -155,7 +161,7 @@ class _PolicyFailure(Exception):
 
 async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
                 state: EpisodeState, env: Environment, budget: ContextBudget,
-                traj: Trajectory) -> Termination:
+                traj: Trajectory, waiting: list[bool]) -> Termination:
     previous: list[Message] | None = None
     segment = 0
     total_tokens = 0
@@ -172,13 +178,21 @@ async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLim
                                 segment=segment)
         t1 = time.perf_counter()
         try:
+            waiting[0] = True  # the wall limit expiring now is the backend's, not the agent's
             turn = await policy.act(request)
-        except (asyncio.CancelledError, TimeoutError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - any policy failure is infrastructure
+        except asyncio.CancelledError as exc:
+            task_ = asyncio.current_task()
+            if task_ is not None and task_.cancelling():
+                raise  # our own cancellation (the wall limit, Ctrl-C): not the policy's
+            raise _PolicyFailure(f"the policy call was cancelled on its own: {exc!r}") from exc
+        except Exception as exc:  # noqa: BLE001 - any policy failure (TimeoutError too) is infra
             raise _PolicyFailure(f"{type(exc).__name__}: {exc}\n"
                                  f"{traceback.format_exc(limit=3)}") from exc
+        waiting[0] = False  # not on cancellation: the wall limit must see that it hit the policy
         t2 = time.perf_counter()
+        if not isinstance(turn, ModelTurn):  # a policy bug: keep the turns so far
+            raise _PolicyFailure(f"the policy returned {type(turn).__name__}, "
+                                 "not a ModelTurn")
         before = len(state.history)
         outcome, decision = await harness.step(state, turn, env)
         t3 = time.perf_counter()
@@ -210,6 +224,8 @@ async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[d
     t0 = time.perf_counter()
     with scratch_dir("hg-grade-") as tmp:
         copy = ws.copy_to(tmp / "ws")
+        from harnessgrid.grading_io import neutralize_links  # links out of it lead nowhere
+        neutralize_links(copy.root)
         try:
             scores = await asyncio.wait_for(
                 asyncio.to_thread(task.grader.grade, copy.root, transcript), timeout_s)

@@ -11,6 +11,7 @@ another pid namespace sharing ``/tmp``; a lock is held exactly while its owner l
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -24,13 +25,70 @@ _LOCK_SUFFIX = ".lock"
 _swept: set[str] = set()
 
 
+def walk_tree(top: str | Path) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk(top)`` (top-down, symlinks listed but never entered, unreadable directories
+    skipped, ``dirnames`` may be pruned in place) without recursion: Python 3.11's ``os.walk``,
+    ``shutil.rmtree`` and ``shutil.copytree`` recurse once per level, so an agent's 1,200-level
+    directory tree would raise ``RecursionError`` out of them."""
+    stack = [os.fspath(top)]
+    while stack:
+        dirpath = stack.pop()
+        try:
+            with os.scandir(dirpath) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        dirnames: list[str] = []
+        filenames: list[str] = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirnames if is_dir else filenames).append(entry.name)
+        yield dirpath, dirnames, filenames
+        for name in reversed(dirnames):
+            child = os.path.join(dirpath, name)
+            if not os.path.islink(child):
+                stack.append(child)
+
+
 def remove_tree(path: Path) -> None:
-    """Delete ``path``; directories an agent made unreadable are opened first."""
-    shutil.rmtree(path, ignore_errors=True)
-    if path.exists():
-        for dirpath, _dirs, _files in os.walk(path):
+    """Delete ``path``, however deep; directories an agent made unreadable are opened first."""
+    if not os.path.lexists(path):
+        return
+    if not os.path.isdir(path) or os.path.islink(path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return
+    dirs: list[str] = []
+    stack = [os.fspath(path)]
+    while stack:  # not walk_tree: a directory must be opened before it is listed
+        dirpath = stack.pop()
+        dirs.append(dirpath)
+        with contextlib.suppress(OSError):
             os.chmod(dirpath, stat.S_IRWXU)
-        shutil.rmtree(path, ignore_errors=True)
+        try:
+            with os.scandir(dirpath) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                stack.append(entry.path)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+    for dirpath in reversed(dirs):  # children before their parents
+        with contextlib.suppress(OSError):
+            os.rmdir(dirpath)
+    if os.path.lexists(path):  # what paths could not reach (longer than PATH_MAX)
+        with contextlib.suppress(OSError, RecursionError):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 class ScratchDir:

@@ -34,7 +34,12 @@ class Grader(Protocol):
 
 
 class FunctionGrader:
-    """A grader from a plain function — for trusted, in-process checks of generated tasks."""
+    """A grader from a plain function — for trusted, in-process checks of generated tasks.
+
+    The function runs on the host over a copy of the final workspace whose symlinks out of it
+    are neutralized; it must read files only through :func:`harnessgrid.grading_io.read_text`
+    (or ``read_bytes``): regular files inside the workspace, no link followed, at most
+    :data:`harnessgrid.grading_io.MAX_GRADED_FILE_BYTES` — never ``Path.read_text``."""
 
     def __init__(self, fn: Callable[[Path, list[dict[str, Any]]], Mapping[str, float]]) -> None:
         self.fn = fn

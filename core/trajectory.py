@@ -34,11 +34,12 @@ from pydantic import (
     SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidationError,
+    field_validator,
     model_serializer,
     model_validator,
 )
 
-from harnessgrid.models import Action, Message, TokenRecord, ToolCall, ToolResult
+from harnessgrid.models import Action, Message, TokenRecord, ToolCall, ToolResult, clean_text
 
 if TYPE_CHECKING:
     from harnessgrid.token_rows import TokenRow
@@ -51,18 +52,66 @@ Termination = Literal["finished", "max_turns", "context_overflow", "token_budget
 INFRA_FAILURES: frozenset[str] = frozenset({"policy_error", "sandbox_error", "internal_error"})
 
 
-class CallRecord(BaseModel):
+#: How deep the free-form values of a stored trajectory (``meta``) may nest; deeper ones are
+#: stored as a note. Far below the JSON readers' recursion limits (pydantic's is 200).
+MAX_STORED_DEPTH = 64
+
+
+def storable(value: Any, depth: int = MAX_STORED_DEPTH) -> Any:
+    """``value`` as a JSON value every reader can read back: strings without lone surrogates
+    (U+FFFD instead), dict keys as strings, at most ``depth`` levels of lists and dicts (what
+    is deeper becomes a note), values that are not JSON as their ``repr``. Not recursive, so
+    any depth is walked safely."""
+    root: list[Any] = []
+    stack: list[tuple[Any, list[Any] | dict[str, Any], Any, int]] = [(value, root, 0, 0)]
+    while stack:
+        item, target, key, level = stack.pop()
+        if isinstance(item, str):
+            out: Any = clean_text(item)
+        elif item is None or isinstance(item, bool | int | float):
+            out = item
+        elif isinstance(item, dict | list | tuple):
+            if level >= depth:
+                out = f"<not stored: nested deeper than {depth} levels>"
+            elif isinstance(item, dict):
+                out = {}
+                for k, v in item.items():
+                    k = clean_text(k) if isinstance(k, str) else str(k)
+                    out[k] = None  # keeps the order of the keys
+                    stack.append((v, out, k, level + 1))
+            else:
+                out = [None] * len(item)
+                for i, v in enumerate(item):
+                    stack.append((v, out, i, level + 1))
+        else:
+            out = clean_text(repr(item))
+        if isinstance(target, dict):
+            target[key] = out
+        elif target is root:
+            root.append(out)
+        else:
+            target[key] = out
+    return root[0]
+
+
+class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_lone_surrogates(cls, value: Any) -> Any:
+        return clean_text(value) if isinstance(value, str) else value
+
+
+class CallRecord(_Record):
 
     call: ToolCall
     action: Action
     result: ToolResult
 
 
-class TurnRecord(BaseModel):
+class TurnRecord(_Record):
     """One model turn: what the model saw and wrote, what ran, and what it cost."""
-
-    model_config = ConfigDict(extra="forbid")
 
     index: int
     view: list[Message]  # exactly the messages the model was given
@@ -117,9 +166,18 @@ class Trajectory(BaseModel):
     @model_serializer(mode="wrap")
     def _store_view_deltas(self, handler: SerializerFunctionWrapHandler,
                            info: SerializationInfo) -> dict[str, Any]:
-        """JSON form: each turn's ``view`` as a ``view_delta`` (module doc)."""
-        if (not info.mode_is_json() or not self.turns or info.include is not None
-                or info.exclude is not None):
+        """JSON form: each turn's ``view`` as a ``view_delta`` (module doc), and the fields
+        set after construction (``error``, ``meta``, ...) made :func:`storable`."""
+        if not info.mode_is_json():
+            return dict(handler(self))
+        safe = self.model_copy()
+        for name in _FREE_FIELDS:
+            safe.__dict__[name] = storable(getattr(self, name))
+        return safe._json_form(handler, info)
+
+    def _json_form(self, handler: SerializerFunctionWrapHandler,
+                   info: SerializationInfo) -> dict[str, Any]:
+        if not self.turns or info.include is not None or info.exclude is not None:
             return dict(handler(self))  # what include/exclude keep may not hold the pieces
         deltas = view_deltas([t.view for t in self.turns], self.history)
         written = [[p for p in d if isinstance(p, Message)] for d in deltas]
@@ -187,6 +245,10 @@ class Trajectory(BaseModel):
                                    self.started_at)
 
 
+#: The fields of a trajectory set after construction, by the runtime or plugins: made
+#: :func:`storable` when it is stored (messages and records are clean when constructed).
+_FREE_FIELDS = ("episode_id", "harness", "task_id", "suite", "policy", "mount_path", "error",
+                "grade_error", "config", "subscores", "meta")
 #: The key a stored turn holds instead of ``view`` (module doc).
 VIEW_DELTA = "view_delta"
 #: A piece of a stored view: ``("h" | "v", start, stop)``, a slice of the trajectory's history
@@ -350,7 +412,7 @@ class TrajectoryStore:
 
     def append(self, trajectory: Trajectory) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = (trajectory.model_dump_json() + "\n").encode()
+        line = trajectory_line(trajectory)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)  # one write of a whole line: O_APPEND keeps writers apart
@@ -359,6 +421,8 @@ class TrajectoryStore:
             os.close(fd)
 
     def __iter__(self) -> Iterator[Trajectory]:
+        """Every stored trajectory; a line that cannot be read (edited, or written by an
+        older version that stored what it cannot read back) is reported and skipped."""
         if not self.path.exists():
             return
         with self.path.open("rb") as f:
@@ -367,10 +431,46 @@ class TrajectoryStore:
                     warnings.warn(f"{self.path}:{n}: skipping an incomplete last line "
                                   "(a writer was interrupted)", stacklevel=2)
                     return
-                yield Trajectory.model_validate_json(raw)
+                if not raw.strip():
+                    continue
+                traj = read_trajectory_line(raw, f"{self.path}:{n}")
+                if traj is not None:
+                    yield traj
 
     def load(self) -> list[Trajectory]:
         return list(self)
+
+
+def trajectory_line(trajectory: Trajectory) -> bytes:
+    """The trajectory as one stored JSON line. Never raises for what an episode may hold: if
+    the JSON form cannot be encoded (a value set by a plugin that is not JSON, a string that
+    bypassed validation), every value is made :func:`storable` instead."""
+    try:
+        return (trajectory.model_dump_json() + "\n").encode()
+    except (ValueError, RecursionError, UnicodeError) as exc:  # PydanticSerializationError
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    try:
+        data = trajectory.model_dump(mode="json", warnings=False)
+    except (ValueError, RecursionError, UnicodeError):
+        data = {name: getattr(trajectory, name) for name in ("episode_id", "harness", "config",
+                                                             "task_id", "suite", "policy",
+                                                             "termination", "meta")}
+        data["error"] = f"{trajectory.error or ''}\n[harnessgrid: turns not stored: {reason}]"
+    data["meta"] = {**(data.get("meta") or {}), "storage_repair": clean_text(reason)}
+    return (json.dumps(storable(data, depth=MAX_STORED_DEPTH * 2), ensure_ascii=False)
+            + "\n").encode()
+
+
+def read_trajectory_line(raw: bytes, where: str) -> Trajectory | None:
+    """A stored line as a trajectory, or None with a warning naming ``where`` when it cannot
+    be read (a resume then runs that episode again instead of crashing)."""
+    try:
+        return Trajectory.model_validate_json(raw)
+    except (ValueError, RecursionError) as exc:  # ValidationError included
+        first = str(exc).splitlines()
+        warnings.warn(f"{where}: skipping a trajectory that cannot be read "
+                      f"({' '.join(first[:3])[:300]})", stacklevel=3)
+        return None
 
 
 def load_trajectories(path: str | Path) -> list[Trajectory]:

@@ -12,6 +12,7 @@ on (the path, what was wrong, what to do instead).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -22,7 +23,8 @@ from types import TracebackType
 from typing import Self
 
 from harnessgrid.errors import HarnessgridError
-from harnessgrid.scratch import ScratchDir, remove_tree
+from harnessgrid.safe_search import BoundedPattern, compile_bounded
+from harnessgrid.scratch import ScratchDir, remove_tree, walk_tree
 
 DEFAULT_MOUNT_PATH = "/workspace"
 MAX_READ_BYTES = 5_000_000
@@ -31,6 +33,12 @@ MAX_LINE_CHARS = 2_000
 """Search results cut longer lines: one minified file must not flood an observation."""
 _BINARY_SNIFF_BYTES = 8_192
 _SKIPPED_DIRS = frozenset({".git"})
+
+
+#: What Linux accepts for a file name and a whole path (bytes): a longer path is the agent's
+#: mistake, reported as such, not an OSError out of the first ``stat``.
+_NAME_MAX = 255
+_PATH_MAX = 4096
 
 
 class WorkspaceError(HarnessgridError):
@@ -157,7 +165,7 @@ class Workspace:
                     f"copy destination {str(target)!r} already exists",
                     hint="pass a path that does not exist yet, or None for a temp dir",
                 )
-        shutil.copytree(self.root, target, symlinks=True, ignore=_ignore_special)
+        _copy_tree(self.root, target)
         copy = Workspace(target, mount_path=self.mount_path, owned=True)
         copy._scratch = scratch
         return copy
@@ -203,7 +211,7 @@ class Workspace:
 
     def _walk_all(self) -> Iterator[str]:
         yield str(self.root)
-        for dirpath, dirnames, filenames in os.walk(self.root):
+        for dirpath, dirnames, filenames in walk_tree(self.root):
             for name in dirnames + filenames:
                 yield os.path.join(dirpath, name)
 
@@ -257,6 +265,18 @@ class Workspace:
             raise PathEscapeError(
                 f"path {path!r} cannot be resolved: {exc}", hint="use a plain relative path"
             ) from exc
+        try:
+            too_long = len(os.fsencode(real)) >= _PATH_MAX or any(
+                len(os.fsencode(part)) > _NAME_MAX for part in kept)
+        except UnicodeError as exc:
+            raise WorkspaceError(f"path {path[:200]!r} is not valid Unicode: {exc}",
+                                 hint="use a plain relative path") from exc
+        if too_long:
+            raise WorkspaceError(
+                f"path {path[:200]!r}{'...' if len(path) > 200 else ''} is too long "
+                f"({len(path)} characters)",
+                hint=f"names may have {_NAME_MAX} bytes, whole paths {_PATH_MAX - 1}",
+            )
         if not _is_within(real, str(self.root)):
             raise PathEscapeError(
                 f"path {path!r} resolves through a symlink to {real!r}, outside the workspace",
@@ -463,7 +483,7 @@ class Workspace:
         """
         flags = re.IGNORECASE if ignore_case else 0
         try:
-            compiled = re.compile(pattern if regex else re.escape(pattern), flags)
+            compiled = compile_bounded(pattern if regex else re.escape(pattern), flags)
         except re.error as exc:
             raise WorkspaceError(
                 f"search pattern {pattern!r} is not a valid regular expression: {exc}",
@@ -527,7 +547,7 @@ def _is_within(path: str, root: str) -> bool:
 
 def _walk(base: Path) -> Iterator[tuple[str, bool]]:
     """(relative path, is_dir) for everything under ``base``, sorted, symlinks never descended."""
-    for dirpath, dirnames, filenames in os.walk(base):
+    for dirpath, dirnames, filenames in walk_tree(base):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
         rel_dir = os.path.relpath(dirpath, base)
         prefix = "" if rel_dir == "." else rel_dir + "/"
@@ -537,7 +557,7 @@ def _walk(base: Path) -> Iterator[tuple[str, bool]]:
             yield prefix + name, False
 
 
-def _glob_regex(pattern: str) -> re.Pattern[str]:
+def _glob_regex(pattern: str) -> BoundedPattern:
     """Translate a glob into a regex over '/'-separated relative paths; ``**`` spans directories."""
     parts = [p for p in pattern.split("/") if p not in ("", ".")]
     out: list[str] = []
@@ -547,7 +567,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
             out.append(".*" if last else "(?:[^/]+/)*")
             continue
         out.append(_segment_regex(part) + ("" if last else "/"))
-    return re.compile("".join(out), re.DOTALL)
+    return compile_bounded("".join(out), re.DOTALL)
 
 
 def _segment_regex(segment: str) -> str:
@@ -573,7 +593,7 @@ def _segment_regex(segment: str) -> str:
     return "".join(out)
 
 
-def _matching_lines(file: Path, compiled: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+def _matching_lines(file: Path, compiled: BoundedPattern) -> Iterator[tuple[int, str]]:
     try:
         if file.stat().st_size > MAX_READ_BYTES:
             return
@@ -587,6 +607,32 @@ def _matching_lines(file: Path, compiled: re.Pattern[str]) -> Iterator[tuple[int
                     yield number, line[:MAX_LINE_CHARS]
     except OSError:
         return
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    """``shutil.copytree(source, target, symlinks=True, ignore=_ignore_special)`` without
+    recursion (see :func:`~harnessgrid.scratch.walk_tree`): links are copied as links; FIFOs,
+    sockets, devices and what cannot be read are left out."""
+    target.mkdir(parents=True)
+    dirs: list[tuple[str, Path]] = [(str(source), target)]
+    for dirpath, dirnames, filenames in walk_tree(source):
+        here = target / os.path.relpath(dirpath, source)
+        for name in dirnames + filenames:
+            src, dst = os.path.join(dirpath, name), here / name
+            try:
+                mode = os.lstat(src).st_mode
+                if stat.S_ISLNK(mode):
+                    os.symlink(os.readlink(src), dst)
+                elif stat.S_ISDIR(mode):
+                    dst.mkdir()
+                    dirs.append((src, dst))
+                elif stat.S_ISREG(mode):
+                    shutil.copy2(src, dst, follow_symlinks=False)
+            except OSError:
+                continue
+    for src, dst in reversed(dirs):  # modes last: a read-only directory is filled first
+        with contextlib.suppress(OSError):
+            shutil.copystat(src, dst, follow_symlinks=False)
 
 
 def _ignore_special(directory: str, names: list[str]) -> list[str]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
+from harnessgrid.models import clean_text
 from harnessgrid.trajectory import Trajectory
 
 #: Where the evaluation key and task facts travel inside ``Trajectory.meta``.
@@ -70,6 +71,16 @@ class EvalResult(BaseModel):
     episode_id: str = ""
     traj_offset: int = -1  # byte offset of the trajectory's line in trajectories.jsonl
     finished_at: float = 0.0
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        """Errors and names as stored: no lone surrogates (see :func:`clean_text`)."""
+        if isinstance(value, str):
+            return clean_text(value)
+        if isinstance(value, dict):
+            return {clean_text(k) if isinstance(k, str) else k: v for k, v in value.items()}
+        return value
 
     @property
     def key(self) -> ResultKey:

@@ -47,7 +47,7 @@ from typing import IO, Self
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.results import META_KEY, EvalResult, ResultKey
-from harnessgrid.trajectory import Trajectory, TrajectoryStore
+from harnessgrid.trajectory import Trajectory, TrajectoryStore, read_trajectory_line
 
 RESULTS = "results.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
@@ -280,8 +280,12 @@ class EvalStore:
                 raw = f.readline()
                 if not raw:
                     break
-                traj = Trajectory.model_validate_json(raw)
-                if META_KEY not in traj.meta:
+                if not raw.strip():
+                    continue
+                # An unreadable line (stored by an older version) is reported and its episode
+                # runs again: resuming never stops on it.
+                traj = read_trajectory_line(raw, f"{path}:{offset}")
+                if traj is None or META_KEY not in traj.meta:
                     continue
                 result = EvalResult.from_trajectory(traj, offset)
                 if supersedes(result, self.results.get(result.key)):

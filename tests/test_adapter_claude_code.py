@@ -643,3 +643,13 @@ def test_after_a_compaction_the_turns_append_on_grid_long() -> None:
         assert traj.segments == 1 + len(summaries)
         assert all(t.view[1] in summaries for t in traj.turns if t.new_segment)
     assert compacted
+
+
+def test_bash_timeout_cannot_lift_the_configured_limit(episode: Callable[..., Episode]) -> None:
+    """Found: ``Bash``'s ``timeout`` replaced the per-command limit (12 s under 5 s)."""
+    from harnessgrid.sandbox import SandboxLimits
+
+    ep = episode()
+    ep.sandbox.limits = SandboxLimits(wall_s=1.0)
+    out = ep.call("Bash", command="sleep 3; echo never", timeout=12_000)
+    assert "timed out" in out and "never" not in out

@@ -639,3 +639,14 @@ def test_compactions_and_pruning_append_on_grid_long() -> None:
         assert len(traj.turns) >= 8 and traj.segments <= len(traj.turns) / 2
         assert traj.segments <= 1 + len(checkpoints) + len(traj.turns) // 3
     assert compacted
+
+
+def test_exec_timeout_cannot_lift_the_configured_limit() -> None:
+    """Found: ``exec timeout`` above the configured limit (or NaN) replaced it."""
+    from harnessgrid.sandbox import SandboxLimits
+
+    traj = play([call("exec", command="sleep 3; echo never", timeout=12)],
+                sandbox=SandboxLimits(wall_s=1.0))
+    (slow,) = results(traj)
+    assert slow.kind == "tool_error" and "timed out after 1 seconds" in slow.content
+    assert "never" not in slow.content

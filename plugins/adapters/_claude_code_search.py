@@ -15,10 +15,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from harnessgrid import safe_search
 from harnessgrid.models import ToolResult
 from harnessgrid.plugins.adapters._claude_code_files import Target, ToolError, confine, target
 from harnessgrid.plugins.adapters._claude_code_session import Session
@@ -27,6 +29,8 @@ from harnessgrid.plugins.adapters._claude_code_tools import (
     GLOB_MAX_RESULTS,
     LS_MAX_ENTRIES,
 )
+from harnessgrid.safe_search import BoundedPattern, compile_bounded
+from harnessgrid.safe_search import expand_braces as _expand_braces
 from harnessgrid.workspace import MAX_LINE_CHARS, MAX_READ_BYTES, Workspace, WorkspaceError
 
 _TYPES: dict[str, tuple[str, ...]] = {
@@ -50,12 +54,12 @@ def cut_output(text: str, limit: int = BASH_MAX_OUTPUT_CHARS) -> tuple[str, bool
 
 
 def expand_braces(pattern: str) -> list[str]:
-    """``a.{ts,tsx}`` → ``a.ts``, ``a.tsx`` (nested and repeated groups too)."""
-    match = re.search(r"\{([^{}]*)\}", pattern)
-    if match is None:
-        return [pattern]
-    head, tail = pattern[:match.start()], pattern[match.end():]
-    return [p for alt in match.group(1).split(",") for p in expand_braces(head + alt + tail)]
+    """``a.{ts,tsx}`` → ``a.ts``, ``a.tsx`` (nested and repeated groups too); more than
+    :data:`harnessgrid.safe_search.MAX_BRACE_PATTERNS` patterns is a tool error, not an exponential expansion."""
+    try:
+        return _expand_braces(pattern)
+    except WorkspaceError as exc:
+        raise ToolError(exc.message) from None
 
 
 def search_root(session: Session, ws: Workspace, raw: Any) -> Target:
@@ -89,8 +93,14 @@ def glob(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, To
     if pattern.startswith(base.shown + "/"):
         pattern = pattern[len(base.shown) + 1:]
     found: set[str] = set()
+    patterns = expand_braces(pattern)
+    budget = 5 * safe_search.MATCH_BUDGET_S  # each alternative is bounded on its own too
+    deadline = time.monotonic() + budget
     try:
-        for p in expand_braces(pattern):
+        for p in patterns:
+            if time.monotonic() > deadline:
+                raise ToolError(f"Glob stopped after {budget:g}s (the limit of one call) "
+                                f"on {len(patterns)} brace alternatives; narrow the pattern")
             found |= {f for f in ws.glob(p, base.key) if not f.endswith("/")}
     except WorkspaceError as exc:
         raise ToolError(exc.message) from None
@@ -120,10 +130,29 @@ def _files(root: Target) -> Iterator[str]:
                 yield rel if root.key == "." else f"{root.key}/{rel}"
 
 
-def _wanted(key: str, root: Target, globs: list[str], kinds: tuple[str, ...]) -> bool:
+class _GlobFilter:
+    """Grep's ``glob``: its (brace-expanded) patterns as two bounded regexes, one over the file
+    name (patterns without '/') and one over the path under the searched root, so that a
+    thousand alternatives cost one match per file, within the matching budget."""
+
+    def __init__(self, globs: list[str]) -> None:
+        def combined(patterns: list[str]) -> BoundedPattern | None:
+            if not patterns:
+                return None
+            return compile_bounded("|".join(fnmatch.translate(g) for g in patterns))
+        self.active = bool(globs)
+        self.by_name = combined([g for g in globs if "/" not in g])
+        self.by_path = combined([g for g in globs if "/" in g])
+
+    def __call__(self, name: str, under: str) -> bool:
+        return (self.by_name is not None and self.by_name.fullmatch(name) is not None) or (
+            self.by_path is not None and self.by_path.fullmatch(under) is not None)
+
+
+def _wanted(key: str, root: Target, globs: _GlobFilter, kinds: tuple[str, ...]) -> bool:
     name = key.rsplit("/", 1)[-1]
     under = key if root.key == "." else key[len(root.key) + 1:]
-    if globs and not any(fnmatch.fnmatchcase(under if "/" in g else name, g) for g in globs):
+    if globs.active and not globs(name, under):
         return False
     return not kinds or any(fnmatch.fnmatchcase(name, k) for k in kinds)
 
@@ -139,7 +168,7 @@ def _text(ws: Workspace, key: str) -> str | None:
     return None if b"\0" in data[:8192] else data.decode("utf-8", errors="replace")
 
 
-def _matched_lines(text: str, regex: re.Pattern[str], multiline: bool) -> tuple[list[int], int]:
+def _matched_lines(text: str, regex: BoundedPattern, multiline: bool) -> tuple[list[int], int]:
     """0-based numbers of the lines holding (part of) a match, and the match count."""
     lines = text.split("\n")
     if not multiline:
@@ -179,14 +208,17 @@ def grep(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, To
     flags = (re.IGNORECASE if args.get("-i") else 0) | (
         re.MULTILINE | re.DOTALL if args.get("multiline") else 0)
     try:
-        regex = re.compile(args["pattern"], flags)
+        regex = compile_bounded(args["pattern"], flags)
     except re.error as exc:
         raise ToolError(f"regex parse error in {args['pattern']!r}: {exc}") from None
     kind = args.get("type")
     if kind is not None and kind not in _TYPES:
         raise ToolError(f"unrecognized file type: {kind} (known: {', '.join(sorted(_TYPES))})")
-    globs = [g for raw in ([args["glob"]] if args.get("glob") else [])
-             for g in expand_braces(raw)]
+    try:
+        globs = _GlobFilter([g for raw in ([args["glob"]] if args.get("glob") else [])
+                             for g in expand_braces(raw)])
+    except re.error as exc:
+        raise ToolError(f"glob parse error in {args['glob']!r}: {exc}") from None
     mode = args.get("output_mode", "files_with_matches")
     context = args.get("-C")
     before = int(context if context is not None else args.get("-B") or 0)
@@ -196,12 +228,18 @@ def grep(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, To
     matched: list[str] = []
     total = 0
     for key in _files(root):
-        if not single and not _wanted(key, root, globs, _TYPES.get(kind or "", ())):
-            continue
+        try:
+            if not single and not _wanted(key, root, globs, _TYPES.get(kind or "", ())):
+                continue
+        except WorkspaceError as exc:  # the glob ran past its matching budget
+            raise ToolError(exc.message) from None
         text = _text(ws, key)
         if text is None:
             continue
-        hits, count = _matched_lines(text, regex, bool(args.get("multiline")))
+        try:
+            hits, count = _matched_lines(text, regex, bool(args.get("multiline")))
+        except WorkspaceError as exc:  # the pattern ran past its matching budget
+            raise ToolError(exc.message) from None
         if not hits:
             continue
         matched.append(key)

@@ -87,7 +87,8 @@ def format_result(stdout: str, stderr: str, exit_code: int | None, timed_out: bo
 
 async def bash(session: Session, ws: Workspace, sandbox: Sandbox,
                args: dict[str, Any]) -> tuple[str, ToolResult]:
-    timeout_s = _timeout_s(args.get("timeout"))
+    # The model may ask for less time, never more than the configured per-command limit.
+    timeout_s = min(_timeout_s(args.get("timeout")), sandbox.limits.wall_s)
     notes: list[str] = []
     try:
         cwd_ok = ws.resolve(session.cwd).is_dir()

@@ -141,8 +141,9 @@ def describe(call: ToolCall) -> Action:
 @dataclass(frozen=True)
 class ExecLimits:
     """How long ``exec`` may run: OpenClaw's 1800 s default is longer than an episode, so a
-    call without ``timeout`` gets the sandbox's per-command limit and an explicit one is
-    honoured up to ``max_timeout_s``."""
+    call without ``timeout`` (or with NaN, infinity, zero or a negative one) gets the sandbox's
+    per-command limit, and an explicit one may shorten it, never lengthen it (nor exceed
+    ``max_timeout_s``)."""
 
     max_timeout_s: float = 600.0
 
@@ -292,8 +293,11 @@ async def _exec(args: Mapping[str, Any], env: Environment, state: EpisodeState,
                 limits: ExecLimits) -> tuple[str, bool, ToolResult]:
     command: str = args["command"]
     requested = args.get("timeout")
-    timeout = (env.sandbox.limits.wall_s if requested is None or requested <= 0
-               else min(float(requested), limits.max_timeout_s))
+    configured = env.sandbox.limits.wall_s
+    # Clamped to the configured limit: NaN, inf, negatives and larger values cannot lift it.
+    timeout = (configured if not isinstance(requested, int | float)
+               or isinstance(requested, bool) or not math.isfinite(requested) or requested <= 0
+               else min(float(requested), limits.max_timeout_s, configured))
     res = await env.sandbox.run(command, timeout_s=timeout, cwd=args.get("workdir"))
     output, cut = _aggregate(res.stdout, res.stderr)
     reason = _failure_reason(res.exit_code, res.killed, res.timed_out, timeout)

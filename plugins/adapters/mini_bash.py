@@ -12,6 +12,7 @@ output of a sentinel command, so a model can compute its answer in the same step
 
 from __future__ import annotations
 
+import bisect
 import re
 import shlex
 from collections.abc import Iterator
@@ -36,7 +37,8 @@ from harnessgrid.tools import Environment, as_shell, execute
 
 SENTINEL = "MINI_BASH_DONE"
 MAX_OUTPUT_CHARS = 10_000
-_BLOCK = re.compile(r"^(`{3,})bash[ \t]*\n(.*?)\n\1[ \t]*$", re.DOTALL | re.MULTILINE)
+_OPENING = re.compile(r"(`{3,})bash[ \t]*")
+_CLOSING = re.compile(r"(`{3,})[ \t]*")
 
 SYSTEM_PROMPT = """You solve tasks by running shell commands in a sandboxed workspace at {mount}.
 Every reply has two parts: a short thought, then exactly one ```bash block holding one command
@@ -46,6 +48,37 @@ checked, run `echo {sentinel}` followed by a one-line summary, e.g.:
 ```bash
 echo {sentinel} && echo "Converted data.tsv to CSV and checked the header."
 ```"""
+
+
+def bash_blocks(text: str) -> list[str]:
+    """The bodies of the ```bash blocks of a reply, in one linear pass over its lines.
+
+    A block opens on a line ``<fence>bash`` (a fence being three or more backticks, trailing
+    spaces allowed) and closes at the first later line holding exactly the same fence, not
+    the line right after the opening (that one is always body). Blocks do not nest or overlap.
+    (The same blocks as ``^(`{3,})bash[ \\t]*\\n(.*?)\\n\\1[ \\t]*$`` finds with DOTALL and
+    MULTILINE, whose backtracking took quadratic time on a reply of many unclosed openings.)
+    """
+    lines = text.split("\n")
+    closings: dict[int, list[int]] = {}
+    for number, line in enumerate(lines):
+        match = _CLOSING.fullmatch(line)
+        if match is not None:
+            closings.setdefault(len(match.group(1)), []).append(number)
+    blocks: list[str] = []
+    i = 0
+    while i < len(lines) - 1:  # an opening needs a newline after it
+        match = _OPENING.fullmatch(lines[i])
+        if match is not None:
+            candidates = closings.get(len(match.group(1)), [])
+            k = bisect.bisect_left(candidates, i + 2)
+            if k < len(candidates):
+                close = candidates[k]
+                blocks.append("\n".join(lines[i + 1:close]))
+                i = close + 1
+                continue
+        i += 1
+    return blocks
 
 
 def _clip(text: str) -> str:
@@ -83,7 +116,7 @@ class MiniBashHarness:
             TurnOutcome, Decision]:
         state.turn += 1
         outcome = TurnOutcome(turn=turn)
-        blocks = [body for _fence, body in _BLOCK.findall(turn.content)]
+        blocks = bash_blocks(turn.content)
         if len(blocks) != 1:
             outcome.format_error = FormatError(
                 f"expected exactly one ```bash block, found {len(blocks)}")

@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from harnessgrid import hookimpl
+from harnessgrid.grading_io import read_text
 from harnessgrid.models import Action
 from harnessgrid.registrations import TaskSuiteSpec
 from harnessgrid.tasks import FunctionGrader, Task, TaskSuite
 
 
 def _grade_upper(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
-    out = ws / "out.txt"
-    return {"exists": float(out.exists()),
-            "content": float(out.exists() and out.read_text() == "HELLO WORLD\n")}
+    out = read_text(ws, "out.txt")  # a regular file in the workspace, never a planted link
+    return {"exists": float(out is not None), "content": float(out == "HELLO WORLD\n")}
 
 
 UPPER_TASK = Task(
@@ -32,12 +32,11 @@ UPPER_TASK = Task(
 
 
 def _grade_config(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
-    cfg = ws / "conf" / "app.ini"
-    text = cfg.read_text() if cfg.exists() else ""
-    log = ws / "notes" / "found.txt"
+    text = read_text(ws, "conf/app.ini") or ""
+    log = read_text(ws, "notes/found.txt")
     return {"port_fixed": float("port = 8080\n" in text and "port = 80\n" not in text),
             "other_keys_kept": float("name = demo\n" in text),
-            "finding_written": float(log.exists() and log.read_text() == "conf/app.ini\n")}
+            "finding_written": float(log == "conf/app.ini\n")}
 
 
 EDIT_TASK = Task(

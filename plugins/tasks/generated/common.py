@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import random
 import shlex
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harnessgrid.grading_io import read_text
 from harnessgrid.models import Action
 from harnessgrid.tasks import GraderError
 
@@ -112,15 +112,10 @@ def sh(command: str) -> Action:
 # ---------------------------------------------------------------------------- grader helpers
 
 def text(ws: Path, rel: str) -> str | None:
-    """Content of a regular file (not a link, FIFO or directory) as UTF-8, else None."""
-    path = ws / rel
-    try:
-        info = path.lstat()
-        if not stat.S_ISREG(info.st_mode) or info.st_size > 5_000_000:
-            return None
-        return path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+    """Content of a regular file inside ``ws`` as UTF-8, else None: a link (in any component of
+    ``rel``), FIFO, directory, file over 5 MB or invalid UTF-8 reads as missing. Graders read
+    through this (:func:`harnessgrid.grading_io.read_text`), never ``Path.read_text``."""
+    return read_text(ws, rel)
 
 
 def lines(ws: Path, rel: str) -> list[str] | None:

@@ -19,6 +19,8 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
+from harnessgrid.scratch import walk_tree
+
 #: The most bytes a grader reads from one file; a bigger file reads as missing.
 MAX_GRADED_FILE_BYTES = 5_000_000
 #: Where a neutralized link points: below a character device, so it can never resolve.
@@ -110,15 +112,9 @@ def neutralize_links(root: Path) -> int:
     Nothing is ever followed."""
     base = os.path.realpath(root)
     changed = 0
-    stack = [base]  # a walk without recursion: the agent may have left a 1,200-level tree
-    while stack:
-        dirpath = stack.pop()
-        try:
-            with os.scandir(dirpath) as it:
-                names = [entry.name for entry in it]
-        except OSError:
-            continue
-        for name in names:
+    # walk_tree: no recursion (the agent may have left a 1,200-level tree), links never entered
+    for dirpath, dirnames, filenames in walk_tree(base):
+        for name in (*dirnames, *filenames):
             full = os.path.join(dirpath, name)
             try:
                 mode = os.lstat(full).st_mode
@@ -127,9 +123,7 @@ def neutralize_links(root: Path) -> int:
                         continue
                     _replace(dirpath, full, marker=True)
                     changed += 1
-                elif stat.S_ISDIR(mode):
-                    stack.append(full)  # never a link: links are not entered
-                elif not stat.S_ISREG(mode):
+                elif not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
                     _replace(dirpath, full, marker=False)
                     changed += 1
             except OSError:

@@ -149,6 +149,12 @@ class Registry:
             ) from None
 
     def adapter(self, name: str) -> AdapterSpec:
+        base, at, version = name.partition("@")
+        if at and name not in self.adapters and base in self.adapters:  # NAME@VERSION
+            known = [n.partition("@")[2] for n in self.adapters if n.startswith(base + "@")]
+            raise ConfigError(f"adapter {base!r} does not emulate version {version!r}",
+                              hint=f"emulated versions: {', '.join(known) or 'none'} "
+                                   f"(adapter:{base} is the newest)")
         return self._lookup(self.adapters, name, "adapter", "adapter:")
 
     def task_suite(self, name: str) -> TaskSuiteSpec:
@@ -253,7 +259,13 @@ def _named(cls: type, attr: str) -> Callable[[Any], tuple[Any, str]]:
 
 
 def _check_adapter(item: Any) -> tuple[Any, str]:
-    key = _named(AdapterSpec, "name")(item)
+    # An adapter may also be registered per emulated release, as NAME@VERSION.
+    name = item.name if isinstance(item, AdapterSpec) and isinstance(item.name, str) else ""
+    base, at, version = name.partition("@")
+    if at and not re.match(r"^[a-z0-9][a-z0-9_.-]*$", version):
+        raise TypeError(f"AdapterSpec name {name!r}: the version after '@' must be [a-z0-9_.-]")
+    _named(AdapterSpec, "name")(replace(item, name=base) if at else item)
+    key = (name, name)
     if not callable(item.create):
         raise TypeError(f"AdapterSpec {item.name!r}: create is {item.create!r}, not callable")
     cls = _declared_harness_class(item.create)

@@ -33,10 +33,10 @@ from harnessgrid.registry import PluginManager
 from harnessgrid.runtime import EpisodeLimits, run_episode
 from harnessgrid.sandbox import Sandbox
 from harnessgrid.tasks import FunctionGrader, Task, load_suite
-from harnessgrid.tools import Environment
+from harnessgrid.tools import Environment, as_shell
 from harnessgrid.workspace import Workspace
 
-FIXTURE = Path(__file__).parent / "fixtures" / "claude_code" / "tool_schemas.json"
+FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 W = "/workspace"
 
 
@@ -107,14 +107,14 @@ def episode() -> Iterator[Callable[..., Episode]]:
 
 
 def _schema_facts(schema: Any) -> Any:
-    """A schema without descriptions and defaults (property names are kept as they are)."""
+    """A schema without descriptions (property names are kept as they are)."""
     if isinstance(schema, list):
         return [_schema_facts(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
     return {k: ({n: _schema_facts(s) for n, s in v.items()} if k == "properties"
                 else _schema_facts(v))
-            for k, v in schema.items() if k not in ("description", "default")}
+            for k, v in schema.items() if k not in ("description", "$schema")}
 
 
 def _numbered(body: str) -> list[str]:
@@ -129,25 +129,115 @@ def _numbered(body: str) -> list[str]:
 # ---------------------------------------------------------------------------- tools and registry
 
 
-def test_tool_schemas_match_the_pinned_release() -> None:
-    pinned = json.loads(FIXTURE.read_text())
-    harness = ClaudeCodeHarness()
+@pytest.mark.parametrize("version", ["1.0.98", "1.0.96"])
+def test_tool_schemas_match_the_pinned_release(version: str) -> None:
+    """The fixture is what ``scripts/adapter_schemas.py`` captured from the published npm
+    package (the tools ``cli.js`` sends to the API); the emulated tools equal it field by field
+    (types, enums, bounds, defaults, required, additionalProperties), in the real order."""
+    pinned = json.loads((FIXTURES / f"tool_schemas-{version}.json").read_text())
+    harness = ClaudeCodeHarness(version=version)
+    assert pinned["package"] == f"@anthropic-ai/claude-code@{harness.version}"
     assert pinned["release"] == f"Claude Code {harness.version}"
     specs = harness.tools()
-    assert [t.name for t in specs] == list(pinned["tools"])
+    names = [t.name for t in specs]
+    assert names == [n for n in pinned["tool_order"] if n in names]
+    emulated = {"Read", "Write", "Edit", "MultiEdit", "Bash", "Glob", "Grep", "TodoWrite"}
+    assert set(names) == emulated | ({"LS"} if "LS" in pinned["tool_order"] else set())
     for spec in specs:
         assert _schema_facts(spec.parameters) == pinned["tools"][spec.name], spec.name
         assert spec.description
     bash = next(t for t in specs if t.name == "Bash").parameters
     assert "description" in bash["properties"] and bash["required"] == ["command"]
+    assert bash["properties"]["run_in_background"]["type"] == "boolean"
+
+
+def test_fixtures_name_the_published_versions() -> None:
+    """1.0.97 was never published: the fixtures are 1.0.96 (with LS) and 1.0.98 (LS gone, the
+    other tools unchanged), each naming its package version."""
+    found = {p.name: json.loads(p.read_text()) for p in FIXTURES.glob("tool_schemas-*.json")}
+    assert {"tool_schemas-1.0.96.json", "tool_schemas-1.0.98.json"} <= set(found)
+    for name, data in found.items():
+        version = name.removeprefix("tool_schemas-").removesuffix(".json")
+        assert data["package"] == f"@anthropic-ai/claude-code@{version}"
+        assert data["generated_by"] == "scripts/adapter_schemas.py"
+    old, new = found["tool_schemas-1.0.96.json"], found["tool_schemas-1.0.98.json"]
+    assert "LS" in old["tools"] and "LS" not in new["tools"]
+    assert all(new["tools"][n] == s for n, s in old["tools"].items() if n != "LS")
+
+
+def test_schema_script_keeps_facts_and_drops_prose() -> None:
+    """The fixture script strips descriptions but not a property *named* description."""
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "scripts" / "adapter_schemas.py"
+    spec = importlib.util.spec_from_file_location("adapter_schemas", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    schema = {"$schema": "x", "type": "object", "description": "prose",
+              "properties": {"description": {"type": "string", "description": "prose"},
+                             "n": {"type": "number", "default": 2, "maximum": 9}}}
+    assert module.strip_prose(schema) == {
+        "type": "object", "properties": {"description": {"type": "string"},
+                                         "n": {"type": "number", "default": 2, "maximum": 9}}}
+
+
+def test_versions_are_addressable() -> None:
+    """``claude-code`` is the newest emulated release, ``claude-code@V`` a pinned one; an
+    unknown version is a user error listing the emulated ones."""
+    from harnessgrid.errors import ConfigError
+
+    registry = PluginManager(builtins=[*BUILTIN_PLUGINS, "harnessgrid.plugins.adapters.claude_code"],
+                             load_external=False).registry()
+    pinned = registry.adapter("claude-code@1.0.96").create()
+    assert pinned.name == "adapter:claude-code@1.0.96" and pinned.version == "1.0.96"
+    assert "LS" in [t.name for t in pinned.tools()]
+    newest = registry.adapter("claude-code").create()
+    assert newest.version == "1.0.98" and "LS" not in [t.name for t in newest.tools()]
+    assert registry.adapter("claude-code@1.0.98").create().name == "adapter:claude-code@1.0.98"
+    with pytest.raises(ConfigError) as info:
+        registry.adapter("claude-code@1.0.97")
+    assert "1.0.97" in info.value.message and "1.0.96" in (info.value.hint or "")
+    with pytest.raises(ConfigError) as info:
+        ClaudeCodeHarness(version="1.0.97")
+    assert "1.0.98, 1.0.96" in (info.value.hint or "")
+
+
+def test_plugins_list_shows_each_emulated_version() -> None:
+    """``harnessgrid plugins list`` (its rows) names the newest release for ``claude-code`` and
+    lists every release under its own name, so the older ones are discoverable."""
+    from harnessgrid.cli.plugins_cmd import _rows
+
+    registry = PluginManager(builtins=[*BUILTIN_PLUGINS, "harnessgrid.plugins.adapters.claude_code"],
+                             load_external=False).registry()
+    shown = {name: text for kind, name, text, _, _ in _rows(registry) if kind == "adapter"}
+    assert shown["adapter:claude-code"].startswith("v1.0.98: Claude Code 1.0.98 emulated: ")
+    assert shown["adapter:claude-code@1.0.98"] == shown["adapter:claude-code"]
+    assert shown["adapter:claude-code@1.0.96"].startswith("v1.0.96: Claude Code 1.0.96 ")
+    assert "/LS/" in shown["adapter:claude-code@1.0.96"]
+    assert "LS" not in shown["adapter:claude-code"].split()[5].split("/")
+
+
+def test_1_0_98_has_no_ls_and_its_texts_do_not_point_to_it() -> None:
+    """1.0.98 differs from 1.0.96 by the missing LS: a call to it is refused as an unknown
+    tool; neither the system prompt nor a tool description sends the model to LS; Read's
+    description says directories are listed with ``ls`` (the package's own advice)."""
+    new, old = ClaudeCodeHarness(version="1.0.98"), ClaudeCodeHarness(version="1.0.96")
+    texts = [new.start(UPPER_TASK, "e").history[0].content,
+             *(t.description for t in new.tools())]
+    assert not any(re.search(r"\bLS\b", text) for text in texts)
+    read = next(t.description for t in new.tools() if t.name == "Read")
+    assert "`ls` in Bash" in read
+    assert "LS" in old.start(UPPER_TASK, "e").history[0].content
+    assert "and ls." in next(t.description for t in old.tools() if t.name == "Bash")
 
 
 def test_tools_in_anthropic_and_chat_template_forms() -> None:
     harness = ClaudeCodeHarness()
     anthropic = harness.anthropic_tools()
-    assert [set(t) for t in anthropic] == [{"name", "description", "input_schema"}] * 9
-    assert anthropic[0]["name"] == "Read"
-    assert anthropic[0]["input_schema"]["required"] == ["file_path"]
+    assert [set(t) for t in anthropic] == [{"name", "description", "input_schema"}] * 8
+    assert anthropic[0]["name"] == "Bash"  # the real order
+    assert anthropic[0]["input_schema"]["required"] == ["command"]
     chat = harness.openai_tools()
     assert all(t["type"] == "function" for t in chat)
     assert [t["function"]["name"] for t in chat] == [t["name"] for t in anthropic]
@@ -160,7 +250,7 @@ def test_harness_show_describes_it() -> None:
 
     info = describe(ClaudeCodeHarness(), None)  # type: ignore[arg-type]  # a Harness passes
     assert info["harness"] == "adapter:claude-code" and info["native_tools"]
-    assert [t["name"] for t in info["tools"]][:3] == ["Read", "Write", "Edit"]
+    assert [t["name"] for t in info["tools"]][:3] == ["Bash", "Glob", "Grep"]
     assert info["sample_turn"]["tool_calls"] == [
         {"name": "Read", "arguments": {"file_path": "/workspace/notes.txt"}}]
 
@@ -169,7 +259,7 @@ def test_registered_through_the_adapter_hook() -> None:
     registry = PluginManager(builtins=[*BUILTIN_PLUGINS, "harnessgrid.plugins.adapters.claude_code"],
                              load_external=False).registry()
     spec = registry.adapter("claude-code")
-    assert spec.version == "1.0.97"
+    assert spec.version == "1.0.98"
     harness = spec.create(date="2030-01-01")
     assert isinstance(harness, ClaudeCodeHarness) and isinstance(harness, Harness)
     assert harness.name == "adapter:claude-code"
@@ -230,25 +320,75 @@ def test_read_limits(episode: Callable[..., Episode]) -> None:
     ep = episode({"big.txt": "".join(f"{i}\n" for i in range(1, 2501)),
                   "wide.txt": long_line + "\nshort\n", "empty.txt": "",
                   "huge.txt": "y" * 300_000 + "\n"})
-    lines = _numbered(ep.call("Read", file_path=f"{W}/big.txt"))
-    assert len(lines) == 2000 and lines[-1] == "2000"
     tail = _numbered(ep.call("Read", file_path=f"{W}/big.txt", offset=2401))
     assert tail[0] == "2401" and len(tail) == 100
-    wide = _numbered(ep.call("Read", file_path=f"{W}/wide.txt"))
-    assert wide == ["x" * 2000, "short"]
+    assert _numbered(ep.call("Read", file_path=f"{W}/big.txt", offset=3, limit=2)) == ["3", "4"]
     assert "<system-reminder>" in ep.call("Read", file_path=f"{W}/empty.txt")
     assert "empty" in ep.call("Read", file_path=f"{W}/empty.txt")
     past = ep.call("Read", file_path=f"{W}/big.txt", offset=3000)
     assert past.startswith("<system-reminder>") and "2500 lines" in past
     huge = ep.call("Read", file_path=f"{W}/huge.txt")
-    assert huge.startswith("<tool_use_error>") and "256KB" in huge
-    assert _numbered(ep.call("Read", file_path=f"{W}/huge.txt", limit=1))[0] == "y" * 2000
+    assert huge == ("<tool_use_error>File content (293KB) exceeds maximum allowed size (256KB). "
+                    "Please use offset and limit parameters to read specific portions of the "
+                    "file, or use the GrepTool to search for specific content.</tool_use_error>")
+    # offset/limit skip the whole-file check, but the part read is checked again while the
+    # tool runs: that refusal is shown bare (is_error, no <tool_use_error>), as cli.js does
+    assert ep.call("Read", file_path=f"{W}/huge.txt", limit=1).startswith(
+        "File content (293KB) exceeds maximum allowed size (256KB).")
+
+
+def test_read_refuses_content_over_25000_tokens(episode: Callable[..., Episode]) -> None:
+    """cli.js ``W1B``/``Cy1``: over 25000 tokens (estimated as characters / 4 here) Read fails
+    as the tool runs, bare text with is_error, and the file does not count as read."""
+    ep = episode({"wide.txt": "".join(f"{i:05d} " + "w" * 94 + "\n" for i in range(1, 1501))})
+    refused = ep.call("Read", file_path=f"{W}/wide.txt")
+    assert refused == ("File content (37875 tokens) exceeds maximum allowed tokens (25000). "
+                       "Please use offset and limit parameters to read specific portions of "
+                       "the file, or use the GrepTool to search for specific content.")
+    assert ep.state.history[-1].kind == "tool_error" and "wide.txt" not in ep.session.read_state
+    assert len(_numbered(ep.call("Read", file_path=f"{W}/wide.txt", limit=900))) == 900
+
+
+@pytest.mark.parametrize("version", ["1.0.98", "1.0.96"])
+def test_read_has_no_line_cap_and_cuts_no_line(episode: Callable[..., Episode],
+                                                version: str) -> None:
+    """cli.js 1.0.96 ``SVA`` (1.0.98 ``vVA``) and ``vy``: without ``limit`` Read returns every
+    line from ``offset`` on, each whole, although the description speaks of 2000 lines of at
+    most 2000 characters (numbers cli.js uses only in that text and for @-mentioned files)."""
+    ep = episode({"big.txt": "".join(f"{i}\n" for i in range(1, 2501)),
+                  "wide.txt": "x" * 2500 + "\nshort\n"}, version=version)
+    lines = _numbered(ep.call("Read", file_path=f"{W}/big.txt"))
+    assert len(lines) == 2500 and lines[-1] == "2500"
+    assert _numbered(ep.call("Read", file_path=f"{W}/big.txt", offset=2001))[0] == "2001"
+    assert _numbered(ep.call("Read", file_path=f"{W}/wide.txt")) == ["x" * 2500, "short"]
+
+
+def test_missing_file_and_directory_read_as_cli_js_words_them(
+        episode: Callable[..., Episode]) -> None:
+    """cli.js 1.0.96 Read/Edit ``validateInput`` (errorCode 2 / 4): exactly "File does not
+    exist.", then the working directory once Bash has left the starting one, then a sibling
+    with the same name but another extension (``pz1``; 1.0.98 ``tz1``). A directory passes the
+    check and fails in the tool with Node's EISDIR text, bare (is_error)."""
+    ep = episode({"notes.md": "n\n", "sub/a.txt": "a\n"})
+    assert ep.call("Read", file_path=f"{W}/gone.txt") == (
+        "<tool_use_error>File does not exist.</tool_use_error>")
+    assert ep.call("Read", file_path=f"{W}/notes.txt") == (
+        "<tool_use_error>File does not exist. Did you mean notes.md?</tool_use_error>")
+    assert ep.call("Edit", file_path=f"{W}/notes", old_string="x", new_string="y") == (
+        "<tool_use_error>File does not exist. Did you mean notes.md?</tool_use_error>")
+    ep.call("Bash", command="cd sub")
+    assert ep.call("Read", file_path=f"{W}/sub/a.py") == (
+        "<tool_use_error>File does not exist. Current working directory: /workspace/sub Did "
+        "you mean a.txt?</tool_use_error>")
+    assert ep.call("Read", file_path=f"{W}/sub") == (
+        "EISDIR: illegal operation on a directory, read")
+    assert ep.state.history[-1].kind == "tool_error"
 
 
 def test_errors_are_wrapped_in_tool_use_error(episode: Callable[..., Episode]) -> None:
     ep = episode({"a.txt": "a\n"})
     assert ep.call("Read", file_path=f"{W}/missing.txt") == (
-        "<tool_use_error>File does not exist: /workspace/missing.txt</tool_use_error>")
+        "<tool_use_error>File does not exist.</tool_use_error>")
     relative = ep.call("Read", file_path="a.txt")
     assert relative.startswith("<tool_use_error>") and "absolute path" in relative
     outside = ep.call("Read", file_path="/etc/passwd")
@@ -256,10 +396,13 @@ def test_errors_are_wrapped_in_tool_use_error(episode: Callable[..., Episode]) -
     unknown = ep.call("Teleport", to="mars")
     assert unknown == "<tool_use_error>Error: No such tool available: Teleport</tool_use_error>"
     bad = ep.call("Read", path=f"{W}/a.txt")
-    assert bad.startswith("<tool_use_error>InputValidationError: Read failed")
-    assert "missing required parameter `file_path`" in bad and "unexpected parameter `path`" in bad
+    assert bad == ("<tool_use_error>InputValidationError: Read failed due to the following "
+                   "issues:\nThe required parameter `file_path` is missing\nAn unexpected "
+                   "parameter `path` was provided</tool_use_error>")
     typed = ep.call("Read", file_path=f"{W}/a.txt", offset="3")
-    assert "parameter `offset` must be of type number" in typed
+    assert typed == ("<tool_use_error>InputValidationError: Read failed due to the following "
+                     "issue:\nThe parameter `offset` type is expected as `number` but provided "
+                     "as `string`</tool_use_error>")
     kinds = [m.kind for m in ep.state.history if m.role == "tool"]
     assert kinds == ["tool_error"] * 3 + ["format_error"] * 3
     assert ep.state.consecutive_format_errors == 3
@@ -271,14 +414,16 @@ def test_errors_are_wrapped_in_tool_use_error(episode: Callable[..., Episode]) -
 def test_bash_output_exit_code_and_cut(episode: Callable[..., Episode]) -> None:
     ep = episode()
     assert ep.call("Bash", command="echo hi; echo oops >&2") == "hi\noops"
-    assert ep.call("Bash", command="echo partial; exit 3") == "Exit code 3\npartial"
+    # a failure is stderr then stdout, raw, joined by a newline (cli.js ``bM5``), no exit code
+    assert ep.call("Bash", command="echo partial; echo why >&2; exit 3") == "why\n\npartial"
+    assert ep.state.history[-1].kind == "tool_error"
     out = ep.call("Bash", command="python3 -c \"print('z' * 99 + '\\n', end='') \" | "
                                   "head -c 1 >/dev/null; seq 1 10000 | sed 's/$/ abcdefghij/'")
     assert len(out) < 30_100 and out.startswith("1 abcdefghij\n")
     cut = re.search(r"\n\n\.\.\. \[(\d+) lines truncated\] \.\.\.$", out)
     assert cut is not None and int(cut.group(1)) > 7000
     slow = ep.call("Bash", command="sleep 5; echo never", timeout=300)
-    assert "timed out" in slow and "never" not in slow
+    assert slow == "Command timed out after 0.3s"
 
 
 def test_bash_working_directory_persists_and_resets(episode: Callable[..., Episode]) -> None:
@@ -376,7 +521,7 @@ def test_grep_output_modes(episode: Callable[..., Episode]) -> None:
 
 def test_glob_and_ls(episode: Callable[..., Episode]) -> None:
     ep = episode({"src/a.py": "", "src/b.ts": "", "src/c.tsx": "", "README": "",
-                  ".hidden/x": "", "src/__pycache__/a.pyc": ""})
+                  ".hidden/x": "", "src/__pycache__/a.pyc": ""}, version="1.0.96")
     found = ep.call("Glob", pattern="**/*.{ts,tsx}").split("\n")
     assert sorted(found) == [f"{W}/src/b.ts", f"{W}/src/c.tsx"]
     assert ep.call("Glob", pattern="*.py", path=f"{W}/src") == f"{W}/src/a.py"
@@ -386,6 +531,8 @@ def test_glob_and_ls(episode: Callable[..., Episode]) -> None:
     assert ".hidden" not in tree and "__pycache__" not in tree
     assert "b.ts" not in ep.call("LS", path=f"{W}/src", ignore=["*.ts"])
     assert "absolute path" in ep.call("LS", path="src")
+    listing = ep.harness.render_action(Action.of("list", path="src"), "c").tool_calls[-1]
+    assert listing.name == "LS" and ep.harness.to_action(listing) == Action.of("list", path="src")
 
 
 def test_todo_write_state_is_kept_and_echoed(episode: Callable[..., Episode]) -> None:
@@ -396,7 +543,9 @@ def test_todo_write_state_is_kept_and_echoed(episode: Callable[..., Episode]) ->
     assert "1. [completed] Read the config\n2. [in_progress] Fix the port" in out
     assert ep.session.todos == todos
     bad = ep.call("TodoWrite", todos=[{"content": "x", "status": "doing", "activeForm": "x"}])
-    assert "InputValidationError" in bad and "must be one of" in bad
+    assert bad.startswith("<tool_use_error>InputValidationError: [")  # zod's own issue list
+    assert ("Invalid enum value. Expected 'pending' | 'in_progress' | 'completed', received "
+            "'doing'") in bad
     assert ep.session.todos == todos
 
 
@@ -455,7 +604,7 @@ def test_compaction_fires_just_above_the_threshold(episode: Callable[..., Episod
     assert positions == sorted(positions) and len(SUMMARY_SECTIONS) == 9
     assert "Do the thing." in summary.content  # the request
     assert f"{W}/a.txt: read" in summary.content
-    assert "Exit code 4" in summary.content  # errors
+    assert "Bash echo hi >&2; exit 4: hi" in summary.content  # errors
     assert "[in_progress] Edit a.txt" in summary.content and "Continue: Edit a.txt" in \
         summary.content
     # the read state went with the history: the oracle reads again before editing
@@ -567,7 +716,10 @@ def test_oracle_on_a_sample_of_grid_bench() -> None:
     assert not failed
 
 
-def test_a_transcript_grader_works_on_adapter_transcripts() -> None:
+@pytest.mark.parametrize(("version", "lister"), [("1.0.98", "Bash"), ("1.0.96", "LS")])
+def test_a_transcript_grader_works_on_adapter_transcripts(version: str, lister: str) -> None:
+    """The oracle lists a directory with LS where the release has it, else with ``ls`` in
+    Bash (1.0.98), and the transcript names the tools it used."""
     def grade(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
         messages = [e["message"] for e in transcript if e["type"] == "message"]
         calls = Counter(part["name"] for m in messages if m["role"] == "assistant"
@@ -576,11 +728,11 @@ def test_a_transcript_grader_works_on_adapter_transcripts() -> None:
         return {"read_first": float(calls["Read"] >= 2 and calls["Edit"] == 1),
                 "greps": float(calls["Grep"] == 1 and "'-n': True" in str(messages)),
                 "numbered": float(any("     3→port = 8080" in str(r) for r in results)),
-                "names": float({r["toolName"] for r in results} >= {"Read", "Edit", "LS"}),
+                "names": float({r["toolName"] for r in results} >= {"Read", "Edit", lister}),
                 "file": float((ws / "conf" / "app.ini").read_text().endswith("port = 8080\n"))}
 
     task = EDIT_TASK.model_copy(update={"grader": FunctionGrader(grade)})
-    traj = asyncio.run(run_episode(ClaudeCodeHarness(), task, ScriptedPolicy()))
+    traj = asyncio.run(run_episode(ClaudeCodeHarness(version=version), task, ScriptedPolicy()))
     assert traj.subscores == {"read_first": 1.0, "greps": 1.0, "numbered": 1.0, "names": 1.0,
                               "file": 1.0}
     assert traj.transcript()[1]["message"]["role"] == "user"  # no system prompt in it
@@ -618,9 +770,12 @@ def test_render_parse_execute_round_trips(content: str, old_rest: str, new: str)
         assert (ep.ws.root / "seed.txt").read_bytes() == (new + old_rest).encode()
         if content:
             assert _numbered(shown["read"][0]) == split_lines(content)
-        for action in (Action.of("list", path="dir"), Action.of("search", pattern="x", path="."),
+        for action in (Action.of("search", pattern="x", path="."),
                        Action.of("shell", command="true")):
             assert harness.to_action(harness.render_action(action, "c").tool_calls[-1]) == action
+        # without LS (1.0.98) a listing is ``ls`` in Bash: it comes back as that shell command
+        listing = harness.render_action(Action.of("list", path="dir"), "c").tool_calls[-1]
+        assert harness.to_action(listing) == as_shell(Action.of("list", path=f"{W}/dir"))
     finally:
         ep.close()
 
@@ -653,3 +808,73 @@ def test_bash_timeout_cannot_lift_the_configured_limit(episode: Callable[..., Ep
     ep.sandbox.limits = SandboxLimits(wall_s=1.0)
     out = ep.call("Bash", command="sleep 3; echo never", timeout=12_000)
     assert "timed out" in out and "never" not in out
+
+
+# ---------------------------------------------------------------------------- Bash, as cli.js 1.0.96
+
+
+def test_bash_exit_one_of_search_and_compare_commands_is_an_answer(
+        episode: Callable[..., Episode]) -> None:
+    """cli.js ``Ij6``: exit 1 of grep/rg/find/diff/test/[ (last pipeline stage) is not an
+    error; exit 2 is, and so is exit 1 of anything else."""
+    ep = episode({"a.txt": "x\n", "b.txt": "y\n"})
+    for command in ("grep nothing a.txt", "cat a.txt | grep -q nothing", "test -e missing",
+                    "[ -e missing ]", "diff a.txt b.txt"):
+        out = ep.call("Bash", command=command)
+        assert ep.state.history[-1].kind == "observation", (command, out)
+        assert "Exit code" not in out
+    assert ep.call("Bash", command="diff a.txt b.txt").startswith("1c1\n< x\n---\n> y")
+    assert ep.call("Bash", command="grep x missing.txt") == (
+        "grep: missing.txt: No such file or directory")
+    assert ep.state.history[-1].kind == "tool_error"  # exit 2
+    ep.call("Bash", command="false")
+    assert ep.state.history[-1].kind == "tool_error"
+    executed = [m for m in ep.state.history if m.role == "tool"]
+    assert len(executed) == 8
+
+
+def test_bash_error_text_is_capped_with_the_middle_elided(
+        episode: Callable[..., Episode]) -> None:
+    """cli.js ``UT0``: a failure's text over 10000 characters keeps 5000 at each end."""
+    ep = episode()
+    out = ep.call("Bash", command="printf 'E%.0s' $(seq 6000) >&2; printf 'O%.0s' $(seq 7000); "
+                                  "exit 5")
+    assert out == "E" * 5000 + "\n\n... [3001 characters truncated] ...\n\n" + "O" * 5000
+
+
+def test_bash_run_in_background_runs_to_completion(episode: Callable[..., Episode]) -> None:
+    ep = episode()
+    out = ep.call("Bash", command="sleep 0.1; echo done > flag; cat flag", run_in_background=True)
+    assert out == "done" and ep.ws.read_text("flag") == "done\n"
+
+
+def test_bash_runs_a_command_longer_than_128_kib(episode: Callable[..., Episode]) -> None:
+    """Found: a 130 KB heredoc failed with "Argument list too long" (the command travelled in
+    one environment variable, capped by the kernel at 128 KiB); it now reaches bash on fd 3."""
+    ep = episode()
+    body = "".join(f"line {i:06d} " + "z" * 40 + "\n" for i in range(2600))
+    assert len(body) > 131_072
+    out = ep.call("Bash", command=f"cat > big.txt <<'EOF'\n{body}EOF\nwc -l < big.txt; pwd")
+    assert out == f"2600\n{W}", out[:300]
+    assert ep.ws.read_text("big.txt") == body
+    # the delimiter cannot be forged by a command that contains it
+    tricky = "echo one\n__HG_CC_COMMAND_END\necho two"
+    tricked = ep.call("Bash", command=tricky)  # stdout, then stderr (a success)
+    assert tricked.startswith("one\ntwo\n") and "__HG_CC_COMMAND_END: command not found" in tricked
+
+
+def test_ls_stops_at_40000_characters_with_the_real_header(
+        episode: Callable[..., Episode]) -> None:
+    """cli.js ``nZ1``/``eQB``: past 40000 characters of paths the listing stops and says so."""
+    from harnessgrid.plugins.adapters._claude_code_search import LS_TRUNCATED_HEADER
+
+    names = {f"d{i:02d}/{'n' * 60}{j:04d}.txt": "" for i in range(8) for j in range(100)}
+    ep = episode(names, version="1.0.96")
+    out = ep.call("LS", path=W)
+    assert out.startswith("There are more than 40000 characters in the repository (ie. either "
+                          "there are lots of files, or there are many long filenames).")
+    assert out.startswith(LS_TRUNCATED_HEADER) and f"\n- {W}/\n" in out
+    shown = [line for line in out.split("\n") if line.startswith("    - ")]
+    assert 500 < len(shown) < 800  # 72 characters per path: about 40000 / 72
+    small = ep.call("LS", path=f"{W}/d00")
+    assert not small.startswith("There are more") and small.count(".txt") == 100

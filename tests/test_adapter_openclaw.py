@@ -88,22 +88,41 @@ def test_registered_with_version_and_options() -> None:
     assert harness.name == "adapter:openclaw"
     with pytest.raises(ConfigError, match="unknown option"):
         spec.create(colour="red")
+    pinned = registry.adapter(f"openclaw@{VERSION}").create()
+    assert pinned.name == f"adapter:openclaw@{VERSION}"
+    with pytest.raises(ConfigError, match="does not emulate version"):
+        registry.adapter("openclaw@2026.1.1")
+
+
+def _schema_facts(schema: Any) -> Any:
+    """A schema without descriptions (property names kept as they are)."""
+    if isinstance(schema, list):
+        return [_schema_facts(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: ({n: _schema_facts(s) for n, s in v.items()} if k in ("properties",
+                                                                     "patternProperties")
+                else _schema_facts(v))
+            for k, v in schema.items() if k != "description"}
 
 
 def test_tool_schemas_match_the_fixture() -> None:
-    fixture = json.loads((FIXTURES / "tools.json").read_text())
-    assert fixture["openclaw_version"] == VERSION
+    """The fixture is what ``scripts/adapter_schemas.py --openclaw`` evaluated from the npm
+    packages (TypeBox definitions, OpenClaw's Claude-compatibility patch applied); the emulated
+    schemas equal it field by field and in property order."""
+    fixture = json.loads((FIXTURES / f"tool_schemas-{VERSION}.json").read_text())
+    assert fixture["package"] == f"openclaw@{VERSION}"
+    assert fixture["pi_coding_agent"] == "@mariozechner/pi-coding-agent@0.55.1"
     specs = OpenClawHarness().tools()
-    assert [s.name for s in specs] == [t["name"] for t in fixture["tools"]]
-    for spec, want in zip(specs, fixture["tools"], strict=True):
+    assert [s.name for s in specs] == fixture["tool_order"]
+    for spec in specs:
         params = spec.parameters
-        assert params["type"] == "object"
-        assert sorted(params["required"]) == sorted(want["required"])
-        assert {k: v["type"] for k, v in params["properties"].items()} == want["properties"]
-        for key, values in want.get("enums", {}).items():
-            assert params["properties"][key]["enum"] == values
+        assert _schema_facts(params) == fixture["tools"][spec.name], spec.name
+        assert list(params["properties"]) == list(fixture["tools"][spec.name]["properties"])
         assert spec.description and spec.openai()["function"]["parameters"] == params
         assert spec.anthropic()["input_schema"] == params
+    assert fixture["tools"]["read"]["required"] == [] and "file_path" in fixture["tools"]["read"][
+        "properties"]
 
 
 def test_render_action_maps_the_oracle_onto_openclaw_tools() -> None:
@@ -130,34 +149,48 @@ def test_render_action_maps_the_oracle_onto_openclaw_tools() -> None:
 
 def test_read_pages_at_2000_lines_with_continuation_note() -> None:
     text = "".join(f"line {i}\n" for i in range(1, 3001))
-    traj = play([call("read", path="big.txt"), call("read", path="big.txt", offset=2001)],
-                {"big.txt": text})
+    traj = play([call("read", path="big.txt", limit=2500),
+                 call("read", path="big.txt", offset=2001, limit=5000)], {"big.txt": text})
     first, second = (m.content for m in results(traj))
     assert first.endswith("\n\n[Showing lines 1-2000 of 3001. Use offset=2001 to continue.]")
     assert first.startswith("line 1\n") and "line 2000\n\n[" in first and "line 2001" not in first
     assert second.startswith("line 2001\n") and second.endswith("line 3000\n")
 
 
-def test_read_pages_at_50_kb_and_pages_reassemble_the_file() -> None:
-    text = "".join(f"{i:05d}" + "x" * 94 + "\n" for i in range(1000))  # 100 KB
-    traj = play([call("read", path="wide.txt")], {"wide.txt": text})
-    out = results(traj)[0].content
-    note = re.search(r"\n\n\[Showing lines 1-(\d+) of 1001 \(50\.0KB limit\)\. "
-                     r"Use offset=(\d+) to continue\.\]\Z", out)
-    assert note, out[-200:]
-    end, nxt = int(note.group(1)), int(note.group(2))
-    assert nxt == end + 1 and len(out[:note.start()].encode()) <= 50 * 1024
-    pages, offset = [out[:note.start()]], nxt
-    while True:
-        traj = play([call("read", path="wide.txt", offset=offset)], {"wide.txt": text})
-        out = results(traj)[0].content
-        note = re.search(r"Use offset=(\d+) to continue\.\]\Z", out)
-        if not note:
-            pages.append(out)
-            break
-        pages.append(out[:out.rindex("\n\n[")])
-        offset = int(note.group(1))
-    assert "\n".join(pages) == text
+def test_read_without_limit_aggregates_pages() -> None:
+    """``executeReadWithAdaptivePaging``: no ``limit`` → pages joined by a blank line (their
+    continuation notes dropped) until the file ends; 8 pages at most."""
+    text = "".join(f"line {i}\n" for i in range(1, 3001))
+    traj = play([call("read", path="big.txt")], {"big.txt": text})
+    whole = results(traj)[0].content
+    assert whole == text[:text.index("line 2001")].rstrip("\n") + "\n\n" + text[
+        text.index("line 2001"):]
+    many = "".join("x\n" for _ in range(20_000))  # 10 pages of 2000 lines, 2 bytes each
+    out = results(play([call("read", path="m.txt")], {"m.txt": many}))[0].content
+    assert out.count("\n\n") == 8 and out.endswith(
+        "\n\n[Showing lines 14001-16000 of 20001. Use offset=16001 to continue.]")
+
+
+def test_read_without_limit_is_capped_by_the_context_window() -> None:
+    """The aggregate's cap: 20% of the window at 4 characters a token, within [50 KB, 512 KB]
+    (``resolveAdaptiveReadMaxBytes``), with OpenClaw's note where it stopped."""
+    text = "".join(f"{i:05d}" + "x" * 94 + "\n" for i in range(1000))  # 100 KB, 50 KB pages
+    out = results(play([call("read", path="wide.txt")], {"wide.txt": text}))[0].content
+    page = re.fullmatch(r"(.*)\n\n\[Read output capped at 50KB for this call\. "
+                        r"Use offset=(\d+) to continue\.\]", out, re.S)
+    assert page, out[-200:]
+    assert text.startswith(page.group(1)) and len(page.group(1).encode()) <= 50 * 1024
+    rest = results(play([call("read", path="wide.txt", offset=int(page.group(2)))],
+                        {"wide.txt": text}))[0].content
+    assert page.group(1) + "\n" + rest == text  # nothing lost between the calls
+    state = OpenClawHarness().start(Task(id="t", instruction="x"), "e")
+    from harnessgrid.plugins.adapters._openclaw_tools import WINDOW_KEY, _read_cap
+
+    assert _read_cap(state) == 50 * 1024
+    state.scratch[WINDOW_KEY] = 128_000
+    assert _read_cap(state) == 102_400
+    state.scratch[WINDOW_KEY] = 10_000_000
+    assert _read_cap(state) == 512 * 1024
 
 
 def test_read_limit_first_line_over_limit_and_offset_past_end() -> None:
@@ -167,8 +200,31 @@ def test_read_limit_first_line_over_limit_and_offset_past_end() -> None:
     limited, huge, past, missing = results(traj)
     assert limited.content == "b\nc\n\n[2 more lines in file. Use offset=4 to continue.]"
     assert huge.content.startswith("[Line 1 is 58.6KB, exceeds 50.0KB limit.")
-    assert past.kind == "tool_error" and "past the end" in past.content
+    assert past.kind == "tool_error"
+    assert past.content == "Offset 99 is beyond end of file (5 lines total)"  # pi's read.js
     assert missing.kind == "tool_error" and "does not exist" in missing.content
+
+
+def test_claude_style_aliases_and_presence_checked_when_run() -> None:
+    """``file_path``/``old_string``/``new_string`` work; a missing one is OpenClaw's runtime
+    error (``assertRequiredParams``: a tool error, not a schema failure)."""
+    traj = play([call("write", file_path="a.txt", content="one\n"),
+                 call("edit", file_path="a.txt", old_string="one", new_string=""),
+                 call("read", file_path="a.txt"),
+                 call("read"), call("edit", path="a.txt", newText="x"),
+                 call("write", path="b.txt", content="  ")])
+    wrote, edited, read, no_path, no_old, blank = results(traj)
+    assert wrote.content == "Successfully wrote 4 bytes to a.txt"
+    assert edited.kind == "observation" and read.content == "\n"
+    assert no_path.kind == "tool_error" and no_path.content == (
+        "Missing required parameter: path (path or file_path). Supply correct parameters "
+        "before retrying.")
+    assert no_old.content == ("Missing required parameter: oldText (oldText or old_string). "
+                              "Supply correct parameters before retrying.")
+    assert blank.content.startswith("Missing required parameter: content.")
+    actions = [c.action for t in traj.turns for c in t.calls]
+    assert actions[0] == Action.of("write", path="a.txt", content="one\n")
+    assert actions[2] == Action.of("read", path="a.txt")
 
 
 def test_write_and_edit_rules() -> None:
@@ -191,14 +247,14 @@ def test_invalid_calls_are_format_errors_and_others_still_run() -> None:
         ToolCall(id="a", name="exec", arguments={}),
         ToolCall(id="b", name="bash", arguments={"command": "ls"}),
         ToolCall(id="c", name="read", raw_arguments="{oops", parse_error="Expecting value"),
-        ToolCall(id="d", name="process", arguments={"action": "dance"}),
+        ToolCall(id="d", name="exec", arguments={"command": 3}),
         ToolCall(id="e", name="exec", arguments={"command": "echo ran"})))
     traj = play([turn])
     a, b, c, d, e = results(traj)
     assert [m.kind for m in (a, b, c, d)] == ["format_error"] * 4
     assert "'command' is a required property" in a.content
     assert "'bash' does not exist" in b.content and "not valid JSON" in c.content
-    assert "'dance' is not one of" in d.content
+    assert "is not of type 'string'" in d.content
     assert e.content == "ran" and traj.turns[0].format_error is not None
 
 
@@ -251,7 +307,7 @@ def test_background_exec_and_process_sessions() -> None:
         return lambda h: call("process", action=action, sessionId=sid(h), **args)
 
     steps = [call("exec", command="printf 'a\\nb\\nc\\n'", background=True),
-             call("exec", command="echo quick", yieldMs=0),
+             call("exec", command="sleep 0.05; echo quick", yieldMs=0),  # clamped to 10 ms
              call("process", action="list"),
              process("poll"), process("poll"), process("log", limit=2),
              process("log", offset=0, limit=1), process("kill"),
@@ -261,23 +317,88 @@ def test_background_exec_and_process_sessions() -> None:
                            episode_id="bg"))
     started, quick, listing, poll, again, tail, head, kill, unknown, anonymous = results(traj)
     m = re.fullmatch(r"Command still running \(session ([a-z]+-[a-z]+), pid (\d+)\)\. "
-                     r"Use process \(list/poll/log/kill\) for follow-up\.", started.content)
+                     r"Use process \(list/poll/log/write/kill/clear/remove\) for follow-up\.",
+                     started.content)
     assert m, started.content
     assert quick.content.startswith("Command still running (session ")
     assert quick.content != started.content  # a new session, a new id
     rows = listing.content.splitlines()
-    assert len(rows) == 2 and rows[0].startswith(f"{m.group(1)} completed")
-    assert rows[0].endswith(":: printf 'a\\nb\\nc\\n'")
-    assert poll.content == "a\nb\nc\n\nProcess exited with code 0."
-    assert again.content == "(no new output)\n\nProcess exited with code 0."
+    assert len(rows) == 2 and rows[1].startswith(f"{m.group(1)} completed")  # newest first
+    assert rows[1].endswith(":: printf 'a\\nb\\nc\\n'")
+    # an exited session shows its tail each time (OpenClaw's finished-session poll)
+    assert poll.content == again.content == "a\nb\nc\n\nProcess exited with code 0."
     assert tail.content == "b\nc" and head.content == "a"
-    assert kill.kind == unknown.kind == anonymous.kind == "tool_error"
-    assert "sessionId" in anonymous.content and "no-such" in unknown.content
+    assert kill.content == f"No active session found for {m.group(1)}"
+    assert unknown.content == "No session found for no-such"
+    assert anonymous.content == "sessionId is required for this action."
+    assert {kill.kind, unknown.kind, anonymous.kind} == {"observation"}  # not isError
     assert [c.action.args["command"] for c in traj.turns[3].calls] == [
         f": process poll {m.group(1)}"]
     again_traj = run(run_episode(OpenClawHarness(), Task(id="t", instruction="x"),
                                  Follow(steps[:1]), episode_id="bg"))
     assert results(again_traj)[0].content == started.content  # ids are deterministic
+
+
+def test_process_accepts_every_openclaw_action() -> None:
+    """write/send-keys/submit/paste find no active session (every emulated session has
+    exited); clear and remove drop it; log pages; unknown actions say so."""
+    def sid(history: list[Message]) -> str:
+        found = re.search(r"session ([a-z]+-[a-z]+),", next(
+            m.content for m in history if m.content.startswith("Command still running")))
+        assert found
+        return found.group(1)
+
+    def process(action: str, **args: Any) -> Any:
+        return lambda h: call("process", action=action, sessionId=sid(h), **args)
+
+    steps = [call("exec", command="seq 1 250", background=True),
+             process("write", data="y\n", eof=True), process("send-keys", keys=["Enter"]),
+             process("submit"), process("paste", text="hi", bracketed=False),
+             process("log"), process("dance"), process("clear"), process("remove"),
+             process("poll"), call("exec", command="true", background=True)]
+    traj = run(run_episode(OpenClawHarness(), Task(id="t", instruction="x"), Follow(steps),
+                           episode_id="acts"))
+    out = [m.content for m in results(traj)]
+    name = sid(traj.history)
+    assert out[1:5] == [f"No active session found for {name}"] * 4
+    assert out[5] == "\n".join(str(i) for i in range(51, 251)) + (
+        "\n\n[showing last 200 of 250 lines; pass offset/limit to page]")
+    assert out[6] == "Unknown action dance"
+    assert out[7] == f"Cleared session {name}." and out[8] == f"No session found for {name}"
+    assert out[9] == f"No session found for {name}"
+
+
+# ------------------------------------------------------------------------ exec options
+
+
+def test_exec_applies_env_and_refuses_what_openclaw_refuses() -> None:
+    traj = play([call("exec", command="echo $GREETING", env={"GREETING": "hello"}),
+                 call("exec", command="echo hi", elevated=True),
+                 call("exec", command="echo hi", host="gateway"),
+                 call("exec", command="echo hi", host="sandbox"),
+                 call("exec", command="echo ok", security="full", ask="off", node="n1",
+                      pty=True, host="bogus")])
+    env, elevated, gateway, sandbox, others = results(traj)
+    assert env.content == "hello"
+    assert elevated.kind == "tool_error" and elevated.content.startswith(
+        "elevated is not available right now (runtime=direct).\nFailing gates: enabled")
+    assert gateway.kind == "tool_error" and gateway.content == (
+        "exec host not allowed (requested gateway; configure tools.exec.host=sandbox to "
+        "allow).")
+    assert sandbox.kind == "tool_error" and sandbox.content.startswith(
+        "exec host=sandbox is configured, but sandbox runtime is unavailable for this session.")
+    assert others.content == "ok" and others.kind == "observation"
+
+
+def test_exec_yield_ms_is_clamped_and_output_interleaved() -> None:
+    from harnessgrid.plugins.adapters._openclaw_tools import yield_window_ms
+
+    assert yield_window_ms({}) == 10_000 and yield_window_ms({"background": True}) == 0
+    assert yield_window_ms({"yieldMs": 0}) == 10 and yield_window_ms({"yieldMs": -5}) == 10
+    assert yield_window_ms({"yieldMs": 10**9}) == 120_000
+    assert yield_window_ms({"yieldMs": float("nan")}) == 10_000
+    traj = play([call("exec", command="echo 1; echo 2 >&2; echo 3; echo 4 >&2")])
+    assert results(traj)[0].content == "1\n2\n3\n4"  # in the order written
 
 
 # ------------------------------------------------------------------------ system prompt
@@ -479,6 +600,8 @@ def test_runtime_sees_compaction_as_a_new_segment_and_transcript_records_it() ->
     assert compactions and compactions[0]["summary"].startswith("## Goal\n")
     ids = {e["id"] for e in events if e["type"] != "session"}
     assert all(c["firstKeptEntryId"] in ids and c["tokensBefore"] > 0 for c in compactions)
+    # pi-coding-agent's compaction details: files read / modified before the cut
+    assert compactions[0]["details"] == {"readFiles": ["big.txt"], "modifiedFiles": []}
 
 
 # ------------------------------------------------------------------------------- the loop
@@ -512,8 +635,8 @@ def test_session_file_matches_openclaw_format() -> None:
     for e in events:
         ref = want.get(shape(e)) or want[(e["type"], "")]
         assert set(ref) <= set(e), (shape(e), set(ref) - set(e))
-        if "message" in e:
-            assert set(ref["message"]) <= set(e["message"])
+        if "message" in e:  # ``details`` only where the tool sets them (not read/write)
+            assert set(ref["message"]) - {"details"} <= set(e["message"])
     head = events[0]
     assert head["type"] == "session" and head["cwd"] == "/workspace"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", head["timestamp"])
@@ -521,6 +644,11 @@ def test_session_file_matches_openclaw_format() -> None:
     assert chain[0]["parentId"] is None
     assert all(b["parentId"] == a["id"] and re.fullmatch("[0-9a-f]{8}", b["id"])
                for a, b in itertools.pairwise(chain))
+    # a new session's leading entries (pi-coding-agent's SessionManager, via OpenClaw)
+    assert chain[0]["type"] == "model_change" and chain[1]["type"] == "thinking_level_change"
+    assert (chain[0]["provider"], chain[0]["modelId"]) == ("script", "script")
+    assert chain[1]["thinkingLevel"] == "off"
+    chain = chain[2:]
     roles = [e["message"]["role"] for e in chain]
     assert roles == ["user"] + ["assistant", "toolResult"] * 3 + ["assistant"]
     calls = [p for e in chain for p in e["message"]["content"] if p["type"] == "toolCall"]
@@ -533,6 +661,27 @@ def test_session_file_matches_openclaw_format() -> None:
     assert results_[0]["toolCallId"] == calls[0]["id"]
     stops = [e["message"]["stopReason"] for e in chain if e["message"]["role"] == "assistant"]
     assert stops == ["toolUse"] * 3 + ["stop"]
+    # details as the real tools set them: none for read, {} for a thrown error, exec's outcome
+    assert "details" not in results_[0] and results_[1]["details"] == {}
+    assert results_[2]["details"]["status"] == "completed"
+    assert results_[2]["details"]["exitCode"] == 0 and results_[2]["details"]["aggregated"] == "hi"
+
+
+def test_session_file_names_the_provider_and_its_api() -> None:
+    """The assistant's ``api`` is the one pi-ai's model table gives the provider."""
+    from harnessgrid.plugins.adapters._openclaw_transcript import PROVIDER_APIS, provider_model
+
+    assert provider_model("litellm:openai/gpt-4o-mini") == ("openai", "gpt-4o-mini")
+    assert provider_model("litellm:gemini/gemini-2.0-flash")[0] == "google"
+    assert provider_model("hf:Qwen/Qwen3-4B") == ("hf", "Qwen/Qwen3-4B")
+    assert PROVIDER_APIS["anthropic"] == "anthropic-messages"
+    traj = play([call("exec", command="true")]).model_copy(
+        update={"policy": "litellm:anthropic/claude-sonnet-4-5"})
+    events = OpenClawHarness.session_events(traj)
+    assert events[1]["provider"] == "anthropic" and events[1]["modelId"] == "claude-sonnet-4-5"
+    apis = {e["message"]["api"] for e in events
+            if e["type"] == "message" and e["message"]["role"] == "assistant"}
+    assert apis == {"anthropic-messages"}
 
 
 def test_a_transcript_grader_counting_tool_calls_works() -> None:

@@ -1,7 +1,7 @@
-"""Whole episodes with API policies over real HTTP: the litellm policy against a local
-OpenAI-compatible server through a composed harness (via the CLI), and the anthropic policy
-against a local Messages-API server through the Claude Code adapter. The servers replay canned
-model turns, malformed ones included, and record what the client sent."""
+"""Whole episodes with API policies over real HTTP: the litellm and openai policies against a
+local OpenAI-compatible server through composed harnesses (via the CLI and in process), and the
+anthropic policy against a local Messages-API server through the Claude Code adapter. The
+servers replay canned model turns, malformed ones included, and record what the client sent."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from servers import (
     anthropic_text,
     anthropic_tool_use,
     openai_raw_tool_call,
+    openai_text,
     openai_tool_call,
 )
 
@@ -73,10 +74,57 @@ def test_anthropic_episode_through_the_claude_code_adapter() -> None:
                                           policy))
         requests = [r.json for r in server.requests]
     assert traj.termination == "finished" and traj.score == 1.0, traj.error
-    assert [t["name"] for t in requests[0]["tools"]][:3] == ["Read", "Write", "Edit"]
+    # The order is the adapter's (the emulated shell's), not this test's concern.
+    assert {t["name"] for t in requests[0]["tools"]} >= {"Read", "Write", "Edit", "Bash"}
     assert isinstance(requests[0]["system"], (str, list))  # system prompt at the top level
     refused = requests[3]["messages"][-1]["content"][0]
     assert refused["type"] == "tool_result" and "<tool_use_error>" in str(refused["content"])
     names = [p["name"] for e in traj.transcript() if e.get("type") == "message"
              for p in e["message"]["content"] if p.get("type") == "toolCall"]
     assert names == ["Read", "Bash", "Read"]
+
+
+@pytest.mark.slow  # a CLI process: seconds of imports
+def test_openai_scheme_native_tools_through_the_cli() -> None:
+    """``--policy openai:MODEL`` with base_url and no key (a local server needs none): native
+    tool calls, a malformed one answered as a format error, token usage from the server."""
+    script = [
+        openai_tool_call("read_file", {"path": "in.txt"}),
+        openai_raw_tool_call("run_command", '{"command": '),  # cut JSON
+        openai_tool_call("run_command", {"command": "tr a-z A-Z < in.txt > out.txt"}),
+        openai_tool_call("finish", {"summary": "done"}),
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    with OpenAICompatServer(script) as server:
+        out = subprocess.run(
+            [sys.executable, "-m", "harnessgrid", "run", "--task", "examples/upper",
+             "--harness", "S0-T0-O0-C0-W0", "--policy", "openai:test-model",
+             "--policy-opt", f"base_url={server.base_url}/v1", "--json"],
+            env=env, capture_output=True, text=True, timeout=180)
+        requests = [r.json for r in server.requests]
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert (result["score"], result["termination"], result["policy"]) == (
+        1.0, "finished", "openai:test-model")
+    assert result["turns"] == 4 and result["tokens_in"] == 4 * 11
+    assert {t["function"]["name"] for t in requests[0]["tools"]} >= {"read_file", "finish"}
+    error_reply = [m for m in requests[2]["messages"] if m["role"] == "tool"][-1]
+    assert "not valid JSON" in error_reply["content"]
+
+
+def test_openai_scheme_text_tool_calls_in_process() -> None:
+    """The xml_tags interface: calls written in the reply's text, no tools on the wire."""
+    script = [
+        openai_text("<exec>\ntr a-z A-Z < in.txt > out.txt\n</exec>"),
+        openai_text("<done>\nupper-cased\n</done>", prompt_tokens=40, completion_tokens=9),
+    ]
+    with OpenAICompatServer(script) as server:
+        policy = hg.make_policy("openai:test-model", {"base_url": server.base_url + "/v1",
+                                                      "max_retries": 0})
+        traj = asyncio.run(hg.run_episode(hg.resolve_harness("S0-T1-O0-C0-W0"), UPPER_TASK,
+                                          policy))
+        requests = [r.json for r in server.requests]
+    assert traj.termination == "finished" and traj.score == 1.0, traj.error
+    assert (traj.tokens_in, traj.tokens_out) == (11 + 40, 7 + 9)
+    assert all("tools" not in body for body in requests)
+    assert "<exec>" in requests[0]["messages"][0]["content"]  # the format, in the prompt

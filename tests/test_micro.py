@@ -369,8 +369,9 @@ def _first_prompt_len(tokenizer: Any, harness: Any, task: Task) -> int:
 def test_micro_model_on_the_corpus_keeps_prompts_short(tmp_path: Path) -> None:
     """Measured (vocabulary 3072, 599,856 parameters, 4096 positions, ``words``
     pre-tokenizer): the first prompt of a micro configuration, for the longest eval task, is
-    119-545 tokens (median 182); adapter:claude-code 2560, adapter:openclaw 1414. (With Qwen's
-    pre-tokenizer: 110-523, median 153; 2364 and 1289.)"""
+    119-545 tokens (median 182); adapter:claude-code 2588, adapter:openclaw 1684 (its real
+    exec/process schemas: 12 properties each). (With Qwen's pre-tokenizer, before the schemas
+    were completed: 110-523, median 153; 2364 and 1289.)"""
     transformers = pytest.importorskip("transformers")
     from typer.testing import CliRunner
 
@@ -391,7 +392,7 @@ def test_micro_model_on_the_corpus_keeps_prompts_short(tmp_path: Path) -> None:
     registry = get_registry()
     claude = _first_prompt_len(tokenizer, registry.adapter("claude-code").create(), longest)
     openclaw = _first_prompt_len(tokenizer, registry.adapter("openclaw").create(), longest)
-    assert claude <= 2_700 and openclaw <= 1_500
+    assert claude <= 2_700 and openclaw <= 1_800
     assert max(claude, openclaw) + 1_000 <= positions
     # the cache key holds the corpus: the same call reuses the build, a default build does not
     info = json.loads((path / "harnessgrid_tiny_model.json").read_text())

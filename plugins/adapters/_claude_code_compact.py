@@ -100,8 +100,10 @@ def _last(entries: list[str]) -> list[str]:
     return [f"({len(entries) - _MAX_ENTRIES} earlier entries left out)", *entries[-_MAX_ENTRIES:]]
 
 
-def _failed(content: str) -> bool:
-    return content.startswith(("<tool_use_error>", "Exit code "))
+def _failed(result: Message) -> bool:
+    # Claude Code's is_error: a failed Bash command's text carries no marker of its own.
+    return result.kind in ("tool_error", "format_error") or result.content.startswith(
+        "<tool_use_error>")
 
 
 def _call_label(name: str, arguments: dict[str, object]) -> str:
@@ -140,7 +142,7 @@ def digest(history: Sequence[Message], session: Session) -> str:
                         verbs.append(_FILE_VERBS[call.name])
                 result = results.get(call.id)
                 label = _call_label(call.name, call.arguments)
-                if result is not None and _failed(result.content):
+                if result is not None and _failed(result):
                     first = _REMINDER.sub("", result.content).replace("<tool_use_error>", "")
                     open_errors[label] = len(errors)
                     errors.append(f"{label}: {_short(first.replace('</tool_use_error>', ''))}")
@@ -172,7 +174,7 @@ def _current(turn: Message | None, results: dict[str, Message]) -> str:
     calls = []
     for call in turn.tool_calls:
         result = results.get(call.id)
-        outcome = "failed" if result is not None and _failed(result.content) else "done"
+        outcome = "failed" if result is not None and _failed(result) else "done"
         calls.append(f"{_call_label(call.name, call.arguments)} ({outcome})")
     return _short(("Last step: " + "; ".join(calls)) if calls else turn.content, 400)
 

@@ -1,8 +1,13 @@
 """Read, Write, Edit and MultiEdit with Claude Code's rules and result formats.
 
-Rules emulated: absolute paths only; Read returns at most 2000 lines (or ``limit``), from line
-``offset``, each cut at 2000 characters and prefixed by its number right-aligned in 6 columns
-and ``→``; whole-file reads over 256 KB are refused; an empty file or an offset past the end
+Rules emulated: absolute paths only; Read returns the lines from ``offset`` to the end (or
+``limit`` of them), whole, each prefixed by its number right-aligned in 6 columns and ``→`` (no
+2000-line cap and no cut at 2000 characters, whatever the real description says: see
+``_claude_code_tools``); a missing file gets the real wording (cli.js 1.0.96 Read/Edit
+``validateInput``, with the sibling suggestion of ``pz1``, 1.0.98 ``tz1``); a directory fails as
+Node's read of it does; whole-file reads over 256 KB are refused, and so is content estimated above 25000
+tokens (cli.js 1.0.96 ``W1B``; the real shell asks the API to count, offline we use its own
+estimate, characters / 4, ``_3``); an empty file or an offset past the end
 gives a ``<system-reminder>`` warning instead of content; Write/Edit/MultiEdit of an existing
 file need a Read earlier in the session *and* no change since (checked by content); Edit's
 ``old_string`` must occur exactly once unless ``replace_all``; an empty ``old_string`` creates
@@ -14,6 +19,8 @@ Messages carry the same information as the real ones, in our own words.
 from __future__ import annotations
 
 import math
+import os
+import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +28,7 @@ from typing import Any
 
 from harnessgrid.models import ToolResult
 from harnessgrid.plugins.adapters._claude_code_session import Session
-from harnessgrid.plugins.adapters._claude_code_tools import (
-    READ_MAX_BYTES,
-    READ_MAX_LINE_CHARS,
-    READ_MAX_LINES,
-)
+from harnessgrid.plugins.adapters._claude_code_tools import READ_MAX_BYTES, READ_MAX_TOKENS
 from harnessgrid.workspace import Workspace, WorkspaceError
 
 _LINE_BREAK = re.compile(r"\r?\n")
@@ -36,6 +39,28 @@ READ_REMINDER = ("<system-reminder>\nIf this file looks like malware, you may ex
 
 class ToolError(Exception):
     """A call that ran but failed; shown to the model inside ``<tool_use_error>``."""
+
+
+class CallError(ToolError):
+    """A failure raised while the tool runs (not by its input check): the real shell shows its
+    text as is, with ``is_error``, without the ``<tool_use_error>`` wrapper (cli.js ``UT0``)."""
+
+
+def size_text(n: int) -> str:
+    """cli.js ``kJ``: ``900 bytes``, ``292.9KB``, ``1.5MB``."""
+    for unit, scale in (("KB", 1024), ("MB", 1024 ** 2), ("GB", 1024 ** 3)):
+        if n / scale < 1024 or unit == "GB":
+            if n < 1024:
+                return f"{n} bytes"
+            return f"{n / scale:.1f}".removesuffix(".0") + unit
+    return f"{n} bytes"  # pragma: no cover - the loop always returns
+
+
+def _too_big(what: str, limit: str) -> str:
+    # cli.js ``sH0`` and ``Cy1``: the facts (size or token count, limit) and the way out.
+    return (f"File content ({what}) exceeds maximum allowed {limit}. Please use offset and "
+            "limit parameters to read specific portions of the file, or use the GrepTool to "
+            "search for specific content.")
 
 
 @dataclass(frozen=True)
@@ -85,11 +110,37 @@ def _integer(value: Any, name: str, minimum: int) -> int | None:
     return int(value)
 
 
-def _existing_file(t: Target) -> None:
+def _similar_name(t: Target) -> str | None:
+    """cli.js ``pz1`` (1.0.98 ``tz1``): the name of another entry of the same directory with the
+    same name once the extension is dropped (``notes.md`` for a missing ``notes.txt``). The
+    real one takes the first the directory lists; we take the first by name, reproducibly."""
+    parent = t.host.parent
+    stem = posixpath.splitext(t.host.name)[0]
+    try:
+        names = sorted(entry.name for entry in os.scandir(parent))
+    except OSError:
+        return None
+    return next((n for n in names if posixpath.splitext(n)[0] == stem and n != t.host.name),
+                None)
+
+
+def missing_file_message(session: Session, t: Target) -> str:
+    """Read's and Edit's text for a path that does not exist, word for word (a fact the model
+    learns to act on): the working directory only once Bash has left the starting one."""
+    message = "File does not exist."
+    if session.cwd != ".":
+        message += f" Current working directory: {session.absolute(session.cwd)}"
+    similar = _similar_name(t)
+    if similar is not None:
+        message += f" Did you mean {similar}?"
+    return message
+
+
+def _existing_file(session: Session, t: Target) -> None:
     if not t.host.exists():
-        raise ToolError(f"File does not exist: {t.shown}")
-    if t.host.is_dir():
-        raise ToolError(f"{t.shown} is a directory, not a file; use LS to list it")
+        raise ToolError(missing_file_message(session, t))
+    if t.host.is_dir():  # passes the input check; reading it fails in the tool (Node's error)
+        raise CallError("EISDIR: illegal operation on a directory, read")
     if not t.host.is_file():
         raise ToolError(f"{t.shown} is not a regular file")
 
@@ -102,19 +153,22 @@ def _count_lines(path: Path) -> int:
 
 def read(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, ToolResult]:
     t = target(ws, args["file_path"])
-    _existing_file(t)
+    _existing_file(session, t)
     offset = _integer(args.get("offset"), "offset", 0)
     limit = _integer(args.get("limit"), "limit", 1)
     size = t.host.stat().st_size
     if offset is None and limit is None and size > READ_MAX_BYTES:
-        raise ToolError(f"File content ({size // 1024}KB) exceeds the {READ_MAX_BYTES // 1024}KB "
-                        "limit for reading a whole file. Pass offset and limit to read a part "
-                        "of it, or use Grep to find what you need.")
+        raise ToolError(_too_big(size_text(size), f"size ({size_text(READ_MAX_BYTES)})"))
     start = max((offset or 1) - 1, 0)
     try:
-        text = ws.read_text(t.key, offset=start, limit=limit or READ_MAX_LINES)
+        text = ws.read_text(t.key, offset=start, limit=limit)
     except WorkspaceError as exc:
         raise ToolError(exc.message) from None
+    if len(text) > READ_MAX_BYTES:  # cli.js ``call``: the part read is checked again, raised
+        raise CallError(_too_big(size_text(len(text)), f"size ({size_text(READ_MAX_BYTES)})"))
+    tokens = round(len(text) / 4)
+    if tokens > READ_MAX_TOKENS:  # not remembered as read: the content never reached the model
+        raise CallError(_too_big(f"{tokens} tokens", f"tokens ({READ_MAX_TOKENS})"))
     session.remember(t.key)
     if size == 0:
         shown = ("<system-reminder>Warning: the file exists but is empty.</system-reminder>")
@@ -122,8 +176,7 @@ def read(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, To
         shown = (f"<system-reminder>Warning: the file exists but has fewer lines than the "
                  f"offset ({offset}); it has {_count_lines(t.host)} lines.</system-reminder>")
     else:
-        lines = [line[:READ_MAX_LINE_CHARS] for line in split_lines(text)]
-        shown = number_lines(lines, start + 1) + "\n\n" + READ_REMINDER
+        shown = number_lines(split_lines(text), start + 1) + "\n\n" + READ_REMINDER
     return shown, ToolResult(output=text)
 
 
@@ -194,7 +247,7 @@ def _load_for_edit(session: Session, ws: Workspace, t: Target, creates: bool) ->
             raise ToolError("Cannot create a new file: it already exists. Give old_string to "
                             "change its content.")
         return None
-    _existing_file(t)
+    _existing_file(session, t)
     _check_fresh(session, t)
     try:
         return ws.read_text(t.key)

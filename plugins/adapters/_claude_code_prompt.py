@@ -42,7 +42,7 @@ batches. The list is how you and the user keep track of progress; skip it for on
 # Tool usage policy
 - File paths given to tools must be absolute, under the working directory.
 - Read a file before you Edit it or overwrite it with Write; the tools refuse otherwise.
-- Prefer Read, Edit, Write, Glob, Grep and LS to cat, sed, find and grep in Bash.
+- Prefer {preferred} to cat, sed, find and grep in Bash.
 - Independent tool calls can go in one reply; they run in order.
 """
 
@@ -57,6 +57,8 @@ class EnvInfo:
     os_version: str = DEFAULT_OS_VERSION
     date: str = DEFAULT_DATE
     model: str | None = None
+    tools: tuple[str, ...] = ("Bash", "Glob", "Grep", "LS", "Read", "Edit", "MultiEdit",
+                              "Write", "TodoWrite")  # the release's tools: what to prefer
 
 
 def system_prompt(env: EnvInfo) -> str:
@@ -65,7 +67,11 @@ def system_prompt(env: EnvInfo) -> str:
              f"Platform: {env.platform}", f"OS Version: {env.os_version}",
              f"Today's date: {env.date}"]
     model = f"\nYou are powered by the model {env.model}." if env.model else ""
-    return (_BODY + "\nDetails of the machine this session runs on:\n"
+    # Name only the tools the release has (1.0.98 has no LS).
+    preferred = ("Read, Edit, Write, Glob, Grep and LS" if "LS" in env.tools
+                 else "Read, Edit, Write, Glob and Grep")
+    body = _BODY.format(preferred=preferred)
+    return (body + "\nDetails of the machine this session runs on:\n"
             "<env>\n" + "\n".join(lines) + "\n</env>" + model)
 
 

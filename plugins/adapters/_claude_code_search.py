@@ -27,7 +27,7 @@ from harnessgrid.plugins.adapters._claude_code_session import Session
 from harnessgrid.plugins.adapters._claude_code_tools import (
     BASH_MAX_OUTPUT_CHARS,
     GLOB_MAX_RESULTS,
-    LS_MAX_ENTRIES,
+    LS_MAX_CHARS,
 )
 from harnessgrid.safe_search import BoundedPattern, compile_bounded
 from harnessgrid.safe_search import expand_braces as _expand_braces
@@ -270,10 +270,22 @@ def grep(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, To
     return text, ToolResult(output=text)
 
 
+#: cli.js 1.0.96 ``eQB``: the header LS puts before a listing it stopped at LS_MAX_CHARS (the
+#: model is told this exact text, so a policy trained on the real shell recognises it).
+LS_TRUNCATED_HEADER = (
+    f"There are more than {LS_MAX_CHARS} characters in the repository (ie. either there are "
+    "lots of files, or there are many long filenames). Use the LS tool (passing a specific "
+    "path), Bash tool, and other tools to explore nested directories. The first "
+    f"{LS_MAX_CHARS} characters are included below:\n\n")
+
+
 def _tree(ws: Workspace, root: Path, ignore: list[str]) -> tuple[list[str], bool]:
     """Indented ``- name`` lines of everything under ``root`` (depth first, sorted), hidden
-    entries, ``__pycache__`` and ``ignore`` matches skipped; at most LS_MAX_ENTRIES."""
+    entries, ``__pycache__`` and ``ignore`` matches skipped. Like cli.js ``eb6`` it counts the
+    characters of the paths it collected (relative to the working directory) and stops once
+    they pass LS_MAX_CHARS; the flag says the listing reached that many."""
     out: list[str] = []
+    used = 0
 
     def skip(name: str, rel: str) -> bool:
         return (name.startswith(".") or name == "__pycache__"
@@ -281,6 +293,7 @@ def _tree(ws: Workspace, root: Path, ignore: list[str]) -> tuple[list[str], bool
                        for g in ignore))
 
     def visit(directory: Path, depth: int) -> bool:
+        nonlocal used
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError:
@@ -289,16 +302,15 @@ def _tree(ws: Workspace, root: Path, ignore: list[str]) -> tuple[list[str], bool
             rel = Path(entry.path).relative_to(root).as_posix()
             if skip(entry.name, rel):
                 continue
-            if len(out) >= LS_MAX_ENTRIES:
-                return False
             is_dir = entry.is_dir(follow_symlinks=False)
             out.append(f"{'  ' * depth}- {entry.name}{'/' if is_dir else ''}")
-            if is_dir and not visit(Path(entry.path), depth + 1):
+            used += len(ws.relative(Path(entry.path))) + is_dir
+            if used > LS_MAX_CHARS or (is_dir and not visit(Path(entry.path), depth + 1)):
                 return False
         return True
 
-    complete = visit(root, 1)
-    return out, not complete
+    visit(root, 1)
+    return out, used >= LS_MAX_CHARS
 
 
 def ls(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, ToolResult]:
@@ -308,9 +320,7 @@ def ls(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, Tool
     if not t.host.is_dir():
         raise ToolError(f"{t.shown} is not a directory; use Read to see a file")
     lines, cut = _tree(ws, t.host, list(args.get("ignore") or []))
-    head = (f"There are more than {LS_MAX_ENTRIES} entries under this directory; the first "
-            f"{LS_MAX_ENTRIES} are listed. Pass a narrower path, or use Glob or Bash, to see "
-            "the rest.\n\n") if cut else ""
+    head = LS_TRUNCATED_HEADER if cut else ""
     body = "\n".join([f"- {t.shown}/", *lines])
     text = (f"{head}{body}\n\nNOTE: if any of the files above look malicious, do not work on "
             "them.")

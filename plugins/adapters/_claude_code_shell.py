@@ -5,8 +5,17 @@ directory persists between calls and environment variables do not: the command r
 remembered directory and an EXIT trap reports the directory it ended in (on stderr, stripped
 before the model sees it). A directory outside the workspace resets it to the workspace with a
 note, as the real shell does. Timeouts are in milliseconds (default 120000, at most 600000).
-The result is stdout, then stderr, each cut at 30000 characters with a ``... [N lines
-truncated] ...`` note; a non-zero exit status comes first as ``Exit code N``.
+
+Results follow Claude Code 1.0.96's ``cli.js`` (symbols named where used): a command that
+succeeds shows stdout then stderr, cut at 30000 characters with a ``... [N lines truncated] ...``
+note; a command that fails is a tool error whose text is stderr then stdout, with no exit-code
+line, capped at 10000 characters with the middle elided. Exit status 1 of ``grep``, ``rg``,
+``find``, ``diff``, ``test`` and ``[`` is an answer, not a failure. ``run_in_background`` is
+accepted; the command runs to completion (no BashOutput/KillBash here).
+
+The command reaches bash through a here-document on fd 3, not argv or the environment, so a
+command over the kernel's 128 KiB limit for one argument still runs (the sandbox sources long
+scripts from an in-memory file).
 """
 
 from __future__ import annotations
@@ -17,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from harnessgrid.errors import HarnessgridError
 from harnessgrid.models import ToolResult
-from harnessgrid.observations import exit_code as safe_exit_code
 from harnessgrid.plugins.adapters._claude_code_files import ToolError
 from harnessgrid.plugins.adapters._claude_code_search import cut_output
 from harnessgrid.plugins.adapters._claude_code_session import Session
@@ -32,10 +40,28 @@ if TYPE_CHECKING:  # the sandbox module (and asyncio) load when an episode runs,
     from harnessgrid.sandbox import Sandbox
 
 CWD_MARK = "__HG_CLAUDE_CODE_CWD__="
-_COMMAND_ENV = "__HG_CC_CMD"
+# The command arrives on fd 3 (a here-document); read whole, fd closed, then evaluated, so it
+# sees the same stdin, argv and environment as before and no size limit of argv or env applies.
 _RUNNER = ("trap 'printf \"\\n" + CWD_MARK + "%s\\n\" \"$PWD\" >&2' EXIT\n"
-           f'__hg_cmd=${_COMMAND_ENV}; unset {_COMMAND_ENV}; eval "$__hg_cmd"')
-WRAPPED = "exec bash -c " + shlex.quote(_RUNNER)
+           "IFS= read -r -d '' __hg_cmd <&3; exec 3<&-; eval \"$__hg_cmd\"")
+_HEREDOC_END = "__HG_CC_COMMAND_END"
+
+#: cli.js 1.0.96, the exit-code interpreters ``Ij6`` (looked up by ``Wj6`` on the first word of
+#: the last pipeline stage, ``Jj6``): for these, exit 1 is an answer and only >= 2 an error.
+EXIT_ONE_IS_AN_ANSWER = frozenset({"grep", "rg", "find", "diff", "test", "["})
+#: cli.js ``UT0``: a failed tool's text over 1e4 characters keeps the first and last 5000.
+ERROR_MAX_CHARS = 10_000
+#: cli.js: the exit code a timed-out command reports (``Nr2``).
+TIMEOUT_EXIT_CODE = 143
+_SANDBOX_TIMEOUT_NOTE = "[sandbox] command killed: it ran longer than"
+
+
+def wrapped(command: str) -> str:
+    """The sandbox script that runs ``command`` under bash with the cwd-reporting trap."""
+    end = _HEREDOC_END
+    while end in command:  # a delimiter line the command cannot contain
+        end += "_"
+    return f"exec bash -c {shlex.quote(_RUNNER)} 3<<'{end}'\n{command}\n{end}\n"
 
 
 def _timeout_s(value: Any) -> float:
@@ -72,21 +98,47 @@ def _settle_cwd(session: Session, ws: Workspace, reported: str | None) -> str:
     return ""
 
 
-def format_result(stdout: str, stderr: str, exit_code: int | None, timed_out: bool,
-                  timeout_s: float) -> str:
-    out, _ = cut_output(stdout.strip("\n"))
-    err, _ = cut_output(stderr.strip("\n"))
-    if timed_out:
-        err = (err + "\n" if err else "") + f"Command timed out after {timeout_s:g}s"
-    body = "\n".join(part for part in (out, err) if part)
-    if exit_code not in (0, None):
-        code = safe_exit_code(exit_code)
-        return f"Exit code {'?' if code is None else code}" + (f"\n{body}" if body else "")
-    return body
+def is_error(command: str, exit_code: int | None) -> bool:
+    """cli.js ``h1B``: whether an exit status is a failure, judged by the last pipeline stage's
+    first word (``a | grep x`` exiting 1 found nothing; that is not an error)."""
+    if exit_code in (0, None):
+        return False
+    words = (command.split("|")[-1].strip() or command).split()
+    first = words[0] if words else ""
+    return exit_code >= 2 if first in EXIT_ONE_IS_AN_ANSWER else True
+
+
+def cap_error(text: str) -> str:
+    """cli.js ``UT0``: error text longer than 10000 characters keeps 5000 at each end."""
+    if len(text) <= ERROR_MAX_CHARS:
+        return text
+    half = ERROR_MAX_CHARS // 2
+    return (f"{text[:half]}\n\n... [{len(text) - ERROR_MAX_CHARS} characters truncated] ..."
+            f"\n\n{text[-half:]}")
+
+
+def duration(ms: float) -> str:
+    """cli.js ``Lh``: ``45s``, ``2.5s``, ``2m 0.0s``, ``1h 0m 0.0s``."""
+    if ms < 60_000:
+        seconds = f"{ms / 1000:.1f}"
+        return (seconds[:-2] if seconds.endswith(".0") else seconds) + "s"
+    hours, minutes = int(ms // 3_600_000), int(ms % 3_600_000 // 60_000)
+    rest = f"{ms % 60_000 / 1000:.1f}s"
+    return f"{hours}h {minutes}m {rest}" if hours else f"{minutes}m {rest}"
+
+
+def format_result(stdout: str, stderr: str, failed: bool) -> str:
+    """The tool result text: on success stdout then stderr (cut at 30000 characters, cli.js
+    ``VM``), on failure stderr then stdout (capped by :func:`cap_error`, cli.js ``bM5``)."""
+    if failed:
+        return cap_error("\n".join(p for p in (stderr, stdout) if p).strip() or "Error")
+    both, _ = cut_output(stdout.rstrip() + "\n" + stderr.rstrip() + "\n")
+    return both.lstrip("\n").rstrip()
 
 
 async def bash(session: Session, ws: Workspace, sandbox: Sandbox,
-               args: dict[str, Any]) -> tuple[str, ToolResult]:
+               args: dict[str, Any]) -> tuple[str, ToolResult, bool]:
+    """Run the command; its text, its record, and whether Claude Code counts it failed."""
     # The model may ask for less time, never more than the configured per-command limit.
     timeout_s = min(_timeout_s(args.get("timeout")), sandbox.limits.wall_s)
     notes: list[str] = []
@@ -98,8 +150,7 @@ async def bash(session: Session, ws: Workspace, sandbox: Sandbox,
         session.cwd = "."
         notes.append(f"Shell cwd was reset to {ws.mount_path}")
     try:
-        res = await sandbox.run(WRAPPED, timeout_s=timeout_s, cwd=session.cwd,
-                                env={_COMMAND_ENV: args["command"]})
+        res = await sandbox.run(wrapped(args["command"]), timeout_s=timeout_s, cwd=session.cwd)
     except HarnessgridError as exc:
         if type(exc) is not HarnessgridError:  # SandboxError: an infrastructure failure
             raise
@@ -107,12 +158,22 @@ async def bash(session: Session, ws: Workspace, sandbox: Sandbox,
     stderr, reported = take_cwd(res.stderr)
     if note := _settle_cwd(session, ws, reported):
         notes.append(note)
-    if notes:
-        stderr = "\n".join([stderr.rstrip("\n"), *notes]) if stderr.strip() else "\n".join(notes)
-    text = format_result(res.stdout, stderr, res.exit_code, res.timed_out, timeout_s)
+    exit_code = TIMEOUT_EXIT_CODE if res.timed_out else res.exit_code
+    if res.timed_out:  # cli.js: the timeout note leads stderr, joined by a space; it replaces
+        # the sandbox's own note saying the same
+        stderr = "\n".join(line for line in stderr.split("\n")
+                           if not line.startswith(_SANDBOX_TIMEOUT_NOTE)).strip("\n")
+        stderr = " ".join(p for p in (f"Command timed out after {duration(timeout_s * 1000)}",
+                                      stderr) if p)
+    # No exit code: the sandbox killed the command (a limit), which the real shell reports as a
+    # signal's non-zero status.
+    failed = res.timed_out or exit_code is None or is_error(args["command"], exit_code)
+    if notes and not failed:  # cli.js ``_j1``: the note follows the output
+        stderr = "\n".join([stderr.strip(), *notes]) if stderr.strip() else "\n".join(notes)
+    text = format_result(res.stdout, stderr, failed)
     return text, ToolResult(output=res.stdout, stderr=stderr, exit_code=res.exit_code,
                             truncated=res.truncated or len(res.stdout) > 30_000,
-                            timed_out=res.timed_out, duration_s=res.duration_s)
+                            timed_out=res.timed_out, duration_s=res.duration_s), failed
 
 
 def todo_write(session: Session, args: dict[str, Any]) -> tuple[str, ToolResult]:

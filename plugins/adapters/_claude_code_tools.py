@@ -2,9 +2,18 @@
 them, descriptions in our own words, and JSON-schema validation of incoming calls.
 
 The schemas are the facts that matter for a policy trained on the real shell (names, which
-parameters exist, which are required, their JSON types, enums and bounds); they are pinned by
-``tests/fixtures/claude_code/tool_schemas.json``. The real descriptions are long usage
-manuals; ours say the same things briefly and are not copies.
+parameters exist, which are required, their JSON types, enums, bounds and defaults); they are
+pinned by ``tests/fixtures/claude_code/tool_schemas-VERSION.json``, captured from each published
+package by ``scripts/adapter_schemas.py``. The real descriptions are long usage manuals; ours
+say the same things briefly and are not copies. Validation errors are worded as the real
+shell words them (cli.js 1.0.96, ``UmB``).
+
+Emulated releases (:data:`RELEASES`): 1.0.96 and 1.0.98. Their schemas are identical except that
+1.0.98 has no ``LS``; in the texts the model sees, 1.0.98's Bash description no longer steers
+``ls`` to LS, and its Read description adds that directories are listed with ``ls`` in Bash
+(its Bash description still tells the model to check a parent directory "with the LS tool", a
+leftover of the package we do not repeat). The system prompts differ only in a security
+sentence that our prompt, which has no security section, does not carry.
 """
 
 from __future__ import annotations
@@ -16,14 +25,17 @@ from harnessgrid.models import ToolCall, ToolSpec
 if TYPE_CHECKING:
     import jsonschema
 
-READ_MAX_LINES = 2000
-READ_MAX_LINE_CHARS = 2000
-READ_MAX_BYTES = 256 * 1024  # whole-file reads (no offset/limit) larger than this are refused
+# Read has no line cap and cuts no line: the description promises 2000 lines of at most 2000
+# characters, but cli.js 1.0.96/1.0.98 use those numbers (``bQ1``, ``OG9``) only in that text
+# and for @-mentioned files; the tool reads ``offset``.. to the end (1.0.96 ``SVA``, 1.0.98
+# ``vVA``) and numbers every line whole (``vy``). Only the size and token limits bound it.
+READ_MAX_BYTES = 256 * 1024  # cli.js ``Dy1``/``Cy1``: whole-file reads over this are refused
 BASH_MAX_OUTPUT_CHARS = 30_000
 BASH_DEFAULT_TIMEOUT_MS = 120_000
 BASH_MAX_TIMEOUT_MS = 600_000
 GLOB_MAX_RESULTS = 100
-LS_MAX_ENTRIES = 1000
+LS_MAX_CHARS = 40_000  # cli.js 1.0.96 ``nZ1``: the listing stops past this many characters
+READ_MAX_TOKENS = 25_000  # cli.js ``X1B``: Read refuses content estimated above this
 
 _STR: dict[str, Any] = {"type": "string"}
 
@@ -46,10 +58,10 @@ _EDIT_PAIR = {
 
 _SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
     "Read": (
-        ("Read a text file. file_path must be absolute. Returns up to 2000 lines, numbered like "
-        "`cat -n` (number, then the line); lines longer than 2000 characters are cut. Pass "
-        "offset (first line number) and limit (line count) to page through long files. Read a "
-        "file before you Edit or overwrite it."),
+        ("Read a text file. file_path must be absolute. Returns its lines numbered like "
+        "`cat -n` (number, then the line). Pass offset (first line number) and limit (line "
+        "count) to page through long files; a whole-file read over 256 KB or about 25000 "
+        "tokens is refused. Read a file before you Edit or overwrite it."),
         _obj({"file_path": _p(_STR, "Absolute path of the file to read."),
               "offset": _p({"type": "number"}, "Line number to start from (1 = first line)."),
               "limit": _p({"type": "number"}, "How many lines to return.")},
@@ -77,14 +89,16 @@ _SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
                         "items": _obj(_EDIT_PAIR, ["old_string", "new_string"])}},
              ["file_path", "edits"])),
     "Bash": (
-        ("Run a bash command and return its output (stdout, then stderr; a non-zero exit "
-        "status is reported first as `Exit code N`). The working directory persists between "
-        "calls; environment variables do not. Default timeout 120000 ms, at most 600000 ms. "
-        "Output longer than 30000 characters is cut. Prefer Read/Edit/Write/Glob/Grep/LS "
-        "over cat, sed, find and grep."),
+        ("Run a bash command and return its output (stdout, then stderr). A failing command "
+        "comes back as an error showing stderr, then stdout. The working directory persists "
+        "between calls; environment variables do not. Default timeout 120000 ms, at most "
+        "600000 ms. Output longer than 30000 characters is cut. Prefer Read/Edit/Write/Glob/"
+        "Grep/LS over cat, sed, find, grep and ls."),
         _obj({"command": _p(_STR, "The command line to run."),
               "timeout": _p({"type": "number"}, "Timeout in milliseconds (max 600000)."),
-              "description": _p(_STR, "Five to ten words saying what the command does.")},
+              "description": _p(_STR, "Five to ten words saying what the command does."),
+              "run_in_background": _p({"type": "boolean"},
+                                      "Accepted; here the command always runs to completion.")},
              ["command"])),
     "Glob": (
         ("Find files whose path matches a glob pattern such as `**/*.py` or `src/*.{ts,tsx}`; "
@@ -134,44 +148,95 @@ _SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
              ["todos"])),
 }
 
-TOOL_NAMES: tuple[str, ...] = tuple(_SCHEMAS)
+#: The emulated releases, newest first, each with the workspace tools it sends in the order
+#: its cli.js sends them (see each fixture's ``tool_order``), which is what the model sees.
+RELEASES: dict[str, tuple[str, ...]] = {
+    "1.0.98": ("Bash", "Glob", "Grep", "Read", "Edit", "MultiEdit", "Write", "TodoWrite"),
+    "1.0.96": ("Bash", "Glob", "Grep", "LS", "Read", "Edit", "MultiEdit", "Write", "TodoWrite"),
+}
+NEWEST = next(iter(RELEASES))
+TOOL_NAMES: tuple[str, ...] = RELEASES["1.0.96"]  # every tool some release has
+
+#: Descriptions that change with the release (our words for what each release's text says).
+_RELEASE_DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "1.0.98": {
+        "Read": _SCHEMAS["Read"][0] + " Only files: list a directory with `ls` in Bash.",
+        "Bash": _SCHEMAS["Bash"][0].replace("Grep/LS over cat, sed, find, grep and ls.",
+                                            "Grep over cat, sed, find and grep."),
+    },
+}
 PATH_ARGUMENT: dict[str, str] = {"Read": "file_path", "Write": "file_path", "Edit": "file_path",
                                  "MultiEdit": "file_path", "LS": "path"}
 """Tools whose path argument must be absolute (Glob and Grep resolve theirs against the
 working directory, as the real tools do)."""
 
 
-def tool_specs() -> list[ToolSpec]:
-    """The tools in the order the real shell lists them (workspace tools only)."""
-    return [ToolSpec(name=name, description=desc, parameters=schema)
-            for name, (desc, schema) in _SCHEMAS.items()]
+def tool_specs(version: str = NEWEST) -> list[ToolSpec]:
+    """The tools of release ``version`` in the order it lists them (workspace tools only)."""
+    texts = _RELEASE_DESCRIPTIONS.get(version, {})
+    return [ToolSpec(name=name, description=texts.get(name, _SCHEMAS[name][0]),
+                     parameters=_SCHEMAS[name][1])
+            for name in RELEASES[version]]
 
 
-def _problem(error: jsonschema.ValidationError) -> str:
-    where = ".".join(str(p) for p in error.absolute_path)
-    if error.validator == "required" and isinstance(error.instance, dict):
-        schema_required = error.validator_value if isinstance(error.validator_value, list) else []
-        missing = [p for p in schema_required if p not in error.instance]
-        field = f"{where}.{missing[0]}" if where and missing else (missing or [where])[0]
-        return f"missing required parameter `{field}`"
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        props = error.schema.get("properties", {})
-        extra = sorted(k for k in error.instance if k not in props)
-        return "unexpected parameter " + ", ".join(f"`{k}`" for k in extra)
-    if error.validator == "type":
-        got = type(error.instance).__name__
-        return f"parameter `{where}` must be of type {error.validator_value}, got {got}"
-    if error.validator == "enum":
-        allowed = ", ".join(map(str, error.validator_value))
-        return f"parameter `{where}` must be one of {allowed}, got {error.instance!r:.60}"
-    return f"parameter `{where or '(input)'}`: {error.message}"
+_ZOD_TYPES = {str: "string", bool: "boolean", int: "number", float: "number", list: "array",
+              dict: "object", type(None): "null"}
 
 
-def validation_error(call: ToolCall) -> str | None:
-    """Why ``call`` cannot run (unknown tool, undecodable or schema-violating arguments), in
-    the shape Claude Code reports it inside ``<tool_use_error>``; None when it is valid."""
+def _zod_type(value: Any) -> str:
+    """The type name zod reports as ``received`` (what the real messages quote)."""
+    return _ZOD_TYPES.get(type(value), "unknown")
+
+
+def _issues(errors: list[jsonschema.ValidationError]) -> list[str]:
+    """cli.js ``UmB``: missing required parameters, then unexpected ones, then wrong types,
+    each named by its top-level parameter (zod's ``path[0]``)."""
+    missing: list[str] = []
+    extra: list[str] = []
+    typed: list[str] = []
+    for error in errors:
+        top = str(error.absolute_path[0]) if error.absolute_path else ""
+        if error.validator == "required" and isinstance(error.instance, dict):
+            schema_required = error.validator_value if isinstance(error.validator_value,
+                                                                  list) else []
+            missing += [top or p for p in schema_required if p not in error.instance]
+        elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            props = error.schema.get("properties", {})
+            extra += [str(k) for k in error.instance if k not in props]
+        elif error.validator == "type":
+            typed.append(f"The parameter `{top}` type is expected as "
+                         f"`{error.validator_value}` but provided as "
+                         f"`{_zod_type(error.instance)}`")
+    return ([f"The required parameter `{p}` is missing" for p in dict.fromkeys(missing)]
+            + [f"An unexpected parameter `{p}` was provided" for p in dict.fromkeys(extra)]
+            + list(dict.fromkeys(typed)))
+
+
+def _zod_message(errors: list[jsonschema.ValidationError]) -> str:
+    """What the real shell shows when no issue has a worded form (an enum, a bound): zod's
+    own message, the JSON list of its issues (code, path, message)."""
+    import json
+
+    issues = []
+    for error in errors:
+        path = list(error.absolute_path)
+        if error.validator == "enum":
+            options = " | ".join(f"'{o}'" for o in error.validator_value)
+            issues.append({"received": error.instance, "code": "invalid_enum_value",
+                           "options": error.validator_value, "path": path,
+                           "message": f"Invalid enum value. Expected {options}, received "
+                                      f"'{error.instance}'"})
+        else:
+            issues.append({"code": "custom", "path": path, "message": error.message})
+    return json.dumps(issues, indent=2, default=str)
+
+
+def validation_error(call: ToolCall, version: str = NEWEST) -> str | None:
+    """Why ``call`` cannot run in release ``version`` (a tool it does not have, undecodable or
+    schema-violating arguments), in the shape Claude Code reports it inside
+    ``<tool_use_error>``; None when it is valid."""
     entry = _SCHEMAS.get(call.name)
-    if entry is None:
+    if entry is None or call.name not in RELEASES[version]:
         return f"Error: No such tool available: {call.name}"
     if call.parse_error is not None:
         return (f"InputValidationError: {call.name} failed because its input is not valid "
@@ -182,6 +247,8 @@ def validation_error(call: ToolCall) -> str | None:
     errors = sorted(validator.iter_errors(call.arguments), key=lambda e: list(e.absolute_path))
     if not errors:
         return None
-    problems = list(dict.fromkeys(_problem(e) for e in errors))
+    problems = _issues(errors)
+    if not problems:
+        return f"InputValidationError: {_zod_message(errors)}"
     return (f"InputValidationError: {call.name} failed due to the following "
             f"issue{'s' if len(problems) > 1 else ''}:\n" + "\n".join(problems))

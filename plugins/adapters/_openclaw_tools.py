@@ -1,16 +1,23 @@
 """OpenClaw's coding tools as the model sees them: ``read``, ``write``, ``edit``, ``exec`` and
 ``process`` (schemas, argument checks, result text), executed against a harnessgrid workspace.
 
-The facts follow OpenClaw v2026.2.26 (see :mod:`harnessgrid.plugins.adapters.openclaw`); the
-wording of descriptions and of harness-written errors is harnessgrid's own. Result *formats* a
-model learns to read are kept: the read continuation notes, ``(Command exited with code N)``,
-``(no output)``, ``Command still running (session ID, pid N)``, ``Process exited with code N.``.
+The facts follow OpenClaw v2026.2.26 with pi-coding-agent 0.55.1 (see
+:mod:`harnessgrid.plugins.adapters.openclaw`); the parameter schemas equal
+``tests/fixtures/openclaw/tool_schemas-2026.2.26.json``, captured from the npm packages by
+``scripts/adapter_schemas.py --openclaw``. Symbols named below are from OpenClaw's
+``dist/pi-embedded-*.js`` unless said otherwise. Descriptions are harnessgrid's own; result
+*formats* and error texts a model learns to read are kept.
+
+read/write/edit accept Claude-style aliases (``file_path``, ``old_string``, ``new_string``)
+and their schemas require none of the renamed fields (``patchToolSchemaForClaudeCompatibility``):
+presence is checked when the tool runs, with OpenClaw's error (``assertRequiredParams``). A
+``read`` without ``limit`` gathers up to 8 pages (``executeReadWithAdaptivePaging``).
 
 Background exec sessions are emulated. The sandbox ends every process a command leaves behind,
 so a session cannot outlive its ``exec`` call: a backgrounded command (``background: true``, or
 a run longer than ``yieldMs``) runs to completion within its timeout, the model is told it is
-"still running", and the finished output is kept as a session that ``process`` lists, polls and
-logs exactly as OpenClaw would show a session that has since exited.
+"still running", and the finished output is kept as a session that ``process`` treats exactly as
+OpenClaw treats a session that has since exited (stdin actions find no active session).
 """
 
 from __future__ import annotations
@@ -30,50 +37,114 @@ from harnessgrid.tools import Environment
 
 READ_MAX_LINES = 2000
 READ_MAX_BYTES = 50 * 1024
+#: ``MAX_ADAPTIVE_READ_PAGES``; the aggregate's byte cap is ``resolveAdaptiveReadMaxBytes``:
+#: 20% of the model's context window at 4 characters a token, clamped to [50 KB, 512 KB].
+READ_MAX_PAGES = 8
+READ_MAX_AGGREGATE_BYTES = 512 * 1024
 EXEC_MAX_OUTPUT_CHARS = 200_000
 """OpenClaw keeps this many characters of a command's output (the tail)."""
 EXEC_DEFAULT_YIELD_MS = 10_000
+EXEC_YIELD_MS_RANGE = (10, 120_000)  # createExecTool: clampWithDefault(yieldMs, 1e4, 10, 12e4)
+SESSION_TAIL_CHARS = 2_000  # a finished session's ``tail`` (what poll shows)
+LOG_TAIL_LINES = 200  # DEFAULT_LOG_TAIL_LINES
 SESSIONS_KEY = "openclaw.sessions"
-PROCESS_ACTIONS = ("list", "poll", "log", "kill")
+WINDOW_KEY = "openclaw.window_tokens"
+PROCESS_ACTIONS = ("list", "poll", "log", "write", "send-keys", "submit", "paste", "kill",
+                   "clear", "remove")
+_RETRY = " Supply correct parameters before retrying."  # RETRY_GUIDANCE_SUFFIX
 
 _NUMBER = {"type": "number"}
+_STRING = {"type": "string"}
+
+
+def _d(schema: dict[str, Any], text: str) -> dict[str, Any]:
+    return {**schema, "description": text}
+
+
+_PATH = _d(_STRING, "File path (workspace-relative or absolute).")
+#: Property order and shapes as the model sees them (see the fixture); descriptions ours and
+#: short (aliases, like ``env`` in the real schema, carry none), so prompts stay small.
 SCHEMAS: dict[str, dict[str, Any]] = {
-    "read": {"type": "object", "required": ["path"], "properties": {
-        "path": {"type": "string", "description": "File to read, relative to the workspace or "
-                 "absolute."},
-        "offset": {**_NUMBER, "description": "First line to show (1-based)."},
-        "limit": {**_NUMBER, "description": "How many lines to show at most."}}},
-    "write": {"type": "object", "required": ["path", "content"], "properties": {
-        "path": {"type": "string", "description": "File to create or replace."},
-        "content": {"type": "string", "description": "The complete new content."}}},
-    "edit": {"type": "object", "required": ["path", "oldText", "newText"], "properties": {
-        "path": {"type": "string", "description": "File to change."},
-        "oldText": {"type": "string", "description": "Passage to replace; must occur exactly "
-                    "once, whitespace included."},
-        "newText": {"type": "string", "description": "Text to put in its place."}}},
+    "read": {"type": "object", "required": [], "properties": {
+        "path": _PATH,
+        "offset": _d(_NUMBER, "First line (1-based)."),
+        "limit": _d(_NUMBER, "Most lines to show."),
+        "file_path": _STRING}},
+    "write": {"type": "object", "required": ["content"], "properties": {
+        "path": _PATH,
+        "content": _d(_STRING, "The complete new content."),
+        "file_path": _STRING}},
+    "edit": {"type": "object", "required": [], "properties": {
+        "path": _PATH,
+        "oldText": _d(_STRING, "Exact passage to replace (one match)."),
+        "newText": _d(_STRING, "Replacement text."),
+        "file_path": _STRING, "old_string": _STRING, "new_string": _STRING}},
     "exec": {"type": "object", "required": ["command"], "properties": {
-        "command": {"type": "string", "description": "Shell command line."},
-        "workdir": {"type": "string", "description": "Directory to run in (default: the "
-                    "workspace)."},
-        "timeout": {**_NUMBER, "description": "Seconds before the command is killed."},
-        "background": {"type": "boolean", "description": "Return at once with a session id "
-                       "for process."},
-        "yieldMs": {**_NUMBER, "description": "Milliseconds after which a running command "
-                    "is moved to the background (default 10000)."}}},
+        "command": _d(_STRING, "Shell command line."),
+        "workdir": _d(_STRING, "Directory to run in."),
+        "env": {"type": "object", "patternProperties": {"^(.*)$": _STRING}},
+        "yieldMs": _d(_NUMBER, "Background after this many ms (default 10000)."),
+        "background": _d({"type": "boolean"}, "Background at once."),
+        "timeout": _d(_NUMBER, "Kill after this many seconds."),
+        "pty": _d({"type": "boolean"}, "Use a pseudo-terminal."),
+        "elevated": _d({"type": "boolean"}, "Elevated rights, where allowed."),
+        "host": _d(_STRING, "sandbox, gateway or node."),
+        "security": _d(_STRING, "deny, allowlist or full."),
+        "ask": _d(_STRING, "off, on-miss or always."),
+        "node": _d(_STRING, "Node for host=node.")}},
     "process": {"type": "object", "required": ["action"], "properties": {
-        "action": {"type": "string", "enum": list(PROCESS_ACTIONS),
-                   "description": "list | poll | log | kill"},
-        "sessionId": {"type": "string", "description": "Session id from exec (not for list)."},
-        "offset": {**_NUMBER, "description": "log: first line (0-based)."},
-        "limit": {**_NUMBER, "description": "log: how many lines (the last ones when offset "
-                  "is left out)."}}},
+        "action": _d(_STRING, "|".join(PROCESS_ACTIONS)),
+        "sessionId": _d(_STRING, "Session id (not for list)."),
+        "data": _d(_STRING, "write: stdin data."),
+        "keys": {"type": "array", "items": _STRING},
+        "hex": {"type": "array", "items": _STRING},
+        "literal": _STRING,
+        "text": _d(_STRING, "paste: text."),
+        "bracketed": {"type": "boolean"},
+        "eof": _d({"type": "boolean"}, "write: then close stdin."),
+        "offset": _d(_NUMBER, "log: first line (0-based)."),
+        "limit": _d(_NUMBER, "log: line count."),
+        "timeout": {"type": "number", "minimum": 0}}},
 }
+#: ``CLAUDE_PARAM_GROUPS``: what must be present when the tool runs (one key of each group,
+#: a non-blank string unless empty is allowed), and how the error names it.
+_REQUIRED: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
+    "read": [(("path", "file_path"), "path (path or file_path)", False)],
+    "write": [(("path", "file_path"), "path (path or file_path)", False),
+              (("content",), "content", False)],
+    "edit": [(("path", "file_path"), "path (path or file_path)", False),
+             (("oldText", "old_string"), "oldText (oldText or old_string)", False),
+             (("newText", "new_string"), "newText (newText or new_string)", True)],
+}
+_ALIASES = (("file_path", "path"), ("old_string", "oldText"), ("new_string", "newText"))
+
+
+def normalize(args: Mapping[str, Any]) -> dict[str, Any]:
+    """``normalizeToolParams``: an alias becomes the real name unless that is given too."""
+    out = dict(args)
+    for alias, real in _ALIASES:
+        if alias in out and real not in out:
+            out[real] = out.pop(alias)
+    return out
+
+
+def missing_parameters(tool: str, args: Mapping[str, Any]) -> str | None:
+    """``assertRequiredParams``: OpenClaw's error for absent (or blank) required values."""
+    missing = [label for keys, label, allow_empty in _REQUIRED.get(tool, [])
+               if not any(isinstance(args.get(k), str) and (allow_empty or args[k].strip())
+                          for k in keys)]
+    if not missing:
+        return None
+    noun = "parameter" if len(missing) == 1 else "parameters"
+    return f"Missing required {noun}: {', '.join(missing)}.{_RETRY}"
+
+
 SUMMARIES: dict[str, str] = {
     "read": "Show a file's text, at most 2000 lines or 50 KB per call",
     "write": "Create a file or replace everything in it",
     "edit": "Swap one exact passage of a file for new text",
     "exec": "Run a shell command in the workspace, optionally in the background",
-    "process": "Look after background exec sessions (list, poll, log, kill)",
+    "process": "Look after background exec sessions (list, poll, log, write, kill, ...)",
 }
 _DETAILS: dict[str, str] = {
     "read": " Long files come back in pages; the note at the end says which offset comes next.",
@@ -121,21 +192,21 @@ def check_arguments(call: ToolCall) -> str | None:
             + f"\n\nArguments received:\n{json.dumps(call.arguments, indent=2)[:2000]}")
 
 
-def describe(call: ToolCall) -> Action:
-    """The abstract action a valid call stands for. ``process`` has no abstract counterpart;
-    it is recorded as a shell no-op (``: process poll ID``) so replaying it changes nothing."""
-    a = call.arguments
-    match call.name:
-        case "read":
+def describe(name: str, a: Mapping[str, Any]) -> Action:
+    """The abstract action a valid call (arguments normalized) stands for. ``process`` has no
+    abstract counterpart; it is recorded as a shell no-op (``: process poll ID``) so replaying
+    it changes nothing; so is a call that failed its presence check."""
+    match name:
+        case "read" if "path" in a:
             return Action.of("read", path=a["path"])
-        case "write":
+        case "write" if "path" in a and "content" in a:
             return Action.of("write", path=a["path"], content=a["content"])
-        case "edit":
+        case "edit" if {"path", "oldText", "newText"} <= set(a):
             return Action.of("edit", path=a["path"], old=a["oldText"], new=a["newText"])
         case "exec":
             return Action.of("shell", command=a["command"])
     target = f" {a['sessionId']}" if isinstance(a.get("sessionId"), str) else ""
-    return Action.of("shell", command=f": process {a['action']}{target}")
+    return Action.of("shell", command=f": {name} {a.get('action', '')}{target}".rstrip())
 
 
 @dataclass(frozen=True)
@@ -150,14 +221,23 @@ class ExecLimits:
 
 async def run_call(call: ToolCall, env: Environment, state: EpisodeState,
                    limits: ExecLimits) -> CallOutcome:
-    """Execute one valid call (see :func:`check_arguments`)."""
-    action = describe(call)
+    """Execute one call that passed :func:`check_arguments`: aliases resolved, presence
+    checked (a tool error, as OpenClaw throws it), then the tool."""
+    args = normalize(call.arguments)
+    missing = missing_parameters(call.name, args)
+    action = describe(call.name, args if missing is None else {})
+    if missing is not None:
+        return CallOutcome(text=missing, is_error=True, action=action,
+                           result=ToolResult(error=missing))
     handler: Callable[..., Any] = _HANDLERS[call.name]
     try:
         if call.name in ("exec", "process"):
-            text, is_error, result = await handler(call.arguments, env, state, limits)
+            text, is_error, result = await handler(args, env, state, limits)
+        elif call.name == "read":
+            text = handler(args, env, _read_cap(state))
+            is_error, result = False, ToolResult(output=text)
         else:
-            text = handler(call.arguments, env)
+            text = handler(args, env)
             is_error, result = False, ToolResult(output=text)
     except SandboxError:
         raise
@@ -165,6 +245,14 @@ async def run_call(call: ToolCall, env: Environment, state: EpisodeState,
         text = exc.message if isinstance(exc, HarnessgridError) else str(exc)
         is_error, result = True, ToolResult(error=text)
     return CallOutcome(text=text, is_error=is_error, action=action, result=result)
+
+
+def _read_cap(state: EpisodeState) -> int:
+    """``resolveAdaptiveReadMaxBytes`` for the episode's context window (50 KB unknown)."""
+    window = state.scratch.get(WINDOW_KEY)
+    if not isinstance(window, int) or window <= 0:
+        return READ_MAX_BYTES
+    return max(READ_MAX_BYTES, min(int(window * 4 * 0.2), READ_MAX_AGGREGATE_BYTES))
 
 
 class _Failure(Exception):
@@ -184,15 +272,34 @@ def _size(n: int) -> str:
     return f"{n / 1024:.1f}KB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f}MB"
 
 
-def _read(args: Mapping[str, Any], env: Environment) -> str:
-    """A page of the file: whole lines up to 2000 lines / 50 KB, then a note saying how to
-    continue (OpenClaw's formats)."""
-    path: str = args["path"]
-    lines = env.workspace.read_text(path).split("\n")
-    offset, limit = _int(args.get("offset")), _int(args.get("limit"))
-    start = max(1, offset or 1)
+def _cap_size(n: int) -> str:
+    """``formatBytes`` (the aggregate cap's note): whole KB, MB with one decimal."""
+    if n >= 1024 * 1024:
+        return f"{n / 1024 / 1024:.1f}MB"
+    return f"{round(n / 1024)}KB" if n >= 1024 else f"{n}B"
+
+
+def _js_number(value: Any) -> str:
+    """A number as JavaScript prints it in a template string (``5``, ``2.5``)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+@dataclass(frozen=True)
+class _Page:
+    text: str
+    shown: int  # lines shown; 0 when the first line alone was over the byte limit
+    cut: bool  # stopped by the 2000-line or 50 KB limit (a continuation note ends ``text``)
+
+
+def _read_page(path: str, lines: list[str], offset: Any, limit: int | None) -> _Page:
+    """One call of pi-coding-agent's read (``dist/core/tools/read.js``): whole lines up to 2000
+    lines / 50 KB from ``offset``, then a note saying how to continue."""
+    start = max(1, _int(offset) or 1) if offset else 1
     if start > len(lines):
-        raise _Failure(f"Offset {start} is past the end of {path} ({len(lines)} lines).")
+        raise _Failure(f"Offset {_js_number(offset)} is beyond end of file ({len(lines)} lines "
+                       "total)")
     wanted = lines[start - 1:] if limit is None else lines[start - 1:start - 1 + max(0, limit)]
     shown: list[str] = []
     used = 0
@@ -208,18 +315,56 @@ def _read(args: Mapping[str, Any], env: Environment) -> str:
         shown.append(line)
         used += size
     if cut_by == "bytes" and not shown:
-        return (f"[Line {start} is {_size(len(wanted[0].encode()))}, exceeds "
-                f"{_size(READ_MAX_BYTES)} limit. Use bash: sed -n '{start}p' {path} | "
-                f"head -c {READ_MAX_BYTES}]")
+        return _Page(f"[Line {start} is {_size(len(wanted[0].encode()))}, exceeds "
+                     f"{_size(READ_MAX_BYTES)} limit. Use bash: sed -n '{start}p' {path} | "
+                     f"head -c {READ_MAX_BYTES}]", 0, True)
     text = "\n".join(shown)
     end = start + len(shown) - 1
     if cut_by == "lines":
-        return f"{text}\n\n[Showing lines {start}-{end} of {len(lines)}. Use offset={end + 1} to continue.]"
+        return _Page(f"{text}\n\n[Showing lines {start}-{end} of {len(lines)}. Use "
+                     f"offset={end + 1} to continue.]", len(shown), True)
     if cut_by == "bytes":
-        return (f"{text}\n\n[Showing lines {start}-{end} of {len(lines)} "
-                f"({_size(READ_MAX_BYTES)} limit). Use offset={end + 1} to continue.]")
+        return _Page(f"{text}\n\n[Showing lines {start}-{end} of {len(lines)} "
+                     f"({_size(READ_MAX_BYTES)} limit). Use offset={end + 1} to continue.]",
+                     len(shown), True)
     if limit is not None and end < len(lines):
-        return f"{text}\n\n[{len(lines) - end} more lines in file. Use offset={end + 1} to continue.]"
+        return _Page(f"{text}\n\n[{len(lines) - end} more lines in file. Use offset={end + 1} "
+                     "to continue.]", len(shown), False)
+    return _Page(text, len(shown), False)
+
+
+def _read(args: Mapping[str, Any], env: Environment, max_bytes: int = READ_MAX_BYTES) -> str:
+    """read: with a positive ``limit`` one page; without, ``executeReadWithAdaptivePaging``:
+    pages joined (their continuation notes dropped) while they fit ``max_bytes``, at most 8,
+    and a note where the aggregate was capped."""
+    path: str = args["path"]
+    lines = env.workspace.read_text(path).split("\n")
+    limit = args.get("limit")
+    if isinstance(limit, int | float) and not isinstance(limit, bool) and math.isfinite(
+            limit) and limit > 0:
+        return _read_page(path, lines, args.get("offset"), _int(limit)).text
+    raw = args.get("offset")
+    offset = math.floor(raw) if isinstance(raw, int | float) and not isinstance(
+        raw, bool) and math.isfinite(raw) and raw > 0 else 1
+    text, used, capped_at = "", 0, None
+    for page_no in range(READ_MAX_PAGES):
+        page = _read_page(path, lines, offset, None)
+        more = page.cut and page.shown > 0 and page_no < READ_MAX_PAGES - 1
+        body = page.text[:page.text.rfind("\n\n[")] if more else page.text
+        piece = ("\n\n" if text else "") + body
+        if text and used + len(piece.encode()) > max_bytes:
+            capped_at = offset
+            break
+        text, used = text + piece, used + len(piece.encode())
+        if not more:
+            return text
+        offset += page.shown
+        if used >= max_bytes:
+            capped_at = offset
+            break
+    if capped_at is not None:
+        text += (f"\n\n[Read output capped at {_cap_size(max_bytes)} for this call. Use "
+                 f"offset={capped_at} to continue.]")
     return text
 
 
@@ -289,31 +434,74 @@ def _failure_reason(exit_code: int | None, killed: str | None, timed_out: bool,
     return None
 
 
+def _refusal(args: Mapping[str, Any]) -> str | None:
+    """What OpenClaw's exec refuses under its default configuration (elevated mode off, host
+    ``sandbox`` without a sandbox runtime: the shell runs where the gateway runs). ``security``,
+    ``ask`` and ``node`` change nothing there (they apply to gateway/node hosts), so they are
+    accepted; ``pty`` is accepted and the command runs without a terminal (see module doc)."""
+    if args.get("elevated") is True:  # createExecTool: the "elevated is not available" error
+        return "\n".join([
+            "elevated is not available right now (runtime=direct).",
+            "Failing gates: enabled (tools.elevated.enabled / "
+            "agents.list[].tools.elevated.enabled)",
+            "Fix-it keys:", "- tools.elevated.enabled", "- tools.elevated.allowFrom.<provider>",
+            "- agents.list[].tools.elevated.enabled",
+            "- agents.list[].tools.elevated.allowFrom.<provider>"])
+    host = args.get("host")
+    requested = host.strip().lower() if isinstance(host, str) else ""
+    if requested in ("gateway", "node"):
+        return (f"exec host not allowed (requested {requested}; configure "
+                "tools.exec.host=sandbox to allow).")
+    if requested == "sandbox":
+        return ("exec host=sandbox is configured, but sandbox runtime is unavailable for this "
+                "session.\nEnable sandbox mode (`agents.defaults.sandbox.mode=\"non-main\"` or "
+                "`\"all\"`) or set tools.exec.host to \"gateway\"/\"node\".")
+    return None
+
+
+def yield_window_ms(args: Mapping[str, Any]) -> float:
+    """How long exec waits before backgrounding: 0 with ``background``, else ``yieldMs``
+    clamped to [10, 120000] (10000 when absent or not a finite number)."""
+    if args.get("background") is True:
+        return 0
+    value = args.get("yieldMs")
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return EXEC_DEFAULT_YIELD_MS
+    low, high = EXEC_YIELD_MS_RANGE
+    return min(max(float(value), low), high)
+
+
 async def _exec(args: Mapping[str, Any], env: Environment, state: EpisodeState,
                 limits: ExecLimits) -> tuple[str, bool, ToolResult]:
     command: str = args["command"]
+    refused = _refusal(args)
+    if refused is not None:
+        raise _Failure(refused)
     requested = args.get("timeout")
     configured = env.sandbox.limits.wall_s
     # Clamped to the configured limit: NaN, inf, negatives and larger values cannot lift it.
     timeout = (configured if not isinstance(requested, int | float)
                or isinstance(requested, bool) or not math.isfinite(requested) or requested <= 0
                else min(float(requested), limits.max_timeout_s, configured))
-    res = await env.sandbox.run(command, timeout_s=timeout, cwd=args.get("workdir"))
+    extra_env = args.get("env") if isinstance(args.get("env"), dict) else None
+    # One output stream, in the order it was written (OpenClaw aggregates stdout and stderr as
+    # they arrive): stderr joins stdout at the shell; what stays on stderr is the sandbox's.
+    res = await env.sandbox.run("exec 2>&1\n" + command, timeout_s=timeout,
+                                cwd=args.get("workdir"), env=extra_env)
     output, cut = _aggregate(res.stdout, res.stderr)
     reason = _failure_reason(res.exit_code, res.killed, res.timed_out, timeout)
-    yield_ms = args.get("yieldMs", EXEC_DEFAULT_YIELD_MS)
     result = ToolResult(output=res.stdout, stderr=res.stderr, exit_code=res.exit_code,
                         timed_out=res.timed_out, truncated=res.truncated or cut,
                         duration_s=res.duration_s)
-    if args.get("background") or res.duration_s * 1000 >= yield_ms:
+    if res.duration_s * 1000 >= yield_window_ms(args):
         sessions = _sessions(state)
         sid = _new_session_id(state, len(sessions))
         pid = 4000 + 37 * len(sessions)
-        sessions[sid] = {"command": command, "pid": pid, "output": output, "read": 0,
+        sessions[sid] = {"command": command, "pid": pid, "output": output,
                          "exit_code": res.exit_code, "failed": reason is not None,
                          "duration_s": res.duration_s, "killed": res.killed}
-        text = (f"Command still running (session {sid}, pid {pid}). "
-                "Use process (list/poll/log/kill) for follow-up.")
+        text = (f"Command still running (session {sid}, pid {pid}). Use process "
+                "(list/poll/log/write/kill/clear/remove) for follow-up.")
         return text, False, result.model_copy(update={"output": text, "stderr": "",
                                                       "exit_code": None})
     if reason is not None:
@@ -338,38 +526,70 @@ def _duration(seconds: float) -> str:
     return f"{whole}s" if whole < 60 else f"{whole // 60}m{whole % 60:02d}s"
 
 
+def _log_slice(text: str, offset: Any, limit: Any) -> tuple[str, int]:
+    """``sliceLogLines`` with ``resolveLogSliceWindow``: the last 200 lines by default, the
+    last ``limit`` lines without ``offset``, else ``limit`` lines from ``offset``."""
+    lines = text.replace("\r\n", "\n").split("\n") if text else []
+    if lines and lines[-1] == "":
+        lines.pop()
+    def finite(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+    if offset is None and limit is None:
+        limit = LOG_TAIL_LINES
+    start = max(0, math.floor(offset)) if finite(offset) else 0
+    if limit is not None and offset is None:
+        start = max(len(lines) - max(0, math.floor(limit)), 0) if finite(limit) else 0
+    end = start + max(0, math.floor(limit)) if finite(limit) else None
+    return "\n".join(lines[start:end]), len(lines)
+
+
 async def _process(args: Mapping[str, Any], env: Environment, state: EpisodeState,
                    limits: ExecLimits) -> tuple[str, bool, ToolResult]:
+    """``createProcessTool`` against the emulated sessions, which have all exited: every
+    action's text is OpenClaw's for an exited session (none of them is an ``isError``)."""
     sessions = _sessions(state)
     action: str = args["action"]
+
+    def done(text: str, **update: Any) -> tuple[str, bool, ToolResult]:
+        return text, False, ToolResult(output=text, **update)
+
     if action == "list":
         rows = [f"{sid} {'failed' if s['failed'] else 'completed':<9} "
                 f"{_duration(s['duration_s'])} :: {s['command'].splitlines()[0][:60]}"
-                for sid, s in sessions.items()]
-        text = "\n".join(rows) or "No running or recent sessions."
-        return text, False, ToolResult(output=text)
+                for sid, s in reversed(sessions.items())]  # newest first
+        return done("\n".join(rows) or "No running or recent sessions.")
     sid = args.get("sessionId")
     if not sid:
-        raise _Failure(f"process {action} needs a sessionId; `process list` shows them.")
-    if sid not in sessions:
-        raise _Failure(f"No session named {sid!r}. Known sessions: "
-                       f"{', '.join(sessions) or 'none'}.")
-    s = sessions[sid]
-    if action == "kill":
-        raise _Failure(f"Session {sid} has already exited; there is nothing to kill.")
+        return done("sessionId is required for this action.")
+    s = sessions.get(sid)
+    if action in ("write", "send-keys", "submit", "paste", "kill"):
+        return done(f"No active session found for {sid}")  # no session is still running
     if action == "poll":
-        fresh = s["output"][s["read"]:]
-        s["read"] = len(s["output"])
-        text = f"{fresh or '(no new output)'}\n\n{_status_line(s)}"
-    else:
-        lines = s["output"].split("\n") if s["output"] else []
-        offset, limit = _int(args.get("offset")), _int(args.get("limit"))
-        if offset is None and limit is not None:
-            lines = lines[-limit:] if limit > 0 else []
-        elif offset is not None:
-            lines = lines[offset:] if limit is None else lines[offset:offset + limit]
-        text = "\n".join(lines) or "(no output yet)"
-    return text, False, ToolResult(output=text, exit_code=s["exit_code"])
+        if s is None:
+            return done(f"No session found for {sid}")
+        tail = s["output"][-SESSION_TAIL_CHARS:]
+        return done(f"{tail or '(no output recorded)'}\n\n{_status_line(s)}",
+                    exit_code=s["exit_code"])
+    if action == "log":
+        if s is None:
+            return done(f"No session found for {sid}")
+        default = args.get("offset") is None and args.get("limit") is None
+        text, total = _log_slice(s["output"], args.get("offset"), args.get("limit"))
+        note = (f"\n\n[showing last {LOG_TAIL_LINES} of {total} lines; pass offset/limit to "
+                "page]") if default and total > LOG_TAIL_LINES else ""
+        return done((text or "(no output recorded)") + note, exit_code=s["exit_code"])
+    if action == "clear":
+        if s is None:
+            return done(f"No finished session found for {sid}")
+        del sessions[sid]
+        return done(f"Cleared session {sid}.")
+    if action == "remove":
+        if s is None:
+            return done(f"No session found for {sid}")
+        del sessions[sid]
+        return done(f"Removed session {sid}.")
+    return done(f"Unknown action {action}")
 
 
 _HANDLERS: dict[str, Callable[..., Any]] = {"read": _read, "write": _write, "edit": _edit,

@@ -1,21 +1,31 @@
-"""``adapter:claude-code``: an emulation of Claude Code **1.0.97** as a black-box harness.
+"""``adapter:claude-code``: an emulation of Claude Code **1.0.98** (and 1.0.96) as a black-box
+harness.
 
-Pinned release: Claude Code 1.0.97, the last release that shipped the ``LS`` tool next to
-``MultiEdit`` and ``TodoWrite`` (``LS`` was removed in 1.0.98); where our sources about that
-release disagree with DESIGN §6 (e.g. the TodoWrite item shape ``content/status/activeForm``),
-DESIGN §6 wins.
+Pinned releases: ``@anthropic-ai/claude-code@1.0.98`` and ``@1.0.96`` on npm (npm goes from
+1.0.96 to 1.0.98; there is no 1.0.97). 1.0.96 is the last release with the ``LS`` tool; 1.0.98
+dropped it and changed nothing else in the tool schemas (see ``_claude_code_tools`` for the text
+differences). ``adapter:claude-code`` is the newest emulated release, 1.0.98;
+``adapter:claude-code@1.0.96`` and ``@1.0.98`` name one. Without LS the scripted oracle lists a
+directory with ``ls`` in Bash, as 1.0.98's Read description tells the model to. The tool
+schemas are checked field by field against ``tests/fixtures/claude_code/tool_schemas-V.json``,
+captured from each package's ``cli.js`` by ``scripts/adapter_schemas.py``; behaviour facts name
+the ``cli.js`` symbol they come from.
 
-Emulated: the nine workspace tools with their names and argument schemas (Anthropic tool
-format, and the chat-template form for token policies), their limits, rules and result shapes
-(see ``_claude_code_files``, ``_claude_code_search``, ``_claude_code_shell``); errors wrapped in
-``<tool_use_error>``; the system prompt's structure and ``<env>`` block; ``CLAUDE.md`` as a
-``<system-reminder>`` in the first user message; the turn ending when the model replies without
+Emulated: the workspace tools (nine in 1.0.96, eight in 1.0.98) with their names and
+argument schemas (Anthropic tool format, and the chat-template form for token policies), their
+limits, rules and result shapes (1.0.98's cli.js has the same Read, Edit and Bash-error code
+under other minified names; see ``_claude_code_files``, ``_claude_code_search``, ``_claude_code_shell``); errors wrapped
+in ``<tool_use_error>`` when the input check refuses the call, bare (with is_error) when the
+tool fails as it runs (a failed Bash command, an oversized Read), as cli.js does; the system
+prompt's structure and ``<env>`` block; ``CLAUDE.md`` as a ``<system-reminder>`` in the first
+user message; the turn ending when the model replies without
 tool calls; auto-compaction into a nine-section summary that replaces the history, the
 following turns appending to it (``_claude_code_compact``; at small windows the next compaction
 waits until half the room left after the summary is used, so it does not fire every turn).
 
 Not emulated: Task (subagents), WebFetch, WebSearch, NotebookRead/NotebookEdit, ExitPlanMode,
-background shells (BashOutput/KillBash, ``run_in_background``), images/PDFs in Read, permission
+background shells (BashOutput/KillBash; ``run_in_background`` is accepted and the command
+runs to completion), images/PDFs in Read, permission
 prompts, hooks, slash commands, git status in the prompt, user-level memory files, and the
 re-attachment of recently read files after compaction. All prompt and message text is ours;
 only facts (names, schemas, limits, formats) follow the real shell.
@@ -73,15 +83,21 @@ from harnessgrid.plugins.adapters._claude_code_session import (
     Session,
     session_of,
 )
-from harnessgrid.plugins.adapters._claude_code_tools import tool_specs, validation_error
+from harnessgrid.plugins.adapters._claude_code_tools import (
+    RELEASES,
+    tool_specs,
+    validation_error,
+)
 from harnessgrid.registrations import AdapterSpec
-from harnessgrid.tools import Environment
+from harnessgrid.tools import Environment, as_shell
 from harnessgrid.workspace import WorkspaceError
 
 if TYPE_CHECKING:
     from harnessgrid.tasks import Task
 
-VERSION = "1.0.97"
+#: Every emulated release, newest first; ``claude-code`` is the first.
+VERSIONS: tuple[str, ...] = tuple(RELEASES)
+VERSION = VERSIONS[0]
 MEMORY_FILE = "CLAUDE.md"
 
 
@@ -106,9 +122,10 @@ def _memory(task: Task) -> str | None:
 
 
 class ClaudeCodeHarness:
-    """Claude Code 1.0.97 as a :class:`~harnessgrid.harness.Harness`.
+    """Claude Code as a :class:`~harnessgrid.harness.Harness`.
 
-    Options: ``date``, ``platform``, ``os_version``, ``model`` (the ``<env>`` block);
+    Options: ``version`` (one of :data:`VERSIONS`, the newest by default); ``date``,
+    ``platform``, ``os_version``, ``model`` (the ``<env>`` block);
     ``auto_compact`` and the threshold numbers ``output_reserve``, ``compact_buffer``,
     ``reference_window``, ``context_window``; ``summarizer``, an async callable
     ``(messages, instructions) -> str`` that lets the policy write the compaction summary
@@ -119,21 +136,28 @@ class ClaudeCodeHarness:
     version = VERSION
     native_tools = True
 
-    def __init__(self, *, date: str = DEFAULT_DATE, platform: str = DEFAULT_PLATFORM,
+    def __init__(self, *, version: str = VERSION, date: str = DEFAULT_DATE,
+                 platform: str = DEFAULT_PLATFORM,
                  os_version: str = DEFAULT_OS_VERSION, model: str | None = None,
                  auto_compact: bool = True, output_reserve: int = 20_000,
                  compact_buffer: int = 13_000, reference_window: int = 200_000,
                  context_window: int | None = None, summarizer: Summarizer | None = None) -> None:
+        if version not in RELEASES:
+            from harnessgrid.errors import ConfigError
+
+            raise ConfigError(f"Claude Code version {version!r} is not emulated",
+                              hint=f"emulated versions: {', '.join(VERSIONS)}")
+        self.version = version
         self.protocol = WorkflowProtocol()
         self.date, self.platform, self.os_version, self.model = date, platform, os_version, model
         self.auto_compact = auto_compact
         self.compaction = CompactionPolicy(output_reserve, compact_buffer, reference_window,
                                            context_window)
         self.summarizer = summarizer
-        self._tools = tool_specs()
+        self._tools = tool_specs(version)
 
     def __repr__(self) -> str:
-        return f"ClaudeCodeHarness(version={VERSION!r})"
+        return f"ClaudeCodeHarness(version={self.version!r})"
 
     # ------------------------------------------------------------------ tools
 
@@ -154,7 +178,8 @@ class ClaudeCodeHarness:
         initial = _task_files(task)
         git = any(p == ".git" or p.startswith(".git/") for p in initial)
         env = EnvInfo(working_directory=task.mount_path, is_git_repo=git, date=self.date,
-                      platform=self.platform, os_version=self.os_version, model=self.model)
+                      platform=self.platform, os_version=self.os_version, model=self.model,
+                      tools=RELEASES[self.version])
         memory = _memory(task)
         session = Session(mount_path=task.mount_path, initial_files=initial, memory="" if (
             memory is None) else memory_reminder(f"{task.mount_path}/{MEMORY_FILE}", memory))
@@ -207,7 +232,7 @@ class ClaudeCodeHarness:
         def reply(text: str, kind: str = "observation") -> None:
             state.append(observation_message(call, text, native=True, kind=kind))
 
-        problem = validation_error(call)
+        problem = validation_error(call, self.version)
         if problem is not None:
             outcome.format_error = FormatError(problem, call=call)
             reply(f"<tool_use_error>{problem}</tool_use_error>", "format_error")
@@ -230,8 +255,11 @@ class ClaudeCodeHarness:
                     text, result = search.grep(session, ws, args)
                 case "LS":
                     text, result = search.ls(session, ws, args)
-                case "Bash":
-                    text, result = await shell.bash(session, ws, env.sandbox, args)
+                case "Bash":  # a failed command is is_error text, not a <tool_use_error>
+                    text, result, failed = await shell.bash(session, ws, env.sandbox, args)
+                    outcome.executed.append(ExecutedCall(call, self.to_action(call), result))
+                    reply(text, "tool_error" if failed else "observation")
+                    return
                 case _:  # TodoWrite: no workspace effect and no abstract action
                     text, _ = shell.todo_write(session, args)
                     reply(text)
@@ -242,7 +270,9 @@ class ClaudeCodeHarness:
             message = exc.message if isinstance(exc, WorkspaceError) else (
                 f"{exc.strerror}: {call.arguments.get('file_path') or call.arguments.get('path')}"
                 if isinstance(exc, OSError) else str(exc))
-            text, result = f"<tool_use_error>{message}</tool_use_error>", ToolResult(error=message)
+            shown = message if isinstance(exc, files.CallError) else (
+                f"<tool_use_error>{message}</tool_use_error>")
+            text, result = shown, ToolResult(error=message)
         outcome.executed.append(ExecutedCall(call, self.to_action(call), result))
         reply(text, "observation" if result.ok else "tool_error")  # Claude Code's is_error
 
@@ -350,8 +380,11 @@ class ClaudeCodeHarness:
             case "edit":
                 calls.append(call("Edit", {"file_path": path, "old_string": a["old"],
                                            "new_string": a["new"]}))
-            case "list":
+            case "list" if "LS" in RELEASES[self.version]:
                 calls.append(call("LS", {"path": path}))
+            case "list":  # no LS (1.0.98 on): ``ls`` in Bash, as its Read description advises
+                listing = as_shell(Action.of("list", path=path)).args["command"]
+                calls.append(call("Bash", {"command": listing}))
             case "search":
                 calls.append(call("Grep", {"pattern": a["pattern"], "path": path,
                                            "output_mode": "content", "-n": True}))
@@ -365,11 +398,22 @@ class ClaudeCodeHarness:
         return ModelTurn(tool_calls=tuple(calls))
 
 
+def _create(name: str, version: str) -> Any:
+    def create(**options: Any) -> ClaudeCodeHarness:
+        harness = ClaudeCodeHarness(**{"version": version, **options})
+        harness.name = f"adapter:{name}"
+        return harness
+    return create
+
+
 @hookimpl
 def harnessgrid_adapters() -> Iterator[AdapterSpec]:
-    yield AdapterSpec(
-        name="claude-code", version=VERSION,
-        description=(f"Claude Code {VERSION} emulated: Read/Write/Edit/MultiEdit/Bash/Glob/Grep/"
-                     "LS/TodoWrite with the real schemas, limits and rules; CLAUDE.md as a "
-                     "system-reminder; auto-compaction into a nine-section summary."),
-        create=lambda **options: ClaudeCodeHarness(**options))
+    # ``claude-code`` is the newest emulated release; each release is also ``claude-code@V``.
+    for name, version in [("claude-code", VERSIONS[0]),
+                          *((f"claude-code@{v}", v) for v in VERSIONS)]:
+        yield AdapterSpec(
+            name=name, version=version,
+            description=(f"Claude Code {version} emulated: {'/'.join(RELEASES[version])} "
+                         "with the real schemas, limits and rules; CLAUDE.md as a "
+                         "system-reminder; auto-compaction into a nine-section summary."),
+            create=_create(name, version))

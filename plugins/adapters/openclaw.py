@@ -7,10 +7,14 @@ meet there. Facts carried over (from OpenClaw's public docs and source; every se
 reads is harnessgrid's own):
 
 - tools ``read{path, offset?, limit?}`` (pages of 2000 lines / 50 KB with OpenClaw's
-  continuation notes), ``write{path, content}``, ``edit{path, oldText, newText}`` (one exact
-  match), ``exec{command, workdir?, timeout? (s), background?, yieldMs?}`` and
-  ``process{action: list|poll|log|kill, sessionId?}``; native tool calls, arguments checked
-  against the JSON schemas (:mod:`._openclaw_tools`);
+  continuation notes; without ``limit`` up to 8 pages in one call, capped by the context
+  window), ``write{path, content}``, ``edit{path, oldText, newText}`` (one exact match; all
+  three also take ``file_path``/``old_string``/``new_string``, presence checked as they run),
+  ``exec{command, workdir?, env?, yieldMs?, background?, timeout? (s), pty?, elevated?, host?,
+  security?, ask?, node?}`` and ``process{action, sessionId?, data?, keys?, hex?, literal?,
+  text?, bracketed?, eof?, offset?, limit?, timeout?}`` with OpenClaw's ten actions; schemas
+  as captured from the npm packages (``tests/fixtures/openclaw/tool_schemas-2026.2.26.json``),
+  native tool calls, arguments checked against them (:mod:`._openclaw_tools`);
 - the sectioned system prompt with the workspace bootstrap files (:mod:`._openclaw_prompt`);
 - session pruning of old tool results and compaction into a checkpoint
   (:mod:`._openclaw_context`);
@@ -21,7 +25,8 @@ reads is harnessgrid's own):
 
 Emulated differently, and why: background exec sessions run to completion inside their
 ``exec`` call, because the sandbox ends leftover processes (``process`` then sees them as
-exited; ``write``/``send-keys``/``clear``/``remove`` and PTYs are absent); pruning runs on every
+exited, so its stdin actions find no active session); ``pty`` runs without a terminal; exec
+refuses ``elevated`` and other hosts as OpenClaw's default configuration does; pruning runs on every
 request instead of after the prompt-cache TTL, and moves in blocks of 3 assistant turns (so it
 rewrites the view once per block, not on every turn); at small windows a compaction that
 leaves the session near the trigger defers the next one; the prompt's date is fixed
@@ -70,6 +75,7 @@ from harnessgrid.plugins.adapters._openclaw_prompt import (
 )
 from harnessgrid.plugins.adapters._openclaw_tools import (
     SUMMARIES,
+    WINDOW_KEY,
     ExecLimits,
     check_arguments,
     run_call,
@@ -218,6 +224,7 @@ class OpenClawHarness:
     def view(self, state: EpisodeState, budget: ContextBudget) -> list[Message]:
         """Compact the session if it passed the threshold (a persisted rewrite, so the runtime
         starts a new token segment), then prune old tool results for this request."""
+        state.scratch[WINDOW_KEY] = budget.max_tokens  # read's aggregate cap follows it
         self._maybe_compact(state, budget)
         messages = [m for _, m in self._context(state)]
         return [messages[0], *prune(messages[1:], budget.max_tokens, self.pruning)]
@@ -304,9 +311,18 @@ def create(**options: Any) -> OpenClawHarness:
     return OpenClawHarness(**options)
 
 
+def _create_pinned(**options: Any) -> OpenClawHarness:
+    harness = create(**options)
+    harness.name = f"adapter:openclaw@{VERSION}"
+    return harness
+
+
 @hookimpl
 def harnessgrid_adapters() -> Iterator[AdapterSpec]:
-    yield AdapterSpec(
-        name="openclaw", version=VERSION, create=create,
-        description=f"OpenClaw v{VERSION} emulation: read/write/edit/exec/process, bootstrap "
-                    "files, session pruning, compaction checkpoints, JSONL session files.")
+    # ``openclaw`` is the newest emulated release; ``openclaw@VERSION`` names it explicitly.
+    for name, factory in (("openclaw", create), (f"openclaw@{VERSION}", _create_pinned)):
+        yield AdapterSpec(
+            name=name, version=VERSION, create=factory,
+            description=f"OpenClaw v{VERSION} emulation: read/write/edit/exec/process, "
+                        "bootstrap files, session pruning, compaction checkpoints, JSONL "
+                        "session files.")

@@ -12,18 +12,25 @@ such a suite behave like a built-in one everywhere:
 - **unknown loader options are an error**, and a missing path is one too: :func:`suite_path`
   checks both and resolves the path (``~`` expanded, made absolute).
 
-The built-in ``clawgym:PATH`` and ``pinchbench:PATH`` loaders use both.
+The built-in ``clawgym:PATH`` and ``pinchbench:PATH`` loaders use both, and
+:func:`load_each`: a task that cannot be built (a missing asset, a malformed file) becomes a
+:class:`~harnessgrid.tasks.BrokenTask` with its reason instead of failing the whole suite.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from harnessgrid.errors import ConfigError
+from harnessgrid.errors import ConfigError, HarnessgridError
 
-__all__ = ["suite_name", "suite_path"]
+if TYPE_CHECKING:
+    from harnessgrid.tasks import BrokenTask, Task
+
+__all__ = ["load_each", "suite_name", "suite_path"]
+
+_Source = TypeVar("_Source")
 
 
 def suite_name(scheme: str, argument: str) -> str:
@@ -43,3 +50,24 @@ def suite_path(scheme: str, argument: str | None, options: Mapping[str, Any],
     if not argument:
         raise ConfigError(f"the {scheme} suite needs a path", hint=f"write {scheme}:PATH")
     return Path(argument).expanduser().resolve()
+
+
+def load_each(sources: Iterable[_Source], build: Callable[[_Source], Task],
+              id_of: Callable[[_Source], str]) -> tuple[list[Task], list[BrokenTask]]:
+    """Build one task per source; a source whose ``build`` raises a
+    :class:`~harnessgrid.errors.HarnessgridError` (what loaders raise for bad task files)
+    becomes a :class:`~harnessgrid.tasks.BrokenTask` named ``id_of(source)`` with the error
+    (and its hint) as the reason. Other exceptions are bugs and propagate. Returns the good
+    tasks and the broken ones, each in source order; give both to ``TaskSuite(splits=...,
+    broken=...)``."""
+    from harnessgrid.tasks import BrokenTask
+
+    tasks: list[Task] = []
+    broken: list[BrokenTask] = []
+    for source in sources:
+        try:
+            tasks.append(build(source))
+        except HarnessgridError as exc:
+            reason = exc.message + (f" ({exc.hint})" if exc.hint else "")
+            broken.append(BrokenTask(id=id_of(source), reason=reason, source=str(source)))
+    return tasks, broken

@@ -86,6 +86,8 @@ def render_html(report: Report, images: dict[str, bytes]) -> str:
         ("Pass@1 by behaviour (%)", tables.behaviours_markdown(report), ["behaviours"]),
         ("Score by behaviour (%, mean of sub-scores)",
          tables.behaviours_markdown(report, "score"), []),
+        ("Pass@1 by task category (%)", tables.categories_markdown(report), []),
+        ("Tasks skipped (their suite could not load them)", tables.skipped_markdown(report), []),
         ("Pass@1 by configuration (%)", tables.configurations_markdown(report),
          ["factor_grid", "configurations"]),
         (tables.EFFECTS_TITLE,

@@ -34,6 +34,7 @@ class SuiteEntry(BaseModel):
     name: str
     version: str
     tasks: dict[str, str]  # task id → content hash, in suite order
+    broken: dict[str, str] = {}  # task id → why its loader could not build it (not run)
 
 
 class Plan(BaseModel):
@@ -119,7 +120,9 @@ def merge(old: Manifest, new: Manifest) -> Manifest:
     for spec, entry in new.suites.items():
         if spec in suites:
             tasks = {**suites[spec].tasks, **entry.tasks}
-            suites[spec] = suites[spec].model_copy(update={"tasks": tasks})
+            broken = {k: v for k, v in {**suites[spec].broken, **entry.broken}.items()
+                      if k not in tasks}  # a task fixed since is no longer broken
+            suites[spec] = suites[spec].model_copy(update={"tasks": tasks, "broken": broken})
         else:
             suites[spec] = entry
     return old.model_copy(update={

@@ -51,6 +51,11 @@ def summary_lines(report: Report) -> list[str]:
     if report.missing:
         lines.append(f"**incomplete:** {report.missing} of {report.expected} episodes not "
                      "stored yet — re-run the same `harnessgrid eval` command to finish")
+    if report.skipped:
+        listed = "; ".join(f"{s.suite}/{s.task}: {s.reason}" for s in report.skipped[:5])
+        more = f" (+{len(report.skipped) - 5} more)" if len(report.skipped) > 5 else ""
+        lines.append(f"**{len(report.skipped)} task(s) skipped**: their suite could not load "
+                     f"them (not run, in no score): {listed}{more}")
     return lines + unscored_lines(report)
 
 
@@ -111,6 +116,32 @@ def behaviours_markdown(report: Report, metric: str = "pass_rate") -> str:
         rows.append([b, str(overall.tasks if overall else 0),
                      *(cell(getattr(x, metric)) if x else DASH for x in cells)])
     return table(["behaviour", "tasks", *cols], rows)
+
+
+def categories_markdown(report: Report) -> str:
+    """Pass rate per task category; a note says when some tasks have no category."""
+    if not report.categories:
+        return ""
+    cols = [*report.columns, "overall"]
+    rows = []
+    for category in dict.fromkeys(c.category for c in report.categories):
+        cells = {c.setting: c for c in report.categories if c.category == category}
+        overall = cells.get("overall")
+        label = category if overall is None or overall.known else f"{category} (not in the data)"
+        rows.append([label, str(overall.tasks if overall else 0),
+                     *(cell(cells[col].pass_rate) if col in cells else DASH for col in cols)])
+    text = table(["category", "tasks", *cols], rows)
+    if any(not c.known for c in report.categories):
+        text += ("\n\n“not in the data”: these tasks' suite gives no category and no rule to "
+                 "derive one, so they are reported as unknown rather than assigned one.")
+    return text
+
+
+def skipped_markdown(report: Report) -> str:
+    if not report.skipped:
+        return ""
+    return table(["suite", "task", "reason"],
+                 [[s.suite, s.task, s.reason] for s in report.skipped])
 
 
 def configurations_markdown(report: Report) -> str:
@@ -187,11 +218,11 @@ def unscored_markdown(report: Report) -> str:
 def cost_markdown(report: Report) -> str:
     rows = [[c.harness, str(c.episodes), pct(c.pass_rate), f"{c.tokens_in:.0f}",
              f"{c.tokens_out:.0f}", f"{c.wall_s:.2f}", f"{c.model_s:.2f}", f"{c.tools_s:.2f}",
-             f"{c.harness_s:.3f}",
+             f"{c.harness_s:.3f}", f"{c.wait_s:.3f}",
              DASH if c.pass_per_1k_tokens is None else f"{c.pass_per_1k_tokens:.3f}"]
             for c in report.cost]
     return table(["harness", "episodes", "pass %", "tokens in", "tokens out", "wall s",
-                  "model s", "tools s", "harness s", "passes / 1K tokens"], rows)
+                  "model s", "tools s", "harness s", "wait s", "passes / 1K tokens"], rows)
 
 
 def render_markdown(report: Report, *, brief: bool = False) -> str:
@@ -204,6 +235,11 @@ def render_markdown(report: Report, *, brief: bool = False) -> str:
     if unscored:
         parts += [f"## {UNSCORED_TITLE}", unscored]
     parts += ["## Pass@1 by behaviour (%)", behaviours_markdown(report)]
+    if report.categories:
+        parts += ["## Pass@1 by task category (%)", categories_markdown(report)]
+    if report.skipped:
+        parts += ["## Tasks skipped (their suite could not load them)",
+                  skipped_markdown(report)]
     if brief:
         return "\n\n".join(parts) + "\n"
     parts += ["## Score by behaviour (%, mean of sub-scores)",
@@ -231,7 +267,7 @@ def _write(path: Path, rows: list[dict[str, Any]], fields: Sequence[str] = ()) -
 
 def write_csvs(report: Report, folder: Path) -> list[Path]:
     """One CSV per table: suites, behaviours, configurations, factor_effects, cost,
-    unscored."""
+    categories, unscored, and skipped (broken tasks) when there are any."""
     folder.mkdir(parents=True, exist_ok=True)
     suites = [{"suite": c.suite, "setting": c.setting, **_stat_fields("pass", c.pass_rate),
                **_stat_fields("score", c.score), **c.counts.model_dump()}
@@ -246,8 +282,14 @@ def write_csvs(report: Report, folder: Path) -> list[Path]:
     effects = [e.model_dump() for e in report.factor_effects]
     cost = [{**c.model_dump(), "settings": " ".join(c.settings)} for c in report.cost]
     unscored = [u.model_dump() for u in report.unscored]
+    categories = [{"category": c.category, "known": c.known, "setting": c.setting,
+                   "tasks": c.tasks, **_stat_fields("pass", c.pass_rate),
+                   **_stat_fields("score", c.score), **c.counts.model_dump()}
+                  for c in report.categories]
     paths = [_write(folder / f"{name}.csv", rows) for name, rows in
              [("suites", suites), ("behaviours", behaviours), ("configurations", configs),
-              ("factor_effects", effects), ("cost", cost)]]
+              ("factor_effects", effects), ("cost", cost), ("categories", categories)]]
+    if report.skipped:
+        paths.append(_write(folder / "skipped.csv", [s.model_dump() for s in report.skipped]))
     return [*paths, _write(folder / "unscored.csv", unscored,
                            ("cause", "reason", "episodes", "example"))]

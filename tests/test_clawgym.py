@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -29,7 +31,7 @@ from harnessgrid.plugins.tasks import clawgym
 from harnessgrid.plugins.tasks._clawgym_export import RegeneratedGrader
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.runtime import EpisodeLimits, run_episode
-from harnessgrid.tasks import Task, TaskSuite
+from harnessgrid.tasks import UNKNOWN_CATEGORY, GraderError, Task, TaskSuite, task_score
 from harnessgrid.trajectory import Trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clawgym"
@@ -250,10 +252,16 @@ def entry_folder(root: Path, entry: object, raw: str | None = None) -> str:
     ({"task_id": "a", "user_query": "x", "input_mount_dir": os.path.realpath(sys.base_prefix)},
      None, f"would hide {os.path.realpath(sys.base_prefix)}"),
 ])
-def test_bad_task_folders_are_config_errors(tmp_path: Path, entry: object, raw: str | None,
-                                            message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
-        clawgym.load(entry_folder(tmp_path, entry, raw))
+def test_bad_task_folders_are_broken_tasks(tmp_path: Path, entry: object, raw: str | None,
+                                           message: str) -> None:
+    """A folder that does not load is a broken task with the loader's error as its reason
+    (the suite itself loads); asking for it is a ConfigError that gives the reason."""
+    suite = clawgym.load(entry_folder(tmp_path, entry, raw))
+    (bad,) = suite.broken
+    assert suite.tasks() == [] and message in bad.reason
+    assert bad.id == (entry.get("task_id") if isinstance(entry, dict) else "t1")
+    with pytest.raises(ConfigError, match="is broken: .*" + re.escape(message)):
+        suite.get(bad.id)
 
 
 def test_bad_suite_arguments(tmp_path: Path) -> None:
@@ -336,3 +344,119 @@ def test_export_generated_tasks_roundtrip(tmp_path: Path) -> None:
         task = back.get(original.id)
         assert task.plan == original.plan and task.mount_path == original.mount_path
         assert play(task, task.plan).passed and not play(task, None).passed
+
+
+# --- fidelity (issue 14): the check's own reward, and categories the data does not give -----
+
+SCRIPTS = Path(__file__).parent / "fixtures" / "clawgym_scripts"
+REPORT = "orders: 3\ntotal: 20.00\n"
+
+
+def test_an_empty_category_is_unknown_and_exports_back_empty(tmp_path: Path) -> None:
+    """ClawGym's data leaves ``category`` empty and says no way to derive one: ``unknown``,
+    never a made-up ``general``; a category the data gives is kept."""
+    suite = clawgym.load(str(SCRIPTS))
+    assert suite.get("weighted_report").category == UNKNOWN_CATEGORY == "unknown"
+    assert suite.get("script_mean").category == "files"
+    clawgym.export_clawgym(suite, tmp_path / "out")
+    entry = json.loads((tmp_path / "out" / "weighted_report" / "data_entry.json").read_text())
+    assert entry["metadata"]["category"] == ""
+
+
+def test_a_script_check_is_scored_by_its_own_reward(tmp_path: Path) -> None:
+    """The check prints an indented dict with its checks, two counts and its weighted
+    ``reward``: the reward scores the task (0.8, where the mean of the checks is 0.67), the
+    checks stay as sub-scores and the counts are left out with a warning."""
+    task = clawgym.load(str(SCRIPTS)).get("weighted_report")
+    traj = play(task, (A("write", path="report.txt", content=REPORT),))
+    assert traj.grade_error is None
+    assert traj.subscores == {"file_exists": 1.0, "totals_correct": 1.0, "summary_line": 0.0,
+                              "reward": 0.8}
+    assert traj.score == pytest.approx(0.8) and not traj.passed
+    assert [w.split(" = ")[0] for w in traj.meta["grade_warnings"]] == [
+        "reward/check.py: 'passed'", "reward/check.py: 'total'"]
+    full = play(task, (A("write", path="report.txt", content=REPORT + "summary: ok\n"),))
+    assert full.score == 1.0 and full.passed
+
+
+def test_reward_sh_averages_every_value_where_the_check_reports_a_reward(tmp_path: Path
+                                                                        ) -> None:
+    """ClawGym's canonical ``reward.sh`` averages every value the check prints — counts and
+    the reward included — so here it leaves [0, 1] (a grade error); the check's own reward
+    is what ``check.py`` grading uses."""
+    ws = workspace(tmp_path, {"report.txt": REPORT})
+    task = clawgym.load(str(SCRIPTS), grader="reward.sh").get("weighted_report")
+    assert task.grader is not None
+    with pytest.raises(GraderError, match="outside"):
+        task.grader.grade(ws, [])
+    by_check = clawgym.load(str(SCRIPTS)).get("weighted_report").grader
+    assert by_check is not None and task_score(by_check.grade(ws, [])) == pytest.approx(0.8)
+
+
+def test_a_script_check_without_reward_is_the_mean_of_what_it_prints(tmp_path: Path) -> None:
+    task = clawgym.load(str(SCRIPTS)).get("script_mean")
+    assert task.grader is not None
+    scores = task.grader.grade(workspace(tmp_path, {"done.txt": "done\n"}), [])
+    assert scores == {"done_file": 1.0, "notes_file": 0.0} and task_score(scores) == 0.5
+
+
+@pytest.mark.parametrize("printed, expected, total", [
+    ('{"a": 1, "reward": 0.25}', {"a": 1.0, "reward": 0.25}, 0.25),
+    ("progress 1/2\n0.75", {"reward": 0.75}, 0.75),
+    ('{"a": 1.0, "notes": "x", "reward": 1}', {"a": 1.0, "reward": 1.0}, 1.0),
+    ('{"a": 0.5, "b": 1.0}', {"a": 0.5, "b": 1.0}, 0.75),
+])
+def test_check_output_rule(printed: str, expected: dict[str, float], total: float) -> None:
+    from harnessgrid.plugins.tasks._sandboxed_grader import check_output_scores
+    from harnessgrid.sandbox import CommandResult
+
+    result = CommandResult(stdout=printed + "\n", stderr="", exit_code=0, timed_out=False,
+                           truncated=False, duration_s=0.0)
+    scores = check_output_scores(result, "reward/check.py")
+    assert scores == expected and task_score(scores) == pytest.approx(total)
+
+
+def test_a_broken_folder_leaves_the_others_loaded(tmp_path: Path) -> None:
+    root = tmp_path / "suite"
+    shutil.copytree(SCRIPTS, root)
+    (root / "zz_bad").mkdir()
+    (root / "zz_bad" / "data_entry.json").write_text('{"task_id": "zz_bad"}')
+    suite = clawgym.load(str(root))
+    assert [t.id for t in suite.tasks()] == ["script_mean", "weighted_report"]
+    (bad,) = suite.broken
+    assert bad.id == "zz_bad" and "'user_query' is missing" in bad.reason
+    report = clawgym.export_clawgym(suite, tmp_path / "out")
+    assert sorted(report.exported) == ["script_mean", "weighted_report"]
+    assert report.skipped["zz_bad"].startswith("broken: ")
+
+
+def test_the_report_says_when_a_category_is_unknown_and_lists_skipped_tasks() -> None:
+    """Per-category tables show ``unknown (not in the data)`` with a note; broken tasks
+    recorded in the manifest are listed as skipped with their reasons."""
+    from harnessgrid.evaluation.manifest import Manifest, SuiteEntry
+    from harnessgrid.evaluation.report import build_report
+    from harnessgrid.evaluation.results import EvalResult
+    from harnessgrid.evaluation.tables import render_markdown
+
+    def result(task: str, category: str, passed: bool) -> EvalResult:
+        return EvalResult(setting="in-space", suite="clawgym:x", task=task,
+                          harness="S0-T0-O0-C0-W0", run=0, category=category,
+                          termination="finished", score=float(passed), passed=passed)
+
+    results = [result("a", "unknown", True), result("b", "unknown", False),
+               result("c", "files", True)]
+    manifest = Manifest(harnessgrid_version="0", created_at="", updated_at="", policy="p",
+                        limits={}, space={}, holdout_seed=0, settings={}, runs=1,
+                        suites={"clawgym:x": SuiteEntry(name="x", version="1",
+                                                        tasks={"a": "", "b": "", "c": ""},
+                                                        broken={"d": "no user_query"})})
+    report = build_report(results, manifest)
+    overall = {c.category: c for c in report.categories if c.setting == "overall"}
+    assert list(overall) == ["files", "unknown"]  # the unknown one last
+    assert overall["unknown"].pass_rate.mean == 0.5 and not overall["unknown"].known
+    assert overall["files"].known and overall["files"].tasks == 1
+    assert [(s.suite, s.task, s.reason) for s in report.skipped] == [
+        ("clawgym:x", "d", "no user_query")]
+    text = render_markdown(report)
+    assert "| unknown (not in the data) | 2 |" in text and "no rule to derive one" in text
+    assert "1 task(s) skipped" in text and "| clawgym:x | d | no user_query |" in text

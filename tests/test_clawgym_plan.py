@@ -71,22 +71,26 @@ def test_a_recorded_plan_round_trips_and_solves(tmp_path: Path) -> None:
 def test_a_malformed_plan_is_an_error_naming_task_and_action(tmp_path: Path, plan: Any,
                                                              named: str) -> None:
     root = write_task(tmp_path / "suite", "broken-task", plan)
+    suite = hg.load_suite(f"clawgym:{root}")
+    (bad,) = suite.broken  # the suite loads; the task is broken, with the loader's error
+    assert bad.id == "broken-task" and "task 'broken-task'" in bad.reason and named in bad.reason
     with pytest.raises(ConfigError) as caught:
-        hg.load_suite(f"clawgym:{root}")
-    assert "task 'broken-task'" in caught.value.message and named in caught.value.message
-    assert caught.value.hint
+        suite.get("broken-task")
+    assert named in caught.value.message and caught.value.hint
 
 
 def test_validate_fails_on_a_malformed_plan(tmp_path: Path) -> None:
-    """``tasks validate`` no longer says ok: loading fails, naming the task and the action."""
+    """``tasks validate`` no longer says ok: the task is reported broken, skipped, naming the
+    task and the action, and the check fails."""
     root = write_task(tmp_path / "suite", "broken-task", [{"kind": "edit", "args": {}}])
     app = typer.Typer()
     app.add_typer(tasks_app, name="tasks")
     result = CliRunner().invoke(app, ["tasks", "validate", f"clawgym:{root}", "--json"])
-    assert result.exit_code != 0
-    assert isinstance(result.exception, ConfigError), result.output
-    assert "'broken-task'" in result.exception.message
-    assert '{"kind": "edit", "args": {}}' in result.exception.message
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.output)
+    (row,) = report["tasks"]
+    assert row["id"] == "broken-task" and row["grading"] == "broken" and not row["ok"]
+    assert '{"kind": "edit", "args": {}}' in row["note"] and report["summary"]["broken"] == 1
 
 
 def test_no_plan_is_still_no_plan() -> None:

@@ -172,7 +172,8 @@ def test_validate_reports_bad_tasks_and_oracle_runs(plugins: Path, tmp_path: Pat
     assert "RuntimeError: grader bug" in by_id["crashes"]["note"]
     assert by_id["random"]["deterministic"] is False
     assert report["summary"] == {"tasks": 3, "ok": 0, "oracle_pass": 0, "oracle_fail": 0,
-                                 "no_plan": 3, "null_passes": 1, "grade_errors": 1,
+                                 "no_plan": 3, "null_passes": 1, "broken": 0,
+                                 "grade_errors": 1,
                                  "ungraded": 0, "automated_only": 0, "nondeterministic": 1}
     examples = as_json("validate", "examples", "--harness", "S1-T2-O1-C1-W1")
     assert examples["harness"] == "S1-T2-O1-C1-W1"
@@ -209,3 +210,46 @@ def test_through_the_real_command_line(plugins: Path) -> None:
     assert "Traceback" not in bad.stderr
     broken = CLAWGYM.parent / "does-not-exist"
     assert "does not exist" in run("list", "--suite", f"clawgym:{broken}").stderr
+
+
+PINCHBENCH_REPO = TESTS / "fixtures" / "pinchbench_repo"
+
+
+def test_a_broken_task_is_listed_and_the_others_show(plugins: Path) -> None:
+    """The public layout with task_20's asset missing: ``list`` shows every good task and the
+    broken ones with their reasons, ``show`` works for a good task and says why for the
+    broken one (issue 14)."""
+    suite = f"pinchbench:{PINCHBENCH_REPO}"
+    rows = {r["id"]: r for r in as_json("list", suite)}
+    assert {i for i, r in rows.items() if r["grading"] != "broken"} == {
+        "task_00_sanity", "task_15_hybrid_weighted", "task_16_notes_in_scores",
+        "task_19_sales_total"}
+    assert "GPT4.pdf" in rows["task_20_eli5_pdf_summary"]["broken"]
+    assert "multi-session" in rows["task_22_second_brain"]["broken"]
+    text = invoke("list", suite).output
+    assert "4 tasks, 2 broken" in text
+    assert f"broken, skipped: {suite}/task_20_eli5_pdf_summary" in text
+    shown = as_json("show", f"{suite}/task_19_sales_total")
+    assert shown["files"] == [{"path": "sales.csv", "bytes": 41}]
+    fails_with("is broken", "show", f"{suite}/task_20_eli5_pdf_summary")
+    from harnessgrid.cli import app as main_app
+
+    ran = CliRunner().invoke(main_app, ["run", "--task", f"{suite}/task_00_sanity", "--harness",
+                                        "S0-T0-O0-C0-W0", "--policy", "null", "--json"])
+    assert ran.exit_code == 0, (ran.output, ran.exception)
+    episode = json.loads(ran.output)
+    assert episode["task"] == "task_00_sanity" and episode["score"] == 0.0
+
+
+def test_validate_skips_a_broken_task_with_its_reason(plugins: Path, tmp_path: Path) -> None:
+    root = tmp_path / "pb" / "tasks"
+    root.mkdir(parents=True)
+    for name in ("task_00_sanity.md", "task_20_eli5_pdf_summary.md"):
+        (root / name).write_text((PINCHBENCH_REPO / "tasks" / name).read_text())
+    report = as_json("validate", f"pinchbench:{root.parent}", code=1)
+    by_id = {t["id"]: t for t in report["tasks"]}
+    assert by_id["task_00_sanity"]["ok"] and by_id["task_00_sanity"]["null"] == "fails"
+    skipped = by_id["task_20_eli5_pdf_summary"]
+    assert skipped["grading"] == "broken" and skipped["oracle"] == "skipped"
+    assert "GPT4.pdf" in skipped["note"] and not skipped["ok"]
+    assert report["summary"]["broken"] == 1 and report["summary"]["ok"] == 1

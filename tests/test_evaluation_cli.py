@@ -74,7 +74,7 @@ def test_html_report_is_self_contained(runs: tuple[Path, Path]) -> None:
                                             "cost"]
     assert all(base64.b64decode(data)[:4] == b"\x89PNG" for _, data in images)
     assert "http://" not in page and "https://" not in page
-    assert page.count("<table>") == 7 and "ProbeShell-FC 1.0" in page
+    assert page.count("<table>") == 8 and "ProbeShell-FC 1.0" in page  # + per category
 
 
 def test_report_compare(env: dict[str, str], runs: tuple[Path, Path]) -> None:

@@ -230,13 +230,18 @@ def test_rubric_parsing() -> None:
     ("---\nid: x\nworkspace_files: [{path: /etc/x, content: y}]\n---\n## Prompt\nhi\n",
      "must be a relative path"),
 ])
-def test_broken_task_files_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
+def test_broken_task_files_are_broken_tasks(tmp_path: Path, text: str, message: str) -> None:
+    """The suite loads; the bad file is a broken task whose reason is the loader's error."""
     (tmp_path / "secret.txt").write_text("a host file beside the suite\n")
     path = tmp_path / "suite" / "task_x.md"
     path.parent.mkdir()
     path.write_text(text)
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
-        pinchbench.load(str(path.parent))
+    suite = pinchbench.load(str(path.parent))
+    (bad,) = suite.broken
+    assert suite.tasks() == [] and message in bad.reason and bad.source == str(path)
+    assert bad.id == ("task_x" if message in ("never closed", "not valid YAML") else "x")
+    with pytest.raises(ConfigError, match="is broken"):
+        suite.get(bad.id)
 
 
 def test_grader_problems_show_at_grading_time(tmp_path: Path) -> None:
@@ -278,3 +283,141 @@ def test_export_to_clawgym(tmp_path: Path, suite: TaskSuite) -> None:
         assert task.files == {} and task.source_dir is not None
         assert play(task, SOLUTIONS["task_01_word_count"]).passed, entry
         assert not play(task, None).passed
+
+
+# --- the public repository's layout, with one task's asset missing (issue 14) ---------------
+
+REPO = Path(__file__).parent / "fixtures" / "pinchbench_repo"
+REPO_SOLUTIONS: dict[str, tuple[Action, ...]] = {
+    "task_00_sanity": (A("write", path="hello.txt", content="ready\n"),),
+    "task_15_hybrid_weighted": (
+        A("write", path="release.md", content="# Release 2.1\nStart-up is twice as fast.\n"),),
+    "task_16_notes_in_scores": (
+        A("write", path="checklist.txt", content="[x] backup\n[ ] restore test\n"),),
+    "task_19_sales_total": (A("read", path="sales.csv"), A("write", path="total.txt",
+                                                             content="250\n")),
+}
+
+
+@pytest.fixture(scope="module")
+def repo() -> TaskSuite:
+    return pinchbench.load(str(REPO))
+
+
+def test_one_missing_asset_breaks_only_its_task(repo: TaskSuite) -> None:
+    """task_20's ``GPT4.pdf`` is missing: the other tasks load and task_20 is reported broken
+    with the missing file as its reason; asking for it says so."""
+    assert [t.id for t in repo.tasks()] == sorted(REPO_SOLUTIONS)
+    broken = {b.id: b.reason for b in repo.broken}
+    assert set(broken) == {"task_20_eli5_pdf_summary", "task_22_second_brain"}
+    assert "GPT4.pdf" in broken["task_20_eli5_pdf_summary"]
+    assert "not found" in broken["task_20_eli5_pdf_summary"]
+    with pytest.raises(ConfigError, match="task_20_eli5_pdf_summary.*is broken.*GPT4.pdf"):
+        repo.get("task_20_eli5_pdf_summary")
+    sales = repo.get("task_19_sales_total")  # {source, dest} from the repository's assets/
+    assert sales.files == {"sales.csv": (REPO / "assets/csvs/sales.csv").read_bytes()}
+
+
+def test_multi_session_task_is_refused_with_its_reason(repo: TaskSuite) -> None:
+    """The runtime has one user instruction per episode, so a ``sessions`` task is not run on
+    its placeholder prompt: it is broken, saying why."""
+    reason = next(b.reason for b in repo.broken if b.id == "task_22_second_brain")
+    assert "multi-session task (3 sessions" in reason and "single user instruction" in reason
+    with pytest.raises(ConfigError, match="multi-session"):
+        repo.get("task_22_second_brain")
+
+
+@pytest.mark.parametrize("task_id", sorted(REPO_SOLUTIONS))
+def test_every_good_task_runs(repo: TaskSuite, task_id: str) -> None:
+    solved = play(repo.get(task_id), REPO_SOLUTIONS[task_id])
+    assert solved.grade_error is None and solved.passed, (solved.grade_error, solved.subscores)
+
+
+def test_non_numeric_sub_scores_are_skipped_with_a_warning(repo: TaskSuite) -> None:
+    """Upstream averages only the numbers a check returns; so do we, and the trajectory
+    records what was skipped."""
+    traj = play(repo.get("task_16_notes_in_scores"), REPO_SOLUTIONS["task_16_notes_in_scores"])
+    assert traj.subscores == {"backup_done": 1.0, "restore_listed": 1.0} and traj.passed
+    warnings = traj.meta["grade_warnings"]
+    assert len(warnings) == 2 and "'reviewer_note'" in warnings[0] and "skipped" in warnings[0]
+    assert "'line_count' = None" in warnings[1]
+    half = play(repo.get("task_16_notes_in_scores"),
+                (A("write", path="checklist.txt", content="[x] backup\n"),))
+    assert half.score == 0.5 and "grade_warnings" in half.meta
+
+
+def test_a_check_with_no_numeric_score_is_a_grade_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "task_07_words.md", """\
+        ---
+        id: task_07_words
+        grading_type: automated
+        ---
+        ## Prompt
+        Do nothing.
+        ## Automated Checks
+        ```python
+        def grade(transcript, workspace_path):
+            return {"verdict": "fine"}
+        ```
+        """)
+    traj = play(pinchbench.load(str(path)).tasks()[0], None)
+    assert traj.grade_error is not None and "no sub-score is a number" in traj.grade_error
+
+
+@needs_litellm
+def test_hybrid_applies_grading_weights(repo: TaskSuite) -> None:
+    """grading_weights 0.4/0.6: automated 1.0 and judge 0.5 score 0.7 (the plain mean would be
+    0.75); both parts stay as sub-scores."""
+    with OpenAICompatServer([judge_reply({"1": 0.5})]) as srv:
+        judged_repo = pinchbench.load(str(REPO), judge="openai/test-judge",
+                                      judge_api_base=srv.base_url + "/v1", judge_api_key="x")
+        task = judged_repo.get("task_15_hybrid_weighted")
+        assert task.metadata["grading_weights"] == {"automated": 0.4, "llm_judge": 0.6}
+        traj = play(task, REPO_SOLUTIONS["task_15_hybrid_weighted"])
+    assert traj.grade_error is None
+    assert traj.subscores == {"automated": 1.0, "llm_judge": 0.5}
+    assert traj.score == pytest.approx(0.7) and not traj.passed
+
+
+@pytest.mark.parametrize("weights, expected", [
+    (None, (0.5, 0.5)), ({"automated": 0.6}, (0.6, 0.5)),
+    ({"automated": 0, "llm_judge": 0}, (0.5, 0.5)), ({"automated": "x"}, "not numbers"),
+    ([0.4, 0.6], "must map"), ({"automated": -1, "llm_judge": 2}, "must not be negative"),
+])
+def test_grading_weights_are_read_as_upstream(tmp_path: Path, weights: Any,
+                                              expected: Any) -> None:
+    front: dict[str, Any] = {"id": "task_08_w", "grading_type": "hybrid"}
+    if weights is not None:
+        front["grading_weights"] = weights
+    path = tmp_path / "task_08_w.md"
+    path.write_text("---\n" + json.dumps(front) + "\n---\n## Prompt\nhi\n## Automated Checks\n"
+                    "def grade(transcript, workspace_path):\n    return {'x': 1.0}\n")
+    suite = pinchbench.load(str(path))
+    if isinstance(expected, str):
+        assert expected in suite.broken[0].reason
+        return
+    grader = suite.tasks()[0].grader
+    assert isinstance(grader, pinchbench.PinchBenchGrader) and grader.weights == expected
+
+
+@pytest.mark.slow
+def test_an_evaluation_runs_the_good_tasks_and_reports_the_broken(tmp_path: Path) -> None:
+    """End to end: ``evaluate`` over the public layout runs the four good tasks and its report
+    lists task_20 (missing asset) and task_22 (multi-session) as skipped, with reasons."""
+    from harnessgrid.evaluation.manifest import read_manifest
+    from harnessgrid.evaluation.report import build_report
+    from harnessgrid.evaluation.run import EvalConfig, evaluate
+    from harnessgrid.evaluation.tables import render_markdown
+
+    spec = f"pinchbench:{REPO}"
+    config = EvalConfig(policy="scripted", suites=(spec,), settings=("in-space",),
+                        harnesses=("S0-T0-O0-C0-W0",), runs=1)
+    outcome = evaluate(config, tmp_path / "run")
+    assert sorted(r.task for r in outcome.results) == sorted(REPO_SOLUTIONS)
+    manifest = read_manifest(tmp_path / "run")
+    assert manifest is not None
+    report = build_report(outcome.results, manifest)
+    skipped = {s.task: s.reason for s in report.skipped}
+    assert set(skipped) == {"task_20_eli5_pdf_summary", "task_22_second_brain"}
+    assert "GPT4.pdf" in skipped["task_20_eli5_pdf_summary"]
+    assert "2 task(s) skipped" in render_markdown(report, brief=True)

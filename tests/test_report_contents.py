@@ -237,7 +237,7 @@ def test_clean_run_has_no_unscored_section(tmp_path: Path) -> None:
     files = write_report(report, tmp_path / "run", plots=False)
     assert "Episodes not scored" not in files.markdown.read_text()
     assert "failed before" not in files.html.read_text()  # type: ignore[union-attr]
-    assert files.html.read_text().count("<table>") == 7  # type: ignore[union-attr]
+    assert files.html.read_text().count("<table>") == 8  # type: ignore[union-attr]
 
 
 def test_first_line() -> None:

@@ -6,7 +6,9 @@ suite's loader. ``validate`` is the check a suite author runs before publishing:
 harness, the scripted oracle must pass every task that has a plan, the null policy must fail
 every task, and grading the same final workspace twice must give the same scores. External
 suites have no oracle plans — that is reported per task, not counted as a failure — and
-judge-graded tasks without a judge are counted as ungraded, not as failures.
+judge-graded tasks without a judge are counted as ungraded, not as failures. A task its loader
+could not build (``TaskSuite.broken``) is listed with its reason by ``list`` and ``validate``
+(where it is skipped, and makes the check fail); ``show`` of it says why.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from harnessgrid.errors import ConfigError
 if TYPE_CHECKING:
     from harnessgrid.harness import Harness
     from harnessgrid.runtime import EpisodeLimits
-    from harnessgrid.tasks import Task, TaskSuite
+    from harnessgrid.tasks import BrokenTask, Task, TaskSuite
     from harnessgrid.trajectory import Trajectory
 
 tasks_app = typer.Typer(help="Task suites: list, show, validate and export tasks.",
@@ -97,6 +99,12 @@ def task_row(address: str, split: str, task: Task) -> dict[str, Any]:
             "plan_length": len(task.plan)}
 
 
+def broken_row(address: str, broken: BrokenTask) -> dict[str, Any]:
+    """A task the loader could not build, as ``tasks list`` shows it."""
+    return {"address": address, "id": broken.id, "split": "", "category": "", "tags": [],
+            "difficulty": None, "grading": "broken", "plan_length": 0, "broken": broken.reason}
+
+
 def _list_suites(as_json: bool) -> None:
     from harnessgrid.cli.output import print_table
     from harnessgrid.registry import get_registry
@@ -143,15 +151,19 @@ def list_tasks(suite: str | None = typer.Argument(None, help="A suite address (g
         ids = task_ids(tasks)
         for i in range(min(len(tasks), wanted - len(rows))):
             rows.append(task_row(f"{suite}/{ids[i]}", name, tasks[i]))
+    broken = [broken_row(f"{suite}/{b.id}", b) for b in loaded.broken]  # always all of them
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps(rows + broken, indent=2))
         return
-    print_table(f"{loaded.name} (version {loaded.version}): {total} tasks",
+    print_table(f"{loaded.name} (version {loaded.version}): {total} tasks"
+                + (f", {len(broken)} broken" if broken else ""),
                 ("address", "split", "category", "tags", "grading", "plan"),
                 [(r["address"], r["split"], r["category"], ", ".join(r["tags"]), r["grading"],
                   str(r["plan_length"] or "-")) for r in rows])
     if total > len(rows):
         typer.echo(f"… {total - len(rows)} more (--limit N, or --json)")
+    for row in broken:
+        typer.echo(f"broken, skipped: {row['address']}: {row['broken']}")
 
 
 def task_files(task: Task) -> list[tuple[str, int]]:
@@ -319,6 +331,7 @@ def summarize(checks: list[TaskCheck]) -> dict[str, int]:
             "oracle_fail": count(lambda c: c.oracle == "fail"),
             "no_plan": count(lambda c: c.oracle == "no plan"),
             "null_passes": count(lambda c: c.null == "passes"),
+            "broken": count(lambda c: c.grading == "broken"),
             "grade_errors": count(lambda c: c.null == "grade error"),
             "ungraded": count(lambda c: c.null == "ungraded"),
             "automated_only": count(lambda c: c.grading == "automated_only"),
@@ -353,6 +366,8 @@ def validate(suite: str = typer.Argument(..., help="Suite address."),
         picked = sorted(random.Random(seed).sample(range(len(every)), sample))
     tasks = [every[i] for i in picked]
     the_harness = resolve_harness(harness)
+    skipped = [TaskCheck(id=b.id, grading="broken", oracle="skipped", null="skipped",
+                         deterministic=None, note=b.reason) for b in loaded.broken]
     limits = EpisodeLimits()
     if as_json:
         checks = asyncio.run(validate_tasks(the_harness, tasks, limits, concurrency))
@@ -361,6 +376,7 @@ def validate(suite: str = typer.Argument(..., help="Suite address."),
             job = bar.add_task(f"validating {len(tasks)} tasks", total=len(tasks))
             checks = asyncio.run(validate_tasks(the_harness, tasks, limits, concurrency,
                                                 lambda: bar.advance(job)))
+    checks += skipped
     totals = summarize(checks)
     failed = totals["ok"] < totals["tasks"]
     if as_json:

@@ -39,7 +39,7 @@ from typing import Any
 import harnessgrid
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action
-from harnessgrid.tasks import GraderError, Task, TaskSuite
+from harnessgrid.tasks import UNKNOWN_CATEGORY, GraderError, Task, TaskSuite
 
 
 class NotExportable(Exception):
@@ -202,6 +202,8 @@ def export_clawgym(suite: TaskSuite, out_dir: Path, *, split: str | None = None,
         report.exported[task.id] = folder
         if task.grader is None:
             report.ungraded.append(task.id)
+    for bad in suite.broken:  # tasks the loader could not build: nothing to write
+        report.skipped.setdefault(bad.id, f"broken: {bad.reason}")
     return report
 
 
@@ -236,7 +238,9 @@ def _export_task(task: Task, suite_name: str, dest: Path) -> None:
     extra = json.loads(json.dumps(task.metadata, default=str))  # JSON-safe copy
     entry = {"task_id": task.id, "user_query": task.instruction,
              "input_mount_dir": task.mount_path,
-             "metadata": {**extra, "category": task.category, "grading_type": grading_type,
+             # "unknown" is our word for "the data names none": write none back
+             "metadata": {**extra, "category": "" if task.category == UNKNOWN_CATEGORY
+                          else task.category, "grading_type": grading_type,
                           "tags": list(task.tags), "difficulty": task.difficulty,
                           "harnessgrid": origin}}
     (dest / "data_entry.json").write_text(json.dumps(entry, indent=2, ensure_ascii=False) + "\n",

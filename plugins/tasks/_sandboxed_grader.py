@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from harnessgrid.errors import HarnessgridError
 from harnessgrid.scratch import scratch_dir
-from harnessgrid.tasks import GraderError, validate_scores
+from harnessgrid.tasks import GraderError, Scores, validate_scores
 
 if TYPE_CHECKING:  # imported where used: loading the suite plugins must stay cheap
     from harnessgrid.sandbox import CommandResult, SandboxLimits
@@ -133,8 +133,13 @@ def run_in_sandbox(workspace_root: Path, mount_path: str, command: str, *,
 def runner_command(check_path: str, mount_path: str) -> str:
     """Shell command running the grading runner on ``check_path`` with the server's own
     interpreter (always present in the sandbox, read-only): ``-I`` ignores PYTHON* variables
-    and the user site, ``-B`` writes no bytecode."""
-    python = os.path.realpath(sys.executable)
+    and the user site, ``-B`` writes no bytecode. In an episode with a venv environment, that
+    environment's python, so checks can import what it holds (pandas for ClawGym)."""
+    from harnessgrid.environments import ACTIVE_ENVIRONMENT
+
+    env = ACTIVE_ENVIRONMENT.get()
+    python = (env.python_executable if env is not None else None) or os.path.realpath(
+        sys.executable)
     return " ".join(shlex.quote(p) for p in (python, "-I", "-B", f"{GRADING_DIR}/runner.py",
                                         check_path, f"{GRADING_DIR}/transcript.jsonl",
                                         mount_path))
@@ -152,6 +157,78 @@ def scores_from(result: CommandResult, what: str) -> dict[str, float]:
         return validate_scores(value)
     except GraderError as exc:
         raise GraderError(f"{what}: {exc}") from None
+
+
+def numeric_scores(value: Any, what: str) -> Scores:
+    """PinchBench's rule for a check's dict: sub-scores that are not numbers (a string, a
+    list, null) are skipped, each with a warning, as upstream's average skips them; numbers
+    must still lie in [0, 1]. A dict with no number left is a :class:`GraderError` (upstream
+    scores it 0; here it is ungraded, never a silent 0)."""
+    if not isinstance(value, dict) or not value:
+        raise GraderError(f"{what} must return a non-empty dict of sub-scores, got "
+                          f"{value!r:.200}")
+    kept = {str(k): v for k, v in value.items() if _is_number(v)}
+    warnings = [f"{what}: sub-score {k!r} = {v!r:.80} is not a number; skipped"
+                for k, v in value.items() if not _is_number(v)]
+    if not kept:
+        raise GraderError(f"{what}: no sub-score is a number ({', '.join(map(str, value))})")
+    try:
+        return validate_scores(Scores(kept, warnings=warnings))
+    except GraderError as exc:
+        raise GraderError(f"{what}: {exc}") from None
+
+
+def check_output_scores(result: CommandResult, what: str) -> Scores:
+    """The scores a ClawGym ``check.py`` reports (through ``grade()`` or as a script).
+
+    The output is the last JSON value on stdout (a one-line dict, an indented dict printed
+    last, or a bare number). A number is the reward. A dict whose ``reward`` is a number in
+    [0, 1] is scored by that reward — the check's own weighting — and its other entries that
+    are numbers in [0, 1] are kept as sub-scores, the rest (counts, notes, nested details)
+    skipped with a warning. A dict without ``reward`` is scored by the mean of its entries,
+    which must all be numbers in [0, 1] (what ClawGym's ``reward.sh`` computes)."""
+    value = _last_json(_checked(result, what), what)
+    if _is_number(value):
+        return validate_scores(Scores({"reward": value}))
+    if isinstance(value, dict) and _is_number(value.get("reward")) \
+            and 0.0 <= float(value["reward"]) <= 1.0:
+        kept = {str(k): float(v) for k, v in value.items()
+                if _is_number(v) and 0.0 <= float(v) <= 1.0}
+        warnings = [f"{what}: {k!r} = {v!r:.80} is not a sub-score in [0, 1]; kept out "
+                    "(the check's own reward scores the task)"
+                    for k, v in value.items() if str(k) not in kept]
+        return validate_scores(Scores(kept, total=float(value["reward"]), warnings=warnings))
+    try:
+        return validate_scores(value)
+    except GraderError as exc:
+        raise GraderError(f"{what}: {exc}") from None
+
+
+def printed_value(result: CommandResult, what: str) -> Any:
+    """The JSON value a check printed last (a :class:`GraderError` for a failed run)."""
+    return _last_json(_checked(result, what), what)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(float(value))
+
+
+def _last_json(stdout: str, what: str) -> Any:
+    """The JSON value that ends ``stdout``: the shortest tail of whole lines that parses
+    (a one-line value, or an indented dict printed last after other output)."""
+    text = stdout.strip()
+    if not text:
+        raise GraderError(f"{what} printed nothing on stdout")
+    lines = text.splitlines()
+    for start in range(len(lines) - 1, -1, -1):
+        head = lines[start].lstrip()[:1]
+        if head and (head in '{["-tfnN' or head.isdigit()):
+            try:
+                return json.loads("\n".join(lines[start:]))
+            except ValueError:
+                continue
+    raise GraderError(f"{what} printed no JSON scores: last stdout line is "
+                      f"{lines[-1].strip()[:200]!r}")
 
 
 def reward_from(result: CommandResult, what: str) -> float:

@@ -26,6 +26,20 @@ and graders hold. Graders are untrusted code and run in the sandbox
 ``check.py`` is used (named sub-scores, and the transcript; converted suites' ``reward.sh`` only
 averages what ``check.py`` prints) unless the option ``grader="reward.sh"`` says otherwise.
 
+Scores (:func:`._sandboxed_grader.check_output_scores`): what ``check.py`` reports last — the
+dict ``grade()`` returns, or the last JSON value a script-style check prints — is scored by
+its own ``reward`` entry when it has one (a number in [0, 1]: the check's weighting; its other
+entries in [0, 1] are kept as sub-scores, counts and notes skipped with a warning), else by
+the mean of its entries, as ClawGym's ``reward.sh`` does. ``reward.sh`` itself averages every
+entry, ``reward`` included, so for checks that report a reward the two differ: we follow the
+check.
+
+Category: ``metadata.category`` when the data gives one; ClawGym's data leaves it empty and
+says no way to derive one, so such tasks are ``unknown`` (never a made-up ``general``).
+
+A task folder that cannot be loaded (bad JSON, no ``user_query``, a bad plan or mount) is a
+broken task of the suite, reported with its reason; the other tasks load.
+
 Loader options: ``mount_path`` (for tasks without ``input_mount_dir``), ``split`` (``eval``
 or ``train``; default ``eval``), ``grader`` (``auto``, ``check.py``, ``reward.sh``),
 ``grader_timeout_s``, ``native_graders`` (see :mod:`._clawgym_export`; default True).
@@ -46,16 +60,16 @@ from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action
 from harnessgrid.registrations import TaskSuiteSpec
-from harnessgrid.suites import suite_name, suite_path
-from harnessgrid.tasks import Grader, Task, TaskLimits, TaskSuite
+from harnessgrid.suites import load_each, suite_name, suite_path
+from harnessgrid.tasks import UNKNOWN_CATEGORY, Grader, Task, TaskLimits, TaskSuite
 
 from ._clawgym_export import ExportReport, RegeneratedGrader, export_clawgym, plan_metadata
 from ._sandboxed_grader import (
     GradingLimits,
+    check_output_scores,
     reward_from,
     run_in_sandbox,
     runner_command,
-    scores_from,
 )
 
 __all__ = ["DEFAULT_MOUNT", "ClawGymGrader", "ExportReport", "export_clawgym", "load",
@@ -88,7 +102,7 @@ class ClawGymGrader:
                                 limits=self.limits)
         what = f"reward/{self.entry}"
         if self.entry == "check.py":
-            return scores_from(result, what)
+            return check_output_scores(result, what)
         return {"reward": reward_from(result, what)}
 
     def export_reward(self, dest: Path) -> None:
@@ -114,14 +128,17 @@ def load(argument: str | None = None, **options: Any) -> TaskSuite:
         raise ConfigError(f"no task folders (with data_entry.json) under {argument!r}",
                           hint="a ClawGym suite is <suite>/<task>/data_entry.json")
     name = suite_name("clawgym", str(argument))
-    tasks = [load_task(folder, suite=name, **options) for folder in folders]
-    seen: dict[str, Path] = {}
-    for task, folder in zip(tasks, folders):
+    _grader_choice(str(options.get("grader", "auto")))  # a bad option fails the suite, once
+    tasks, broken = load_each(folders, lambda f: load_task(f, suite=name, **options),
+                              _task_id)
+    seen: dict[str, str] = {}
+    for task in tasks:
         if task.id in seen:
-            raise ConfigError(f"task id {task.id!r} is used by {seen[task.id]} and {folder}",
+            raise ConfigError(f"task id {task.id!r} is used by {seen[task.id]} and "
+                              f"{task.metadata['source']}",
                               hint="give every task folder a unique task_id")
-        seen[task.id] = folder
-    return TaskSuite(name=name, splits={split: tuple(tasks)})
+        seen[task.id] = str(task.metadata["source"])
+    return TaskSuite(name=name, splits={split: tuple(tasks)}, broken=tuple(broken))
 
 
 def load_task(folder: Path, *, suite: str = "", mount_path: str = DEFAULT_MOUNT,
@@ -148,17 +165,34 @@ def load_task(folder: Path, *, suite: str = "", mount_path: str = DEFAULT_MOUNT,
         id=task_id, instruction=query, source_dir=inputs if inputs.is_dir() else None,
         grader=_grader(folder / "reward", mount, grader, grader_timeout_s, own, native_graders),
         plan=read_plan(own.get("plan"), task_id, entry_path), tags=_strings(metadata.get("tags")),
-        category=str(metadata.get("category") or "general"),
+        category=str(metadata.get("category") or UNKNOWN_CATEGORY),
         difficulty=_int(metadata.get("difficulty"), 1),
         limits=TaskLimits.model_validate(own.get("limits") or {}), mount_path=mount, suite=suite,
         metadata={**metadata, "grading_type": metadata.get("grading_type", "automated"),
-                  "source": str(folder)})
+                  "source": str(folder)},
+        # ClawGym ran in a prepared image: python, pandas, numpy, pytest, pyyaml (issue 14).
+        # A task may name another (or null) under metadata.harnessgrid.environment.
+        environment=own.get("environment", "clawgym"))
+
+
+def _task_id(folder: Path) -> str:
+    """The id a task folder declares, for naming it when it is broken (else its name)."""
+    try:
+        entry = json.loads((folder / "data_entry.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return folder.name
+    found = entry.get("task_id") if isinstance(entry, dict) else None
+    return str(found or folder.name)
+
+
+def _grader_choice(choice: str) -> None:
+    if choice not in _GRADER_CHOICES:
+        raise ConfigError(f"grader={choice!r} is not one of {', '.join(_GRADER_CHOICES)}")
 
 
 def _grader(reward: Path, mount: str, choice: str, timeout_s: float, own: dict[str, Any],
             native: bool) -> Grader | None:
-    if choice not in _GRADER_CHOICES:
-        raise ConfigError(f"grader={choice!r} is not one of {', '.join(_GRADER_CHOICES)}")
+    _grader_choice(choice)
     if native and RegeneratedGrader.applies(own):
         return RegeneratedGrader(str(own["suite"]), str(own["task_id"]),
                                  str(own.get("content_hash", "")))

@@ -15,10 +15,22 @@ into a workspace (and on to a model provider).
 
 Grading: automated checks run sandboxed (:mod:`._sandboxed_grader`); the LLM judge
 (:mod:`._judge`) is opt-in (``judge=MODEL``, plus ``judge_api_base``, ``judge_api_key``,
-``judge_timeout_s``). Hybrid = mean of the automated mean and the judge's weighted score
-(sub-scores ``automated`` and ``llm_judge``). Without a judge, ``llm_judge`` tasks are
-*ungraded* (a ``GraderError`` starting with ``ungraded:``) and hybrid tasks are graded on their
-automated part only; ``Task.metadata["graded_as"]`` says which, so tools can count both.
+``judge_timeout_s``). As upstream's grader does: the automated part is the mean of the
+check's numeric sub-scores (a sub-score that is not a number is skipped, with a warning in the
+trajectory's ``meta["grade_warnings"]``); hybrid = the automated part and the judge's weighted
+score combined by the task's ``grading_weights`` (``{automated, llm_judge}``, normalised by
+their sum; 0.5/0.5 when absent or when they sum to 0), with sub-scores ``automated`` and
+``llm_judge``. Without a judge, ``llm_judge`` tasks are *ungraded* (a ``GraderError`` starting
+with ``ungraded:``) and hybrid tasks are graded on their automated part only;
+``Task.metadata["graded_as"]`` says which, so tools can count both.
+
+One bad task file never takes the suite down: a task that cannot be built (a missing
+workspace file, malformed front matter, no prompt) is a broken task of the suite
+(:attr:`TaskSuite.broken`), reported with its reason by ``tasks list``/``validate`` and
+evaluation reports, and the other tasks load, show and run. Multi-session tasks (a
+``sessions`` list in the front matter, each a prompt sent as a new user message in the same
+workspace) are refused that way too: an episode here has one user instruction, and the
+runtime has no way to send a later session's prompt.
 """
 
 from __future__ import annotations
@@ -31,8 +43,8 @@ from typing import Any
 from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
 from harnessgrid.registrations import TaskSuiteSpec
-from harnessgrid.suites import suite_name, suite_path
-from harnessgrid.tasks import GraderError, Task, TaskLimits, TaskSuite
+from harnessgrid.suites import load_each, suite_name, suite_path
+from harnessgrid.tasks import GraderError, Scores, Task, TaskLimits, TaskSuite
 
 from ._clawgym_export import NotExportable, write_reward
 from ._judge import Criterion, JudgeContext, LiteLLMJudge, judge_score
@@ -40,9 +52,10 @@ from ._pinchbench_format import check_code, parse_rubric, parse_task_file
 from ._sandboxed_grader import (
     GRADING_DIR,
     GradingLimits,
+    numeric_scores,
+    printed_value,
     run_in_sandbox,
     runner_command,
-    scores_from,
 )
 
 __all__ = ["PinchBenchGrader", "load", "load_task", "parse_rubric", "parse_task_file"]
@@ -58,7 +71,8 @@ class PinchBenchGrader:
 
     def __init__(self, task_id: str, grading_type: str, code: str | None, problem: str | None,
                  criteria: list[Criterion], context: JudgeContext, mount_path: str,
-                 judge: LiteLLMJudge | None, limits: GradingLimits | None = None) -> None:
+                 judge: LiteLLMJudge | None, limits: GradingLimits | None = None,
+                 weights: tuple[float, float] = (0.5, 0.5)) -> None:
         self.task_id = task_id
         self.grading_type = grading_type
         self.code = code
@@ -68,6 +82,7 @@ class PinchBenchGrader:
         self.mount_path = mount_path
         self.judge = judge
         self.limits = limits or GradingLimits()
+        self.weights = weights
 
     @property
     def graded_as(self) -> str:
@@ -95,15 +110,20 @@ class PinchBenchGrader:
         judged = judge_score(self.judge, self.criteria, self.context, workspace, transcript)
         if auto is None:
             return {"llm_judge": judged}
-        return {"automated": sum(auto.values()) / len(auto), "llm_judge": judged}
+        automated = sum(auto.values()) / len(auto)
+        w_auto, w_judge = self.weights
+        return Scores({"automated": automated, "llm_judge": judged},
+                      total=(automated * w_auto + judged * w_judge) / (w_auto + w_judge),
+                      warnings=auto.warnings)
 
-    def _automated(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+    def _automated(self, workspace: Path, transcript: list[dict[str, Any]]) -> Scores:
         assert self.code is not None
         result = run_in_sandbox(workspace, self.mount_path,
                                 runner_command(f"{GRADING_DIR}/check.py", self.mount_path),
                                 files={"check.py": self.code}, transcript=transcript,
                                 limits=self.limits)
-        return scores_from(result, "automated checks")
+        what = "automated checks"
+        return numeric_scores(printed_value(result, what), what)
 
     def export_reward(self, dest: Path) -> None:
         """Automated-only tasks become a ClawGym ``check.py``; judged ones have no such form."""
@@ -139,15 +159,26 @@ def load(argument: str | None = None, **options: Any) -> TaskSuite:
                              api_key=options.get("judge_api_key"),
                              timeout_s=float(options.get("judge_timeout_s", 60.0)))
     name = suite_name("pinchbench", str(argument))
-    tasks = [load_task(f, assets=assets, root=suite_root, judge=judge, suite=name,
-                       mount_path=str(options.get("mount_path", DEFAULT_MOUNT)),
-                       grader_timeout_s=float(options.get("grader_timeout_s", 60.0)))
-             for f in files]
-    ids = [t.id for t in tasks]
+    mount_path = str(options.get("mount_path", DEFAULT_MOUNT))
+    grader_timeout_s = float(options.get("grader_timeout_s", 60.0))
+    tasks, broken = load_each(
+        files, lambda f: load_task(f, assets=assets, root=suite_root, judge=judge, suite=name,
+                                   mount_path=mount_path, grader_timeout_s=grader_timeout_s),
+        _task_id)
+    ids = [t.id for t in tasks] + [b.id for b in broken]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise ConfigError(f"task ids used by more than one file: {', '.join(dupes)}")
-    return TaskSuite(name=name, splits={split: tuple(tasks)})
+    return TaskSuite(name=name, splits={split: tuple(tasks)}, broken=tuple(broken))
+
+
+def _task_id(path: Path) -> str:
+    """The id a task file declares, for naming it when it is broken (its stem if even the
+    front matter does not read)."""
+    try:
+        return str(parse_task_file(path).front.get("id") or path.stem)
+    except (ConfigError, OSError, UnicodeDecodeError):
+        return path.stem
 
 
 def _assets_dir(option: Any, suite_root: Path, base: Path) -> Path:
@@ -171,6 +202,7 @@ def load_task(path: Path, *, assets: Path, root: Path | None = None,
     parsed = parse_task_file(path)
     front, sections = parsed.front, parsed.sections
     task_id = str(front.get("id") or path.stem)
+    _refuse_sessions(front, path)
     prompt = sections.get("prompt", "").strip()
     if not prompt:
         raise ConfigError(f"{path}: no '## Prompt' section (or it is empty)",
@@ -190,7 +222,7 @@ def load_task(path: Path, *, assets: Path, root: Path | None = None,
     grader = PinchBenchGrader(
         task_id, grading_type, code, problem, criteria,
         JudgeContext(prompt=prompt, expected=sections.get("expected", "")), mount_path, judge,
-        GradingLimits(timeout_s=grader_timeout_s))
+        GradingLimits(timeout_s=grader_timeout_s), _weights(front.get("grading_weights"), path))
     return Task(
         id=task_id, instruction=prompt, files=_workspace_files(front, path, task_id, assets,
                                                                       root or path.parent),
@@ -199,10 +231,43 @@ def load_task(path: Path, *, assets: Path, root: Path | None = None,
         mount_path=mount_path, suite=suite,
         metadata={"name": str(front.get("name") or task_id), "grading_type": grading_type,
                   "graded_as": grader.graded_as, "judge": judge.model if judge else None,
+                  "grading_weights": {"automated": grader.weights[0],
+                                      "llm_judge": grader.weights[1]},
                   "expected_behavior": sections.get("expected", ""),
                   "criteria": [{"number": c.number, "title": c.title, "weight": c.weight}
                                for c in criteria],
                   "extra_sections": parsed.extra, "source": str(path)})
+
+
+def _refuse_sessions(front: dict[str, Any], path: Path) -> None:
+    """Multi-session tasks send each ``sessions`` prompt as a further user message in the same
+    workspace; an episode here holds one user instruction, so such a task is refused (it
+    becomes a broken task with this reason) rather than run on its placeholder prompt."""
+    sessions = front.get("sessions")
+    if not sessions and not front.get("multi_session"):
+        return
+    count = len(sessions) if isinstance(sessions, list) else 0
+    raise ConfigError(f"{path}: multi-session task ({count} sessions in its front matter): "
+                      "each session is a further user message in the same workspace, and a "
+                      "harnessgrid episode has a single user instruction",
+                      hint="multi-session tasks are not supported; the suite's other tasks run")
+
+
+def _weights(value: Any, path: Path) -> tuple[float, float]:
+    """``grading_weights`` as upstream reads them: ``automated`` and ``llm_judge``, each 0.5
+    when missing, both 0.5 when they sum to 0 or less."""
+    if value is None:
+        return 0.5, 0.5
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: grading_weights must map automated/llm_judge to numbers, "
+                          f"got {value!r:.80}")
+    try:
+        auto, judge = float(value.get("automated", 0.5)), float(value.get("llm_judge", 0.5))
+    except (TypeError, ValueError):
+        raise ConfigError(f"{path}: grading_weights {value!r:.80} are not numbers") from None
+    if auto < 0 or judge < 0:
+        raise ConfigError(f"{path}: grading_weights {value!r:.80} must not be negative")
+    return (0.5, 0.5) if auto + judge <= 0 else (auto, judge)
 
 
 def _timeout(value: Any, path: Path) -> float | None:

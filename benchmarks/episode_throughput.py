@@ -14,13 +14,21 @@ Both sides play the same N tasks; each episode issues the same K shell commands 
   ``Task.plan`` (K ``shell`` actions) through ``S0-T2-O0-C0-W0`` (minimal prompt, ``bash_only``
   tools, raw observations, full context, react workflow), once in the bubblewrap sandbox and
   once with ``EpisodeLimits(unsafe_no_sandbox=True)`` (plain subprocesses, like
-  ``LocalEnvironment``).
+  ``LocalEnvironment``). Sandboxes come from a ``SandboxPool`` (as in ``run_episodes``,
+  evaluation and training: started ahead, closed in the background, one per episode);
+  ``--fresh`` adds rows that start and close one on each episode's critical path instead.
+
+Timing is in paired rounds: each round runs every mode once, interleaved, so load from other
+processes hits them alike; each row's ratio is computed within a round (against mini-swe-agent
+at the same concurrency) and the MEDIAN over rounds is printed, with the range. The fixed cost
+per episode (what an episode costs beyond its commands) is the intercept of the sequential
+episode time between 1 and K commands, again per round, median printed.
 
 Every episode of every mode is checked: it must have finished, run exactly the K commands in
 order, each exiting 0, and each command's stdout must match what the other framework printed
 for the same task. Any difference fails the run (exit status 1).
 
-Run: ``python benchmarks/episode_throughput.py [--episodes 20] [--commands 6]``
+Run: ``python benchmarks/episode_throughput.py [--episodes 20] [--commands 6] [--rounds 5]``
 (``--help`` for the rest). Needs ``pip install mini-swe-agent`` (benchmark-only dependency).
 """
 
@@ -302,20 +310,30 @@ class HarnessgridSide:
 
 
 def run_harnessgrid(side: HarnessgridSide, tasks: Sequence[BenchTask], concurrency: int,
-                    sandbox: bool) -> tuple[float, list[EpisodeRun]]:
-    from harnessgrid.runtime import run_episode, run_episodes
+                    sandbox: bool, pooled: bool = True) -> tuple[float, list[EpisodeRun]]:
+    from harnessgrid.runtime import episode_pool, run_episode, run_episodes
 
     hg_tasks = [side.task(t) for t in tasks]  # building Task values is not timed (nor is mini's)
     limits = side.limits(sandbox)
 
     async def main() -> list[Any]:
+        if not pooled:  # every episode starts and closes its own sandbox
+            gate = asyncio.Semaphore(concurrency)
+
+            async def one(task: Any) -> Any:
+                async with gate:
+                    return await run_episode(side.harness, task, side.policy, limits)
+
+            return list(await asyncio.gather(*(one(t) for t in hg_tasks)))
         if concurrency <= 1:
-            return [await run_episode(side.harness, t, side.policy, limits) for t in hg_tasks]
+            async with episode_pool(limits, hg_tasks, 1) as pool:
+                return [await run_episode(side.harness, t, side.policy, limits, pool=pool)
+                        for t in hg_tasks]
         return await run_episodes(((side.harness, t) for t in hg_tasks), side.policy, limits,
                                   concurrency=concurrency)
 
     t0 = time.perf_counter()
-    trajs = asyncio.run(main())
+    trajs = asyncio.run(main())  # includes closing the pool: no sandbox is left running
     wall = time.perf_counter() - t0
     return wall, [side.collect(t) for t in trajs]
 
@@ -385,6 +403,10 @@ def build_modes(args: argparse.Namespace, mini: MiniSide, mini_bwrap: MiniSide |
         if sandbox_ok:
             modes.append(Mode(f"harnessgrid bwrap, {label}", "hg", c,
                               lambda ts, c=c: run_harnessgrid(hg, ts, c, sandbox=True)))
+            if args.fresh:
+                modes.append(Mode(f"harnessgrid bwrap fresh, {label}", "hg", c,
+                                  lambda ts, c=c: run_harnessgrid(hg, ts, c, sandbox=True,
+                                                                  pooled=False)))
         modes.append(Mode(f"harnessgrid no sandbox, {label}", "hg", c,
                           lambda ts, c=c: run_harnessgrid(hg, ts, c, sandbox=False)))
     return modes
@@ -399,17 +421,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "(default 6)")
     ap.add_argument("--concurrency", type=int, default=4,
                     help="episodes at once in the concurrent modes (default 4)")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="time every mode this many times (interleaved) and keep the fastest "
-                    "(default 1)")
+    ap.add_argument("--rounds", "--repeat", type=int, default=5, dest="rounds",
+                    help="paired rounds: every mode once per round, interleaved; medians of "
+                    "the per-round ratios are printed (default 5)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="also time harnessgrid with a sandbox started and closed on each "
+                    "episode's critical path (no pool)")
     ap.add_argument("--warmup", type=int, default=2,
                     help="untimed episodes per mode before timing (default 2)")
     ap.add_argument("--mini-bwrap", action="store_true",
                     help="also time mini-swe-agent's experimental BubblewrapEnvironment "
                     "(one bwrap process per command)")
     args = ap.parse_args(argv)
-    if args.episodes < 1 or args.commands < 1 or args.concurrency < 2 or args.repeat < 1:
-        ap.error("--episodes, --commands and --repeat must be >= 1, --concurrency >= 2")
+    if args.episodes < 1 or args.commands < 2 or args.concurrency < 2 or args.rounds < 1:
+        ap.error("--episodes and --rounds must be >= 1, --commands and --concurrency >= 2")
 
     if shutil.which("python3", path=COMMAND_PATH) and shutil.which("sh", path=COMMAND_PATH):
         os.environ["PATH"] = COMMAND_PATH  # one python3 for every mode (see COMMAND_PATH)
@@ -436,7 +461,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import harnessgrid
     print(f"episode throughput: {args.episodes} episodes x {args.commands} commands "
-          f"(+ finish), concurrency {args.concurrency}, best of {args.repeat}")
+          f"(+ finish), concurrency {args.concurrency}, medians of {args.rounds} paired "
+          "rounds")
     print(f"host: {platform.node() or '?'}, {os.cpu_count()} CPUs, Python "
           f"{platform.python_version()}, {datetime.date.today().isoformat()}")
     print(f"mini-swe-agent {mini.version} (DefaultAgent + LocalEnvironment + DeterministicModel, "
@@ -452,24 +478,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         for mode in modes:
             mode.run(warm)
 
-    best: dict[str, ModeResult] = {}
-    walls: dict[str, list[float]] = {m.name: [] for m in modes}
-    for _ in range(args.repeat):
+    # Sequential episodes with one command, to split episode time into fixed + per command.
+    short_tasks = make_tasks(args.episodes, 1)
+    short = [m for m in modes if m.concurrency == 1 and "fresh" not in m.name]
+    rounds: list[dict[str, ModeResult]] = []
+    short_walls: list[dict[str, float]] = []
+    problems: list[str] = []
+    for _ in range(args.rounds):
+        round_: dict[str, ModeResult] = {}
         for mode in modes:
             wall, runs = mode.run(tasks)
-            walls[mode.name].append(wall)
-            result = ModeResult(mode.name, mode.framework, mode.concurrency, wall, runs)
-            if mode.name not in best or wall < best[mode.name].wall_s:
-                best[mode.name] = result
+            round_[mode.name] = ModeResult(mode.name, mode.framework, mode.concurrency, wall, runs)
+        walls_1: dict[str, float] = {}
+        for mode in short:
+            wall, runs = mode.run(short_tasks)
+            walls_1[mode.name] = wall
+            problems += check(ModeResult(mode.name, mode.framework, 1, wall, runs), short_tasks)
+        rounds.append(round_)
+        short_walls.append(walls_1)
 
-    results = [best[m.name] for m in modes]
-    problems: list[str] = []
-    for r in results:
-        problems += check(r, tasks)
-    reference = results[0]  # mini-swe-agent local, sequential
-    for r in results[1:]:
-        problems += cross_check(reference, r)
-    report(results, args, walls)
+    results = [rounds[-1][m.name] for m in modes]
+    for round_ in rounds:
+        for r in round_.values():
+            problems += check(r, tasks)
+        reference = round_[modes[0].name]  # mini-swe-agent local, sequential
+        for m in modes[1:]:
+            problems += cross_check(reference, round_[m.name])
+    report(rounds, [m.name for m in modes], args)
+    report_fixed(rounds, short_walls, [m.name for m in short], args)
     if problems:
         print(f"\nFAILED: {len(problems)} problem(s); the numbers above are not comparable:",
               file=sys.stderr)
@@ -478,46 +514,85 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(problems) > 40:
             print(f"  ... {len(problems) - 40} more", file=sys.stderr)
         return 1
-    total = sum(len(r.runs) for r in results)
-    print(f"\nverified: {total} episodes in {len(results)} modes all finished and ran the same "
-          f"{args.commands} commands per task with identical stdout on both sides")
+    total = sum(len(r.runs) for round_ in rounds for r in round_.values())
+    print(f"\nverified: {total} episodes in {len(results)} modes x {args.rounds} rounds all "
+          f"finished and ran the same {args.commands} commands per task with identical stdout "
+          "on both sides")
     return 0
 
 
-def report(results: Sequence[ModeResult], args: argparse.Namespace,
-           walls: dict[str, list[float]]) -> None:
+def _median_range(values: Sequence[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
+def report(rounds: Sequence[dict[str, ModeResult]], names: Sequence[str],
+           args: argparse.Namespace) -> None:
     k = args.commands
-    ref = {r.concurrency: r for r in results if r.framework == "mini"}
-    header = (f"{'mode':<40} {'wall s':>7} {'episodes/s':>11} {'ms/command':>11} "
-              f"{'vs mini (same conc.)':>21}")
+    mini_name = {r.concurrency: r.name for r in rounds[0].values() if r.framework == "mini"}
+    header = (f"{'mode':<42} {'wall s':>7} {'episodes/s':>11} {'ms/command':>11} "
+              f"{'vs mini (same conc.), median [range]':>37}")
     print(header)
     print("-" * len(header))
-    for r in results:
-        ms_cmd = r.wall_s * 1000 / (len(r.runs) * k)
-        base = ref[r.concurrency]
-        ratio = "1.00x (reference)" if r is base else f"{r.eps() / base.eps():.2f}x"
-        spread = ""
-        if len(walls[r.name]) > 1:
-            spread = f"  (median {statistics.median(walls[r.name]):.2f}s)"
-        print(f"{r.name:<40} {r.wall_s:>7.2f} {r.eps():>11.1f} {ms_cmd:>11.1f} {ratio:>21}"
-              f"{spread}")
-    print("\nratio = episodes/s of the row / episodes/s of mini-swe-agent local at the same "
-          "concurrency (>1: faster). ms/command = wall time / (episodes x commands), so it "
-          "includes per-episode setup and teardown; mini-swe-agent also runs its finish "
-          "sentinel as a command, harnessgrid's finish runs nothing.")
-    hg_rows = [r for r in results if r.framework == "hg" and r.concurrency == 1]
+    for name in names:
+        rows = [round_[name] for round_ in rounds]
+        wall = statistics.median(r.wall_s for r in rows)
+        eps = statistics.median(r.eps() for r in rows)
+        ms_cmd = wall * 1000 / (len(rows[0].runs) * k)
+        base = mini_name[rows[0].concurrency]
+        if name == base:
+            ratio = "1.00x (reference)"
+        else:
+            med, low, high = _median_range([round_[base].wall_s / round_[name].wall_s
+                                            for round_ in rounds])
+            ratio = f"{med:.2f}x [{low:.2f}-{high:.2f}]"
+        print(f"{name:<42} {wall:>7.2f} {eps:>11.1f} {ms_cmd:>11.1f} {ratio:>37}")
+    print("\nwall and episodes/s: medians over rounds; ratio = episodes/s of the row / episodes/s "
+          "of mini-swe-agent local at the same concurrency in the same round (>1: faster), "
+          "median over rounds. ms/command = wall time / (episodes x commands), so it includes "
+          "per-episode setup and teardown; mini-swe-agent also runs its finish sentinel as a "
+          "command, harnessgrid's finish runs nothing.")
+    hg_rows = [n for n in names if rounds[0][n].framework == "hg" and rounds[0][n].concurrency == 1]
     if hg_rows:
-        print("\nharnessgrid per-episode split, sequential (ms, mean): "
+        print("\nharnessgrid per-episode split, sequential (ms, mean of the last round): "
               "tools = command time as measured by the sandbox, harness = loop + harness "
-              "code, other = workspace + sandbox start/stop")
-        for r in hg_rows:
+              "code, other = workspace + sandbox acquisition/start and release/close")
+        for name in hg_rows:
+            r = rounds[-1][name]
             n = len(r.runs)
             mean = {key: 1000 * sum(x.split.get(key, 0.0) for x in r.runs) / n
                     for key in ("wall_s", "tools_s", "harness_s", "model_s")}
             other = mean["wall_s"] - mean["tools_s"] - mean["harness_s"] - mean["model_s"]
-            print(f"  {r.name:<38} episode {mean['wall_s']:7.1f}  tools {mean['tools_s']:7.1f}"
+            print(f"  {r.name:<40} episode {mean['wall_s']:7.1f}  tools {mean['tools_s']:7.1f}"
                   f"  harness {mean['harness_s']:6.1f}  policy {mean['model_s']:5.1f}"
                   f"  other {other:7.1f}")
+
+
+def report_fixed(rounds: Sequence[dict[str, ModeResult]], short_walls: Sequence[dict[str, float]],
+                 names: Sequence[str], args: argparse.Namespace) -> None:
+    """Fixed cost per episode = intercept of episode time over commands (1 and K), per round."""
+    k, n = args.commands, args.episodes
+    per_round: list[dict[str, tuple[float, float]]] = []
+    for round_, walls_1 in zip(rounds, short_walls, strict=True):
+        split = {}
+        for name in names:
+            e1, ek = walls_1[name] / n, round_[name].wall_s / n
+            per_command = (ek - e1) / (k - 1)
+            split[name] = (e1 - per_command, per_command)
+        per_round.append(split)
+    mini = names[0]
+    print(f"\nfixed cost per episode and cost per command, sequential, from 1 vs {k} commands "
+          "(ms; medians over rounds; ratio vs mini-swe-agent local within each round):")
+    for name in names:
+        fixed = _median_range([r[name][0] * 1e3 for r in per_round])
+        command = statistics.median(r[name][1] * 1e3 for r in per_round)
+        line = f"  {name:<40} fixed {fixed[0]:7.2f} [{fixed[1]:.2f}, {fixed[2]:.2f}]"
+        line += f"  per command {command:6.2f}"
+        if name != mini:
+            ratios = [r[name][0] / r[mini][0] for r in per_round if r[mini][0] > 0]
+            fixed_ratio = f"{statistics.median(ratios):.2f}x" if ratios else "n/a"
+            command_ratio = statistics.median(r[name][1] / r[mini][1] for r in per_round)
+            line += f"  fixed {fixed_ratio}, per command {command_ratio:.2f}x"
+        print(line)
 
 
 if __name__ == "__main__":

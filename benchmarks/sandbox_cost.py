@@ -1,11 +1,21 @@
-"""Per-command cost of the episode sandbox, measured side by side with its alternatives.
+"""Cost of the episode sandbox, measured side by side with its alternatives, in paired rounds.
 
-(a) a plain ``subprocess.run(["sh", "-c", "true"])``; (b) a naive fresh
+Per command: (a) a plain ``subprocess.run(["sh", "-c", "true"])``; (b) a naive fresh
 ``bwrap --unshare-all ... sh -c true`` per command; (c) ``Sandbox.run("true")`` in a warm episode
-sandbox (one long-lived bwrap, commands sent to its server). The three run interleaved in rounds
-so that load from other processes hits them alike; medians are reported.
+sandbox (one long-lived bwrap, commands sent to its server).
 
-    python benchmarks/sandbox_cost.py [--n 200] [--rounds 10]
+Per episode, what sandboxing adds to an episode's critical path: (d) a fresh start -
+``Workspace.create`` + ``Sandbox`` start + close + cleanup, as without a pool; (e) pooled -
+``SandboxPool.acquire`` (a pre-started sandbox, the task's files written into its workspace)
++ ``release`` (closing happens in the background). Between acquire and release each pooled
+"episode" waits ``--episode-ms`` (a model call's worth of idle time), in which the pool starts
+the next sandbox; a shorter episode than a start would measure the pool running dry instead.
+
+The variants run interleaved in rounds so that load from other processes hits them alike. Each
+round yields a median per variant and its ratio to the round's reference; the figures printed
+are MEDIANS OVER ROUNDS of those per-round values (not the best round).
+
+    python benchmarks/sandbox_cost.py [--n 200] [--rounds 10] [--episodes 20] [--episode-ms 50]
 """
 
 from __future__ import annotations
@@ -22,7 +32,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harnessgrid.sandbox import Sandbox, check_bwrap
+from harnessgrid.sandbox_pool import SandboxPool
 from harnessgrid.workspace import Workspace
+
+#: The files each measured episode's workspace gets (like a small task's).
+TASK_FILES = {"README.md": "# task\n", "data.txt": "row\n" * 120, "src/util.py": "x = 1\n"}
 
 
 def naive_bwrap_argv(workspace: Path) -> list[str]:
@@ -48,52 +62,115 @@ def timed(fn: Callable[[], object], n: int) -> list[float]:
     return samples
 
 
-async def measure(n: int, rounds: int) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {"plain": [], "naive": [], "sandbox": []}
+async def fresh_episode() -> float:
+    """Critical-path cost of a sandbox started for the episode and closed after it."""
+    start = time.perf_counter()
+    ws = Workspace.create(TASK_FILES)
+    try:
+        async with Sandbox(ws) as sandbox:
+            elapsed = time.perf_counter() - start
+            result = await sandbox.run("true")  # not timed: proves the sandbox works
+            assert result.exit_code == 0, result
+            start = time.perf_counter()
+    finally:
+        ws.cleanup()
+    return elapsed + time.perf_counter() - start
+
+
+async def pooled_episode(pool: SandboxPool, episode_s: float) -> float:
+    """Critical-path cost of a pre-started sandbox: acquire (files written) + release."""
+    start = time.perf_counter()
+    ws, sandbox = await pool.acquire(TASK_FILES)
+    elapsed = time.perf_counter() - start
+    assert sandbox is not None
+    result = await sandbox.run("true")
+    assert result.exit_code == 0, result
+    await asyncio.sleep(episode_s)  # the rest of the episode: the pool refills meanwhile
+    start = time.perf_counter()
+    pool.release(ws, sandbox)
+    return elapsed + time.perf_counter() - start
+
+
+async def measure(n: int, rounds: int, episodes: int, episode_s: float
+                  ) -> list[dict[str, list[float]]]:
+    """One dict of samples per round: variant -> seconds."""
+    out: list[dict[str, list[float]]] = []
     with tempfile.TemporaryDirectory() as scratch:
         naive = naive_bwrap_argv(Path(scratch))
+        plain = ["sh", "-c", "true"]
         with Workspace.create({"README": "benchmark\n"}) as ws:
-            async with Sandbox(ws) as sandbox:
+            async with Sandbox(ws) as sandbox, SandboxPool(1) as pool:
                 per_round = max(1, n // rounds)
+                per_round_eps = max(1, episodes // rounds)
                 for _ in range(10):  # warm-up: page cache, branch predictors, the server itself
                     await sandbox.run("true")
-                plain = ["sh", "-c", "true"]
+                await pooled_episode(pool, episode_s)
+                await fresh_episode()
                 for _ in range(rounds):
-                    samples["plain"] += timed(lambda: subprocess.run(plain, check=True), per_round)
-                    samples["naive"] += timed(lambda: subprocess.run(naive, check=True), per_round)
+                    got: dict[str, list[float]] = {}
+                    got["plain"] = timed(lambda: subprocess.run(plain, check=True), per_round)
+                    got["naive"] = timed(lambda: subprocess.run(naive, check=True), per_round)
+                    got["sandbox"] = []
                     for _ in range(per_round):
                         start = time.perf_counter()
                         result = await sandbox.run("true")
-                        samples["sandbox"].append(time.perf_counter() - start)
+                        got["sandbox"].append(time.perf_counter() - start)
                         assert result.exit_code == 0, result
-    return samples
+                    got["fresh"] = [await fresh_episode() for _ in range(per_round_eps)]
+                    got["pooled"] = [await pooled_episode(pool, episode_s)
+                                     for _ in range(per_round_eps)]
+                    out.append(got)
+                print(f"pool: {pool.stats}")
+    return out
+
+
+def paired(rounds: list[dict[str, list[float]]], key: str, ref: str | None
+           ) -> tuple[float, float | None, float, float]:
+    """(median over rounds of the round's median, of the round's ratio to ``ref``; the lowest
+    and highest round median) in seconds."""
+    medians = [statistics.median(r[key]) for r in rounds]
+    ratio = None
+    if ref is not None:
+        ratio = statistics.median(statistics.median(r[key]) / statistics.median(r[ref])
+                                  for r in rounds)
+    return statistics.median(medians), ratio, min(medians), max(medians)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=200, help="commands per variant")
+    parser.add_argument("--n", type=int, default=200, help="commands per command variant")
     parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds")
+    parser.add_argument("--episodes", type=int, default=40,
+                        help="episodes per episode variant (spread over the rounds)")
+    parser.add_argument("--episode-ms", type=float, default=50.0,
+                        help="idle time inside each pooled episode, in which the pool refills")
     args = parser.parse_args()
     problem = check_bwrap()
     if problem is not None or shutil.which("bwrap") is None:
         sys.exit(f"cannot benchmark the sandbox: {problem}")
-    samples = asyncio.run(measure(args.n, args.rounds))
-    plain = statistics.median(samples["plain"])
-    print(f"per-command cost, median of {len(samples['plain'])} commands each")
-    print(f"{'variant':<44}{'median ms':>10}{'mean ms':>10}{'vs (a)':>8}")
+    rounds = asyncio.run(measure(args.n, args.rounds, args.episodes, args.episode_ms / 1e3))
+    print(f"medians of {len(rounds)} paired rounds (range of the round medians in brackets)")
+    print(f"{'per command':<46}{'median ms':>10}{'ratio':>8}   range ms")
     labels = {
         "plain": "(a) subprocess.run(['sh','-c','true'])",
         "naive": "(b) fresh bwrap --unshare-all per command",
         "sandbox": "(c) Sandbox.run('true'), warm episode",
     }
     for key, label in labels.items():
-        median = statistics.median(samples[key])
-        mean = statistics.fmean(samples[key])
-        print(f"{label:<44}{median * 1e3:>10.3f}{mean * 1e3:>10.3f}{median / plain:>7.2f}x")
-    print(
-        f"ratios: (c)/(a) = {statistics.median(samples['sandbox']) / plain:.2f}, "
-        f"(b)/(a) = {statistics.median(samples['naive']) / plain:.2f}"
-    )
+        med, ratio, low, high = paired(rounds, key, "plain")
+        print(f"{label:<46}{med * 1e3:>10.3f}{ratio or 1.0:>7.2f}x   "
+              f"[{low * 1e3:.3f}, {high * 1e3:.3f}]")
+    print(f"\n{'per episode (critical path)':<46}{'median ms':>10}{'ratio':>8}   range ms")
+    episode_labels = {
+        "fresh": "(d) fresh: create + start + close + cleanup",
+        "pooled": "(e) pooled: acquire (files written) + release",
+    }
+    for key, label in episode_labels.items():
+        med, ratio, low, high = paired(rounds, key, "fresh")
+        print(f"{label:<46}{med * 1e3:>10.3f}{ratio or 1.0:>7.2f}x   "
+              f"[{low * 1e3:.3f}, {high * 1e3:.3f}]")
+    print("\nratios are medians over rounds of each round's ratio: command rows vs (a), "
+          "episode rows vs (d)")
 
 
 if __name__ == "__main__":

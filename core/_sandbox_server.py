@@ -9,22 +9,25 @@ does nothing.
 """
 
 import _json  # noqa: E401
+import _signal as signal  # C module: `signal` pulls in enum, ~1/4 of start-up CPU
 import ctypes
 import marshal
 import os
 import resource
 import select
-import signal
 import sys
 import time
+from stat import S_ISDIR, S_ISREG
 
 CFG = globals().get("CFG")  # injected by the bootstrap; None when imported
 if CFG is not None:
     ROOT, UID, PIDNS, QUOTA = CFG["root"], CFG["uid"], CFG["pidns"], CFG["quota"]
     LIM = CFG["limits"]
+    MAX_FILES = LIM.get("max_files", 100_000)
 TICK = 0.05
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1024 * 1024
+FULL_BYTES = 64 * 1024  # a kernel-capped workspace with less free is full
 LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -106,77 +109,156 @@ def send(header, out=b"", err=b""):
         data = data[os.write(1, data):]
 
 
-def scan(path):
-    try:
-        with os.scandir(path) as it:
-            return list(it)
-    except PermissionError:  # a command hid a directory from us (we own it): open it up
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def enter(name):
+    """chdir into the directory ``name`` without following a link; one the agent locked
+    (chmod 000) is opened up first - the server runs as the files' owner. Returns its stat."""
+    for attempt in (0, 1):
         try:
-            os.chmod(path, os.stat(path).st_mode | 0o700)
-            with os.scandir(path) as it:
-                return list(it)
+            fd = os.open(name, DIR_FLAGS)  # needs r (chmod 300 refuses it) ...
+            try:
+                os.fchdir(fd)  # ... and this x (chmod 600 refuses it)
+                return os.fstat(fd)
+            finally:
+                os.close(fd)
+        except PermissionError:
+            if attempt:
+                raise
+            os.chmod(name, os.lstat(name).st_mode & 0o7777 | 0o700)
+
+
+def usage(top):
+    """(bytes, entries, complete) of the tree: sparse files at their apparent size (a copy may
+    fill the holes), hard links once, symlinks never followed; ``complete`` is False when a
+    directory could not be entered even after opening it up.
+
+    It walks by chdir, one name at a time, so no path is ever longer than a name: a tree
+    deeper than PATH_MAX and directories the agent locked are counted like the rest. If the
+    agent renames directories under the walk (".." is then not where we came from), it stops
+    early (incomplete too).
+    """
+    total, entries, seen, complete = 0, 0, set(), True
+    try:
+        here = [enter(top)]
+    except OSError:
+        return 0, 0, False
+    stack = [listing()]
+    while stack:
+        names = stack[-1]
+        if not names:
+            stack.pop()
+            here.pop()
+            if stack:
+                try:
+                    st = enter("..")
+                except OSError:
+                    complete = False
+                    break
+                if (st.st_dev, st.st_ino) != (here[-1].st_dev, here[-1].st_ino):
+                    complete = False
+                    break
+            continue
+        name = names.pop()
+        try:
+            st = os.lstat(name)
         except OSError:
-            return []
+            continue
+        entries += 1
+        if st.st_nlink > 1 and not S_ISDIR(st.st_mode):
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+        size = st.st_blocks * 512
+        if S_ISREG(st.st_mode):
+            size = max(size, st.st_size)
+        total += size
+        if S_ISDIR(st.st_mode):
+            try:
+                here.append(enter(name))
+            except OSError:
+                complete = False
+                continue
+            stack.append(listing())
+    os.chdir("/")
+    return total, entries, complete
+
+
+def listing():
+    try:
+        return os.listdir(".")
     except OSError:
         return []
 
 
-def usage(top):
-    """Bytes the tree occupies on disk; hard links counted once, symlinks not followed."""
-    total, seen, stack = 0, set(), [top]
-    while stack:
-        for entry in scan(stack.pop()):
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if st.st_nlink > 1:
-                if (st.st_dev, st.st_ino) in seen:
-                    continue
-                seen.add((st.st_dev, st.st_ino))
-            total += st.st_blocks * 512
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-    return total
-
-
 class Disk:
-    """Workspace quota: a statvfs estimate each tick, confirmed by a (throttled) full walk."""
+    """Workspace quota in bytes and entries.
+
+    Where the workspace is a filesystem no bigger than the quota (the tmpfs the host mounts
+    when it runs as root) the kernel enforces it - writes past it fail with ENOSPC - and statvfs
+    is exact: a command that filled it is killed as over quota. Elsewhere (not root, unsafe
+    mode, in-place workspaces) the server polls: a statvfs estimate each tick, confirmed by a
+    (throttled) walk, kills a command that grows the workspace past either limit.
+    """
 
     def __init__(self):
+        st = os.statvfs(ROOT)
+        self.kernel = st.f_blocks * st.f_frsize <= QUOTA and 0 < st.f_files <= MAX_FILES + 1
         self.walk()
 
-    def free(self):
+    def stat(self):
         st = os.statvfs(ROOT)
-        return st.f_bavail * st.f_frsize
+        return st.f_bavail * st.f_frsize, st.f_favail, st
 
     def walk(self):
         began = time.monotonic()
-        self.used = usage(ROOT)
-        self.ref = self.free()
+        free, ffree, st = self.stat()
+        if self.kernel:
+            self.used = (st.f_blocks - st.f_bfree) * st.f_frsize
+            self.files = st.f_files - st.f_ffree - 1  # the root directory is not the agent's
+        else:
+            used, files, complete = usage(ROOT)
+            if not complete and hasattr(self, "used"):  # blinded: keep what statvfs saw grow
+                used, files = (max(pair) for pair in zip((used, files), self.estimate()))
+            self.used, self.files = used, files
+        self.ref, self.fref = free, ffree
         self.walked = time.monotonic()
         self.cost = self.walked - began
 
     def estimate(self):
-        return self.used + self.ref - self.free()
+        free, ffree, _ = self.stat()
+        return self.used + self.ref - free, self.files + self.fref - ffree
+
+    def beyond(self, used, files):
+        if self.kernel:  # the kernel stops it at the cap: "full" is as far as it can go
+            free, ffree, _ = self.stat()
+            return free < FULL_BYTES or ffree <= 0
+        return used > QUOTA or files > MAX_FILES
 
     def floor(self):
         """Usage when a command starts: exact when we may already be over the quota."""
-        if self.estimate() > QUOTA:
+        if self.beyond(*self.estimate()):
             self.walk()
-        return max(self.used, self.estimate())
+        used, files = self.estimate()
+        return max(self.used, used), max(self.files, files)
 
     def refresh(self):
-        """Walk when the estimate says over quota or the last walk is old; never too often."""
-        since = time.monotonic() - self.walked
-        if since >= max(0.05, 20 * self.cost):
-            if since > max(5.0, 50 * self.cost) or self.estimate() > QUOTA:
-                self.walk()
+        """Walk again once the last walk is 20 times its own cost old: walking takes at most
+        ~5% of the server's time, and growth statvfs cannot see (sparse files, a quota in
+        entries, a disk shared with others) is still caught within a few ticks."""
+        if time.monotonic() - self.walked >= max(TICK, 20 * self.cost):
+            self.walk()
 
     def over(self, floor):
         """Over quota and grown past ``floor``: a command that only deletes is never killed."""
         self.refresh()
-        return self.used > QUOTA and self.used > floor
+        grown = self.used > floor[0] or self.files > floor[1]
+        return grown and self.beyond(self.used, self.files)
+
+    def describe(self):
+        return "%d MB and %d files used of %d MB and %d files" % (
+            self.used // MB, self.files, QUOTA // MB, MAX_FILES)
 
 
 def rss_total():
@@ -249,10 +331,22 @@ def spawn(req, w_out, w_err):
         file_actions=actions,
         setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT),
     )
+    argv = [SHELL.rsplit("/", 1)[-1].encode(), b"-c", script]
     try:
-        return os.posix_spawn("/bin/sh", [b"sh", b"-c", script], env, setsid=True, **options)
+        return os.posix_spawn(SHELL, argv, env, setsid=True, **options)
     except NotImplementedError:  # no POSIX_SPAWN_SETSID: a process group does for killpg
-        return os.posix_spawn("/bin/sh", [b"sh", b"-c", script], env, setpgroup=0, **options)
+        return os.posix_spawn(SHELL, argv, env, setpgroup=0, **options)
+
+
+def find_shell():
+    """bash, which the prompts and tool descriptions promise; plain sh only where there is none."""
+    for path in ("/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash"):
+        if os.access(path, os.X_OK):
+            return path
+    return "/bin/sh"
+
+
+SHELL = find_shell()
 
 
 def as_bytes(text):
@@ -273,8 +367,8 @@ def notes_for(killed, timeout, disk, truncated, cap):
         notes.append("command killed: its processes used more than %d MB of memory" % LIM["memory_mb"])
     elif killed == "disk_quota":
         notes.append(
-            "command killed: the workspace grew past its %d MB quota (%d MB used); delete files"
-            % (QUOTA // MB, disk.used // MB)
+            "command killed: the workspace is over its quota (%s); delete files"
+            % disk.describe()
         )
     elif killed == "cpu":
         notes.append("command killed: it used more than %d s of CPU time" % LIM["cpu_s"])
@@ -401,12 +495,13 @@ def run(req, disk):
             killed = SIGNAL_REASONS.get(exit_code - 128)  # the shell's child died of it
     truncated = seen > cap
     notes = notes_for(killed, req["timeout"], disk, truncated, cap)
-    if disk.estimate() > QUOTA:
-        disk.walk()  # only when we may be over the quota: the note below must be true
-    if killed is None and disk.used > QUOTA:
+    disk.refresh()
+    if disk.beyond(*disk.estimate()):
+        disk.walk()  # we may be over the quota: the note below must be true
+    if killed is None and disk.beyond(disk.used, disk.files):
         notes.append(
-            "the workspace uses %d MB, over its %d MB quota: commands that grow it will be killed"
-            % (disk.used // MB, QUOTA // MB)
+            "the workspace is at or over its quota (%s): writes fail and commands that grow "
+            "it will be killed; delete files" % disk.describe()
         )
     header = {"exit_code": exit_code, "killed": killed, "truncated": truncated, "notes": notes}
     return header, bytes(kept[r_out]), bytes(kept[r_err])

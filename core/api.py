@@ -90,10 +90,23 @@ async def arun_agent(instruction: str, workspace: str | Path, *, harness: str | 
         if not in_place:
             ws.cleanup()
         raise
-    if keep_copy or in_place:
+    if in_place:
         traj.meta["workspace"] = str(ws.root)
-    else:
-        ws.cleanup()
+        return traj
+    if keep_copy:
+        # The episode's copy is scratch space (a tmpfs mount as root, removed as stale by the
+        # next harnessgrid process): what the user keeps is a plain directory of its own.
+        import tempfile
+
+        kept = Path(tempfile.mkdtemp(prefix="harnessgrid-kept-"))
+        kept.rmdir()  # copy_to makes it (a fresh random name: nobody else takes it meanwhile)
+        try:
+            ws.copy_to(kept)
+        finally:
+            ws.cleanup()
+        traj.meta["workspace"] = str(kept)
+        return traj
+    ws.cleanup()
     return traj
 
 

@@ -19,12 +19,13 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from harnessgrid.scratch import walk_tree
+from harnessgrid.scratch import walk_fd
 
 #: The most bytes a grader reads from one file; a bigger file reads as missing.
 MAX_GRADED_FILE_BYTES = 5_000_000
 #: Where a neutralized link points: below a character device, so it can never resolve.
 DANGLING_TARGET = "/dev/null/harnessgrid-link-removed"
+_PATH_MAX = 4096
 
 
 def _open_no_follow(root: Path, rel: str) -> int | None:
@@ -93,6 +94,8 @@ def read_text(root: Path, rel: str, limit: int = MAX_GRADED_FILE_BYTES) -> str |
 
 def _inside_regular(root: str, link: str) -> bool:
     """Whether the link ``link`` resolves to a regular file inside ``root``."""
+    if len(os.fsencode(link)) >= _PATH_MAX:  # unreachable by path: no grader can use it
+        return False
     try:
         resolved = os.path.realpath(link)
     except (OSError, ValueError, RecursionError):  # a chain of a thousand links
@@ -112,32 +115,30 @@ def neutralize_links(root: Path) -> int:
     Nothing is ever followed."""
     base = os.path.realpath(root)
     changed = 0
-    # walk_tree: no recursion (the agent may have left a 1,200-level tree), links never entered
-    for dirpath, dirnames, filenames in walk_tree(base):
-        for name in (*dirnames, *filenames):
-            full = os.path.join(dirpath, name)
-            try:
-                mode = os.lstat(full).st_mode
-                if stat.S_ISLNK(mode):
-                    if os.readlink(full) == DANGLING_TARGET or _inside_regular(base, full):
-                        continue
-                    _replace(dirpath, full, marker=True)
-                    changed += 1
-                elif not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                    _replace(dirpath, full, marker=False)
-                    changed += 1
-            except OSError:
-                continue  # left as it is: read_bytes still refuses it
+    # walk_fd: by descriptors, so entries below a path longer than PATH_MAX are reached too
+    for dir_fd, name, info, rel in walk_fd(base):
+        try:
+            if stat.S_ISLNK(info.st_mode):
+                if os.readlink(name, dir_fd=dir_fd) == DANGLING_TARGET or _inside_regular(
+                        base, os.path.join(base, rel)):
+                    continue
+                _replace(dir_fd, name, marker=True)
+                changed += 1
+            elif not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+                _replace(dir_fd, name, marker=False)
+                changed += 1
+        except OSError:
+            continue  # left as it is: read_bytes still refuses it
     return changed
 
 
-def _replace(directory: str, full: str, *, marker: bool) -> None:
-    """Unlink ``full`` (and put a marker link there), making its directory writable if the agent
+def _replace(dir_fd: int, name: str, *, marker: bool) -> None:
+    """Unlink ``name`` (and put a marker link there), making its directory writable if the agent
     left it read-only: the copy is the grader's own."""
     try:
-        os.unlink(full)
+        os.unlink(name, dir_fd=dir_fd)
     except PermissionError:
-        os.chmod(directory, os.stat(directory).st_mode | stat.S_IWUSR | stat.S_IXUSR)
-        os.unlink(full)
+        os.chmod(dir_fd, os.fstat(dir_fd).st_mode | stat.S_IWUSR | stat.S_IXUSR)
+        os.unlink(name, dir_fd=dir_fd)
     if marker:
-        os.symlink(DANGLING_TARGET, full)
+        os.symlink(DANGLING_TARGET, name, dir_fd=dir_fd)

@@ -9,15 +9,19 @@ model sees) belongs to the harness.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterable
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
+from harnessgrid import timing
+from harnessgrid.environments import ACTIVE_ENVIRONMENT, resolve_episode_environment
 from harnessgrid.episode import ContextBudget, EpisodeState, context_budget
 from harnessgrid.errors import SandboxError
 from harnessgrid.models import Message, ModelTurn
@@ -29,8 +33,9 @@ from harnessgrid.sandbox import (
     SandboxLimits,
     check_bwrap,
 )
+from harnessgrid.sandbox_pool import PoolKey, SandboxPool
 from harnessgrid.scratch import scratch_dir
-from harnessgrid.tasks import GraderError, Task, validate_scores
+from harnessgrid.tasks import GraderError, Task, task_score, validate_scores
 from harnessgrid.tools import Environment
 from harnessgrid.trajectory import CallRecord, Termination, Trajectory, TurnRecord
 from harnessgrid.workspace import Workspace
@@ -54,6 +59,18 @@ class EpisodeLimits(BaseModel):
     grader_timeout_s: float = 120.0
     sandbox: SandboxLimits = SandboxLimits()
     unsafe_no_sandbox: bool = False
+    environment: str | None = None
+    """``--env NAME``: the environment every episode runs in, instead of the task's own;
+    ``"none"`` for none. It must be built (:mod:`harnessgrid.environments`)."""
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_environment(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Evaluations stored before environments existed compare their saved limits with
+        # these on resume: an unset environment must dump as it did then (absent).
+        data = handler(self)
+        if isinstance(data, dict) and data.get("environment") is None:
+            data.pop("environment", None)
+        return data
 
 
 def require_sandbox(limits: EpisodeLimits) -> None:
@@ -85,41 +102,84 @@ def _continues(previous: list[Message] | None, view: list[Message]) -> bool:
 async def run_episode(harness: Harness, task: Task, policy: Policy,
                       limits: EpisodeLimits | None = None, *,
                       workspace: Workspace | None = None,
-                      episode_id: str | None = None) -> Trajectory:
+                      episode_id: str | None = None,
+                      pool: SandboxPool | None = None) -> Trajectory:
     """Run one episode and return its trajectory; never raises for agent or infrastructure
-    failures (they become the trajectory's ``termination`` and ``error``)."""
+    failures (they become the trajectory's ``termination`` and ``error``). With ``pool`` (and
+    no ``workspace``) the episode takes a pre-started sandbox from it when its key matches,
+    and hands it back to be closed in the background (see :mod:`harnessgrid.sandbox_pool`)."""
     limits = _effective(limits or EpisodeLimits(), task)
     require_sandbox(limits)
+    environment, warning = resolve_episode_environment(task.environment, limits.environment)
+    if warning is not None:
+        _warn_once(warning)
     episode_id = episode_id or uuid.uuid4().hex[:12]
     started = time.time()
     clock = time.perf_counter()
-    ws = workspace or Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
+    pooled: Sandbox | None = None
+    if workspace is not None:
+        ws = workspace
+    elif pool is not None:
+        key = PoolKey(task.mount_path, limits.sandbox, limits.unsafe_no_sandbox, environment)
+        ws, pooled = await pool.acquire(task.files, task.source_dir, key=key)
+    else:
+        ws = Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
     try:
-        return await _episode(harness, task, policy, limits, ws, episode_id, started, clock)
+        token = ACTIVE_ENVIRONMENT.set(environment)  # graders' sandboxes mount it too
+        try:
+            return await _episode(harness, task, policy, limits, ws, episode_id, started, clock,
+                                  pooled)
+        finally:
+            ACTIVE_ENVIRONMENT.reset(token)
     finally:
-        if workspace is None:  # also on Ctrl-C / cancellation: no workspace left behind
+        if workspace is not None:
+            pass
+        elif pool is not None:  # closed and removed in the background, also on cancellation
+            pool.release(ws, pooled)
+        else:  # also on Ctrl-C / cancellation: no workspace left behind
             ws.cleanup()
 
 
+@contextlib.asynccontextmanager
+async def _episode_sandbox(ws: Workspace, limits: EpisodeLimits, pooled: Sandbox | None,
+                           graded: bool) -> AsyncIterator[Sandbox]:
+    """The episode's sandbox: the pooled one, or a fresh start. A pooled sandbox is left for
+    the pool to close in the background, unless a grader will read the workspace (grading
+    needs every process of the episode gone)."""
+    sb = pooled or Sandbox(ws, limits.sandbox, unsafe_no_sandbox=limits.unsafe_no_sandbox,
+                           environment=ACTIVE_ENVIRONMENT.get())
+    async with contextlib.AsyncExitStack() as stack:
+        if pooled is None or graded:
+            await stack.enter_async_context(sb)
+        yield sb
+
+
 async def _episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
-                   ws: Workspace, episode_id: str, started: float, clock: float) -> Trajectory:
+                   ws: Workspace, episode_id: str, started: float, clock: float,
+                   pooled: Sandbox | None = None) -> Trajectory:
     state = harness.start(task, episode_id)
     traj = Trajectory(episode_id=episode_id, harness=harness.name,
                       config=getattr(getattr(harness, "config", None), "levels", None),
                       task_id=task.id, suite=task.suite, policy=policy.spec,
-                      mount_path=ws.mount_path, termination="max_turns", started_at=started)
+                      mount_path=ws.mount_path, termination="max_turns", started_at=started,
+                      environment=_environment_summary(task, limits))
     # The budget counts what the model reads: the view plus, for native tools, their schemas;
     # it is capped by what the model can take (the policy's ``context_limit``, if any).
     budget = context_budget(policy, harness.tools() if harness.native_tools else [],
                             limits.max_context_tokens)
     try:
-        async with Sandbox(ws, limits.sandbox, unsafe_no_sandbox=limits.unsafe_no_sandbox) as sb:
+        async with _episode_sandbox(ws, limits, pooled, task.grader is not None) as sb:
             env = Environment(workspace=ws, sandbox=sb)
             waiting = [False]  # inside policy.act: a timeout then is the backend's
             try:
-                async with asyncio.timeout(limits.wall_s):
+                async with asyncio.timeout(limits.wall_s) as wall:
+                    # The same instant on the monotonic clock, for policies: no backend wait
+                    # (Retry-After, backoff, the call itself) may outlive the wall limit.
+                    loop = asyncio.get_running_loop()
+                    when = wall.when()
+                    deadline = None if when is None else time.monotonic() + when - loop.time()
                     traj.termination = await _loop(harness, task, policy, limits, state, env,
-                                                   budget, traj, waiting)
+                                                   budget, traj, waiting, deadline)
             except TimeoutError:
                 if not waiting[0]:
                     traj.termination = "timeout"
@@ -134,7 +194,7 @@ async def _episode(harness: Harness, task: Task, policy: Policy, limits: Episode
     traj.history = list(state.history)
     traj.tokens_in = sum(t.tokens_in for t in traj.turns)
     traj.tokens_out = sum(t.tokens_out for t in traj.turns)
-    for part in ("model_s", "tools_s", "harness_s"):
+    for part in ("model_s", "tools_s", "harness_s", "wait_s"):
         setattr(traj, part, sum(getattr(t, part) for t in traj.turns))
     # Token policies may also restart a segment on their own (a chat template that is not
     # append-only for this conversation); their records are then the truth.
@@ -155,18 +215,39 @@ async def _episode(harness: Harness, task: Task, policy: Policy, limits: Episode
     return traj
 
 
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _environment_summary(task: Task, limits: EpisodeLimits) -> dict[str, str] | None:
+    """The trajectory's record of the toolchain: the mounted environment, or the declared one
+    that was missing (``missing: true``), or None."""
+    env = ACTIVE_ENVIRONMENT.get()
+    if env is not None:
+        return env.summary()
+    if not task.environment or limits.environment is not None:  # none, by --env none
+        return None
+    return {"name": task.environment, "missing": "true"}
+
+
 class _PolicyFailure(Exception):
     """The policy raised: an infrastructure failure (API down, model crashed)."""
 
 
+@timing.metered  # its own steps timed: harness CPU apart from waiting for the loop
 async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
                 state: EpisodeState, env: Environment, budget: ContextBudget,
-                traj: Trajectory, waiting: list[bool]) -> Termination:
+                traj: Trajectory, waiting: list[bool], deadline: float | None) -> Termination:
     previous: list[Message] | None = None
     segment = 0
     total_tokens = 0
     for index in range(limits.max_turns):
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), timing.own_cpu()
         view = harness.view(state, budget)
         if budget.count(view) > budget.max_tokens:
             return "context_overflow"
@@ -175,11 +256,11 @@ async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLim
         request = PolicyRequest(messages=view, tools=harness.tools() if harness.native_tools
                                 else [], native_tools=harness.native_tools, harness=harness,
                                 task=task, state=state, new_segment=new_segment,
-                                segment=segment)
-        t1 = time.perf_counter()
+                                segment=segment, deadline=deadline)
         try:
             waiting[0] = True  # the wall limit expiring now is the backend's, not the agent's
-            turn = await policy.act(request)
+            with timing.span() as model:
+                turn = await policy.act(request)
         except asyncio.CancelledError as exc:
             task_ = asyncio.current_task()
             if task_ is not None and task_.cancelling():
@@ -189,14 +270,18 @@ async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLim
             raise _PolicyFailure(f"{type(exc).__name__}: {exc}\n"
                                  f"{traceback.format_exc(limit=3)}") from exc
         waiting[0] = False  # not on cancellation: the wall limit must see that it hit the policy
-        t2 = time.perf_counter()
         if not isinstance(turn, ModelTurn):  # a policy bug: keep the turns so far
             raise _PolicyFailure(f"the policy returned {type(turn).__name__}, "
                                  "not a ModelTurn")
         before = len(state.history)
-        outcome, decision = await harness.step(state, turn, env)
-        t3 = time.perf_counter()
-        tools_s = sum(e.result.duration_s for e in outcome.executed)
+        with timing.turn_clock() as tools:  # filled by each tool execution (tools.execute)
+            outcome, decision = await harness.step(state, turn, env)
+        wall_s = time.perf_counter() - t0
+        # Harness time is its own CPU: the model's and tools' own CPU are theirs, and the time
+        # other episodes (or threads) ran is waiting. Clamped so that the parts add up to wall.
+        spent = model.busy + tools.tools_s
+        harness_s = min(max(0.0, timing.own_cpu() - cpu0 - model.own_cpu - tools.own_cpu),
+                        max(0.0, wall_s - spent))
         traj.turns.append(TurnRecord(
             index=index, view=list(view), assistant=turn.message(), tokens=turn.tokens,
             finish_reason=turn.finish_reason,
@@ -205,7 +290,8 @@ async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLim
                    for e in outcome.executed],
             format_error=outcome.format_error.message if outcome.format_error else None,
             appended=list(state.history[before + 1:]), new_segment=new_segment,
-            model_s=t2 - t1, tools_s=tools_s, harness_s=(t1 - t0) + (t3 - t2 - tools_s)))
+            model_s=model.busy, tools_s=tools.tools_s, harness_s=harness_s,
+            wait_s=max(0.0, wall_s - spent - harness_s), wall_s=wall_s))
         previous = list(view) + [state.history[before]]  # the assistant message as stored
         total_tokens += turn.tokens_in + turn.tokens_out
         if decision.finished:
@@ -229,9 +315,12 @@ async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[d
         try:
             scores = await asyncio.wait_for(
                 asyncio.to_thread(task.grader.grade, copy.root, transcript), timeout_s)
-            traj.subscores = validate_scores(scores)
-            traj.score = sum(traj.subscores.values()) / len(traj.subscores)
+            checked = validate_scores(scores)
+            traj.subscores = dict(checked)
+            traj.score = task_score(checked)  # the grader's own total (weights), else the mean
             traj.passed = traj.score == 1.0
+            if checked.warnings:
+                traj.meta["grade_warnings"] = list(checked.warnings)
         except TimeoutError:
             traj.grade_error = f"grader timed out after {timeout_s:g}s"
         except GraderError as exc:
@@ -260,15 +349,41 @@ async def run_episodes(jobs: Iterable[tuple[Harness, Task]], policy: Policy,
     ``internal_error`` trajectory (see :func:`crashed_episode`)."""
     require_sandbox(limits or EpisodeLimits())
     sem = asyncio.Semaphore(concurrency)
+    jobs = list(jobs)
 
-    async def one(harness: Harness, task: Task) -> Trajectory:
+    async def one(harness: Harness, task: Task, pool: SandboxPool) -> Trajectory:
         async with sem:
             try:
-                traj = await run_episode(harness, task, policy, limits)
+                traj = await run_episode(harness, task, policy, limits, pool=pool)
             except Exception as exc:  # noqa: BLE001 - reported, and the others go on
                 traj = crashed_episode(harness.name, task, policy, exc)
             if on_done is not None:
                 on_done(traj)
             return traj
 
-    return list(await asyncio.gather(*(one(h, t) for h, t in jobs)))
+    # Sandboxes start ahead of the episodes that need them (see harnessgrid.sandbox_pool).
+    async with episode_pool(limits, [t for _, t in jobs], concurrency) as pool:
+        return list(await asyncio.gather(*(one(h, t, pool) for h, t in jobs)))
+
+
+def episode_pool(limits: EpisodeLimits | None, tasks: Iterable[Task],
+                 concurrency: int) -> SandboxPool:
+    """A sandbox pool for running ``tasks`` at ``concurrency`` (use it with ``async with``):
+    keyed like most of them (the others start their own sandbox), starting no more sandboxes
+    than there are tasks. Evaluation and the trainer's rollouts use it too."""
+    limits = limits or EpisodeLimits()
+    keys: list[PoolKey] = []
+    environments: dict[str | None, Any] = {}
+    for task in tasks:
+        if task.environment not in environments:
+            try:
+                environments[task.environment] = resolve_episode_environment(
+                    task.environment, limits.environment)[0]
+            except Exception:  # noqa: BLE001 - the episode itself reports it; just not pooled
+                environments[task.environment] = None
+        keys.append(PoolKey(task.mount_path, limits.sandbox, limits.unsafe_no_sandbox,
+                            environments[task.environment]))
+    key = max(set(keys), key=keys.count) if keys else PoolKey(
+        limits=limits.sandbox, unsafe_no_sandbox=limits.unsafe_no_sandbox)
+    wanted = keys.count(key)
+    return SandboxPool(min(concurrency, wanted), key, expected=wanted)

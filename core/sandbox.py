@@ -31,10 +31,17 @@ What the sandbox enforces (see ``SandboxLimits``):
   ``output_bytes`` of stdout+stderr are kept, the rest is read and dropped, and a command that
   prints more than ``_DISCARD_FACTOR`` times the cap is killed - memory stays bounded whatever
   it prints. CPU and address space are per process; wall clock and RSS bound the whole command.
-- **Disk** - RLIMIT_FSIZE caps each file; the workspace as a whole is held to ``workspace_mb`` by
-  the server: a ``statvfs`` estimate every tick, confirmed by a walk of the workspace, kills a
-  command that grows it past the quota (overshoot is what the disk absorbs in about one tick; a
-  command that only deletes is never killed). ``/tmp`` is a tmpfs of ``tmp_mb``.
+- **Disk** - RLIMIT_FSIZE caps each file; the workspace as a whole is held to ``workspace_mb``
+  bytes and ``max_files`` entries. As root the kernel does it: the workspace moves onto a tmpfs
+  of exactly that size and inode count mounted at its host directory
+  (``Workspace.limit_size``, 1-3 ms per episode; detached when the workspace is removed), so
+  writes past the quota fail with ENOSPC whatever path, descriptor or permission trick made
+  them, and the server kills a command that fills it. Elsewhere (not root, ``in_place``
+  workspaces, unsafe mode) the server polls: a ``statvfs`` estimate every tick and a walk of
+  the workspace by ``chdir`` (no path is longer than a name; directories the agent locked are
+  opened up; sparse files count at their apparent size, hard links once) kill a command that
+  grows it past either limit (overshoot is what the command writes in a few ticks; a command
+  that only deletes is never killed). ``/tmp`` is a tmpfs of ``tmp_mb``.
 - **No leftovers** - when a command ends, every other process in the sandbox is killed
   (``kill(-1)`` from PID 1 reaches the whole pid namespace, daemons included).
 
@@ -61,16 +68,19 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, NoReturn, Self, TypeVar
 
+from harnessgrid.environments import ACTIVE_ENVIRONMENT, EnvironmentRecord
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.workspace import Workspace
 
@@ -136,6 +146,19 @@ _BOOTSTRAP = (
 )
 """The server's command line: the source and config come down the pipe, keeping argv short."""
 
+_LIFECYCLE = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hg-sandbox")
+"""Where sandboxes are launched and closed, off the event loop. Its threads live as long as the
+process, which matters: ``bwrap --die-with-parent`` dies with the *thread* that spawned it, so a
+sandbox launched from a short-lived thread (``asyncio.to_thread``'s pool is shut down at the end
+of ``asyncio.run``) would be killed with that thread."""
+
+
+def off_loop_detached(action: Callable[[], _T]) -> asyncio.Future[_T]:
+    """Run a blocking sandbox lifecycle step (launch, chown, close, rmtree) in the lifecycle
+    threads, so that a hundred episodes starting at once never stall the event loop. The step
+    runs to its end even if whoever awaits the future is cancelled."""
+    return asyncio.get_running_loop().run_in_executor(_LIFECYCLE, action)
+
 # ---------------------------------------------------------------------------- public data types
 
 
@@ -160,6 +183,8 @@ class SandboxLimits:
     output_bytes: int = 1_000_000
     workspace_mb: int = 1024
     tmp_mb: int = 256
+    max_files: int = 100_000
+    """Entries (files, directories, links) the workspace may hold, like ``workspace_mb``."""
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -429,6 +454,18 @@ def _check_mount_path(mount_path: str) -> None:
         )
 
 
+def _checked_environment(env: EnvironmentRecord | None,
+                         mount_path: str) -> EnvironmentRecord | None:
+    """The environment, if its mount and the workspace's leave each other alone."""
+    if env is not None and env.kind == "venv" and (_under(mount_path, env.path)
+                                                   or _under(env.path, mount_path)):
+        raise HarnessgridError(
+            f"environment {env.name!r} at {env.path} and the workspace at {mount_path} would "
+            "hide one another in the sandbox",
+            hint="keep the environment store (HARNESSGRID_ENV_DIR) outside the workspace mount")
+    return env
+
+
 def _under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
@@ -466,7 +503,11 @@ class Sandbox:
         *,
         unsafe_no_sandbox: bool | None = None,
         extra_ro_binds: Mapping[Path, str] | None = None,
+        environment: EnvironmentRecord | None = None,
     ) -> None:
+        if environment is None:  # graders' sandboxes follow the episode they grade
+            environment = ACTIVE_ENVIRONMENT.get()
+        self.environment = _checked_environment(environment, workspace.mount_path)
         if unsafe_no_sandbox is None:
             unsafe_no_sandbox = UNSAFE_NO_SANDBOX.get()
         self.workspace = workspace
@@ -488,7 +529,10 @@ class Sandbox:
         self._made_mountpoints: list[Path] = []
         self._dead: str | None = None
         self._closed = False
+        # Launch and close may run in different lifecycle threads: one at a time, in order.
+        self._closing = threading.RLock()
         self._busy = False
+        self._interrupted = False
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
         self._locks = weakref.WeakKeyDictionary()
 
@@ -512,6 +556,19 @@ class Sandbox:
         """Whether the server is up and usable."""
         return self._proc is not None and self._dead is None and not self._closed
 
+    def alive(self) -> bool:
+        """Started, not closed, and the server still up: its process runs and its pipe is quiet
+        (an idle server sends nothing, so anything readable is EOF or garbage). Cheap: one
+        ``poll`` and one zero-timeout ``select``; a pool checks it before handing out."""
+        if not self.running or self._channel is None or self._proc is None:
+            return False
+        if self._proc.poll() is not None:
+            return False
+        try:
+            return not select.select([self._channel._rfd], [], [], 0)[0]
+        except (OSError, ValueError):
+            return False
+
     @property
     def server_pid(self) -> int | None:
         """Host pid of the command server (the sandbox's PID 1), for diagnostics."""
@@ -526,10 +583,19 @@ class Sandbox:
         return int(kids.split()[0]) if kids.split() else None
 
     async def start(self) -> None:
-        """Launch the sandbox and wait until its server answers."""
-        channel = self._launch()
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        self._check_ready(await self._guard(channel.read_async(deadline)))
+        """Launch the sandbox and wait until its server answers.
+
+        The launch (``Popen``, uid lease, chown of the workspace) runs in a lifecycle thread, not
+        on the event loop. Cancelled or failed half-way, the sandbox is closed again (in the
+        background), so no process, uid or ownership change outlives the attempt."""
+        launching = off_loop_detached(self._launch)
+        try:
+            channel = await asyncio.shield(launching)
+            deadline = time.monotonic() + _START_TIMEOUT_S
+            self._check_ready(await self._guard(channel.read_async(deadline)))
+        except BaseException:
+            launching.add_done_callback(lambda _: _LIFECYCLE.submit(self.close_sync))
+            raise
 
     def start_sync(self) -> None:
         """:meth:`start` for synchronous callers."""
@@ -542,6 +608,10 @@ class Sandbox:
             self._fail(f"the sandbox server did not start: {frame[0]!r}")
 
     def _launch(self) -> _Channel:
+        with self._closing:  # a close racing the launch waits for it, then stops the server
+            return self._launch_locked()
+
+    def _launch_locked(self) -> _Channel:
         if self._closed:
             raise SandboxError("this sandbox was closed", hint="create a new Sandbox")
         if self._proc is not None:
@@ -612,10 +682,15 @@ class Sandbox:
         # No .pyc files: an agent that edits a .py file and reruns it within the same second
         # (same size, same mtime) would otherwise run the stale bytecode.
         common = {"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+        env_bin = self.environment.bin_dir if self.environment is not None else None
+        if env_bin is not None:  # the environment's python/python3 before the system's
+            common["VIRTUAL_ENV"] = os.path.dirname(env_bin)
         if self.unsafe_no_sandbox:
             path = os.environ.get("PATH", _PATH)
+            path = f"{env_bin}:{path}" if env_bin else path
             return {"PATH": path, "HOME": os.environ.get("HOME", "/tmp"), **common}
-        return {"PATH": _PATH, "HOME": "/tmp", "TMPDIR": "/tmp", "TERM": "dumb", **common}
+        path = f"{env_bin}:{_PATH}" if env_bin else _PATH
+        return {"PATH": path, "HOME": "/tmp", "TMPDIR": "/tmp", "TERM": "dumb", **common}
 
     def _bwrap_argv(self, python: str) -> list[str]:
         bwrap = shutil.which("bwrap") or "bwrap"
@@ -641,15 +716,17 @@ class Sandbox:
             args.extend([kind, dst] if src is None else [kind, src, dst])
             mounted.append(dst)
 
+        env = self.environment
+        rootfs = env.path if env is not None and env.kind == "rootfs" else ""  # replaces /usr...
         for system_dir in _SYSTEM_DIRS[:-1]:
-            path = Path(system_dir)
+            path = Path(rootfs + system_dir)
             if path.is_symlink():
                 args += ["--symlink", os.readlink(path), system_dir]
             elif path.is_dir():
-                mount("--ro-bind", system_dir, system_dir)
+                mount("--ro-bind", str(path), system_dir)
         for name in _ETC_ALLOWLIST:
-            if os.path.exists(f"/etc/{name}"):
-                mount("--ro-bind", f"/etc/{name}", f"/etc/{name}")
+            if os.path.exists(f"{rootfs}/etc/{name}"):
+                mount("--ro-bind", f"{rootfs}/etc/{name}", f"/etc/{name}")
         mount("--proc", None, "/proc")
         mount("--dev", None, "/dev")
         args += ["--perms", "1777", "--size", str(self.limits.tmp_mb * MB)]
@@ -660,7 +737,17 @@ class Sandbox:
         for prefix in prefixes:
             if not _under(prefix, "/usr"):
                 mount("--ro-bind", prefix, prefix)
+        if env is not None and env.kind == "venv":
+            # At its host path: its scripts' shebangs and pyvenv.cfg name absolute paths.
+            parts = env.path.strip("/").split("/")[:-1]
+            for depth in range(2, len(parts) + 1):
+                if parts[0] == "tmp":  # inside the fresh tmpfs: make traversable parents
+                    args += ["--perms", "0755", "--dir", "/" + "/".join(parts[:depth])]
+            mount("--ro-bind", env.path, env.path)
         workspace_mount = self.workspace.mount_path
+        # As root the kernel holds the workspace to its quota (a capped tmpfs on the host, which
+        # graders read after close); elsewhere the server polls. See Workspace.limit_size.
+        self.workspace.limit_size(self.limits.workspace_mb * MB, self.limits.max_files)
         mount("--bind", str(self.workspace.root), workspace_mount)
         for src, dst in self._binds:
             if _under(dst, workspace_mount) and dst != workspace_mount:
@@ -672,29 +759,27 @@ class Sandbox:
         return args
 
     async def close(self) -> None:
-        """Stop the sandbox (killing anything still running) and hand the workspace back."""
-        proc = self._begin_close()
-        if proc is not None:
-            # Wait for the clean exit (the server kills everything, and bwrap returns only once
-            # the whole pid namespace is gone) so the private uid is free when it is leased
-            # again. Blocking in a thread wakes at once; polling cost ~5 ms per episode.
-            try:
-                await asyncio.to_thread(proc.wait, 2.0)
-            except subprocess.TimeoutExpired:
-                pass
-            _kill_process(proc)
-        self._release_host_state()
+        """Stop the sandbox (killing anything still running) and hand the workspace back.
+
+        The whole close runs in a lifecycle thread: it finishes even if the caller is
+        cancelled while waiting for it."""
+        if not self._closed:
+            await asyncio.shield(off_loop_detached(self.close_sync))
 
     def close_sync(self) -> None:
-        """:meth:`close` for synchronous callers."""
-        proc = self._begin_close()
-        if proc is not None:
-            try:
-                proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                pass
-            _kill_process(proc)
-        self._release_host_state()
+        """:meth:`close` for synchronous callers; closing twice is harmless."""
+        with self._closing:
+            proc = self._begin_close()
+            if proc is not None:
+                # Wait for the clean exit (the server kills everything, and bwrap returns only
+                # once the whole pid namespace is gone) so the private uid is free when it is
+                # leased again. A blocking wait wakes at once; polling cost ~5 ms per episode.
+                try:
+                    proc.wait(timeout=0 if self._interrupted else 2.0)
+                except subprocess.TimeoutExpired:
+                    pass
+                _kill_process(proc)
+            self._release_host_state()
 
     def _begin_close(self) -> subprocess.Popen[bytes] | None:
         if self._closed:
@@ -731,7 +816,8 @@ class Sandbox:
             self._lease = None
 
     async def __aenter__(self) -> Self:
-        await self.start()
+        if self._proc is None:  # a pooled sandbox comes already started
+            await self.start()
         return self
 
     async def __aexit__(
@@ -764,7 +850,8 @@ class Sandbox:
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
-        """Run ``command`` with ``sh -c`` in the sandbox; starts the sandbox on first use.
+        """Run ``command`` with ``bash -c`` (``sh`` where there is no bash); starts the sandbox
+        if needed.
 
         ``cwd`` is confined like any workspace path (relative, or absolute under mount_path);
         ``timeout_s`` overrides ``limits.wall_s``; ``env`` adds to a minimal environment (the
@@ -782,6 +869,9 @@ class Sandbox:
             try:
                 self._guard_sync(lambda: channel.send(request))
                 frame = await self._guard(channel.read_async(deadline))
+            except asyncio.CancelledError:
+                self._interrupted = True  # the server is busy: close must not wait for it
+                raise
             finally:
                 self._busy = False
         return self._result(frame)

@@ -1,7 +1,8 @@
 """Tasks, graders and task suites (DESIGN §3, §7).
 
-A grader returns named sub-scores in [0, 1]; the task score is their mean and *pass* means the
-score is exactly 1. A grader that cannot produce scores (crash, timeout, garbage) raises
+A grader returns named sub-scores in [0, 1]; the task score is their mean — or the grader's
+own total when it returns :class:`Scores` with one (weights, a check's own reward) — and
+*pass* means the score is exactly 1. A grader that cannot produce scores (crash, timeout, garbage) raises
 :class:`GraderError`, which the runtime records as ``grader_error`` — never a silent 0.
 """
 
@@ -25,6 +26,36 @@ class GraderError(Exception):
     """The grader failed to produce scores; the episode is ungraded, not failed."""
 
 
+UNKNOWN_CATEGORY = "unknown"
+"""The category of a task whose data names none and whose format says no way to derive one
+(reports say so rather than inventing a ``general`` bucket)."""
+
+
+class Scores(dict[str, float]):
+    """A grader's sub-scores, plus what it says about them.
+
+    ``total`` is the task score when the grader's own rule is not the plain mean of the
+    sub-scores (a PinchBench hybrid's ``grading_weights``, the ``reward`` a ClawGym check
+    computes itself); ``warnings`` say what the grader skipped (a non-numeric sub-score).
+    A plain dict from a grader means: the mean, no warnings.
+    """
+
+    def __init__(self, values: Mapping[str, float] | None = None, *,
+                 total: float | None = None, warnings: Sequence[str] = ()) -> None:
+        super().__init__(values or {})
+        self.total = total
+        self.warnings: tuple[str, ...] = tuple(warnings)
+
+
+def task_score(scores: Mapping[str, float]) -> float:
+    """The task score of validated sub-scores: the grader's ``total`` when it gives one, else
+    their mean."""
+    total = getattr(scores, "total", None)
+    if total is not None:
+        return float(total)
+    return sum(scores.values()) / len(scores)
+
+
 @runtime_checkable
 class Grader(Protocol):
     """Scores a finished episode from the final workspace (a copy) and the transcript (a list of
@@ -45,22 +76,29 @@ class FunctionGrader:
         self.fn = fn
 
     def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
-        scores = dict(self.fn(workspace, transcript))
-        return validate_scores(scores)
+        scores = self.fn(workspace, transcript)
+        return validate_scores(scores if isinstance(scores, Scores) else dict(scores))
 
 
-def validate_scores(scores: Any) -> dict[str, float]:
-    """Check a grader's output: a non-empty ``{name: float in [0, 1]}``."""
+def validate_scores(scores: Any) -> Scores:
+    """Check a grader's output: a non-empty ``{name: float in [0, 1]}`` (a :class:`Scores`
+    keeps its ``total``, which must be in [0, 1] too, and its warnings)."""
     if not isinstance(scores, dict) or not scores:
         raise GraderError(f"grader must return a non-empty dict of sub-scores, got {scores!r:.200}")
     out: dict[str, float] = {}
     for name, value in scores.items():
-        if isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
-            raise GraderError(f"sub-score {name!r} = {value!r:.80} is not a number in [0, 1]")
-        out[str(name)] = float(value)
-    return out
+        out[str(name)] = _unit(value, f"sub-score {name!r}")
+    total = getattr(scores, "total", None)
+    return Scores(out, total=None if total is None else _unit(total, "the total score"),
+                  warnings=getattr(scores, "warnings", ()))
+
+
+def _unit(value: Any, what: str) -> float:
+    if isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise GraderError(f"{what} = {value!r:.80} is not a number in [0, 1]")
+    return float(value)
 
 
 class TaskLimits(BaseModel):
@@ -95,6 +133,9 @@ class Task(BaseModel):
     mount_path: str = "/workspace"
     suite: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    environment: str | None = None
+    """The named environment (:mod:`harnessgrid.environments`) the task's suite runs in, e.g.
+    ``clawgym``; ``--env`` overrides it."""
 
     def content_hash(self) -> str:
         """Hash of what the agent is given (instruction + files): used to keep splits disjoint."""
@@ -161,6 +202,19 @@ class TaskList(Sequence[Task]):
         return f"TaskList({len(self)} tasks, {len(self._built)} built)"
 
 
+class BrokenTask(BaseModel):
+    """A task its loader could not build (a missing asset, a malformed file, a form the
+    runtime cannot run), with the reason. A suite lists it beside its good tasks so one bad
+    task never makes the others unusable: ``tasks list``/``validate`` and evaluation reports
+    show it as skipped, with ``reason``; asking for it by id is an error that gives it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    reason: str
+    source: str = ""
+
+
 def task_ids(tasks: Sequence[Task]) -> tuple[str, ...]:
     """The ids of a split, without building a lazy one."""
     return tasks.ids if isinstance(tasks, TaskList) else tuple(t.id for t in tasks)
@@ -179,7 +233,9 @@ class TaskSuite(BaseModel):
     """A named, versioned, deterministic collection of tasks with splits.
 
     A split is a tuple of tasks or a :class:`TaskList` (built on demand); ``get`` finds a task
-    by id through an index of ids, so it builds only the task asked for.
+    by id through an index of ids, so it builds only the task asked for. ``broken`` holds the
+    tasks the loader could not build, each with its reason (see
+    :func:`harnessgrid.suites.load_each`); they are in no split.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -188,6 +244,7 @@ class TaskSuite(BaseModel):
     version: str = "1"
     # SkipValidation: pydantic would iterate (build) a lazy split; the validator checks instead.
     splits: Annotated[dict[str, Sequence[Task]], SkipValidation]
+    broken: tuple[BrokenTask, ...] = ()
     _index: dict[str, tuple[str, int]] | None = PrivateAttr(default=None)
 
     @field_validator("splits", mode="before")
@@ -231,6 +288,11 @@ class TaskSuite(BaseModel):
 
     def get(self, task_id: str) -> Task:
         found = self._locate(task_id)
+        bad = next((b for b in self.broken if b.id == task_id), None)
+        if found is None and bad is not None:
+            raise ConfigError(f"task {task_id!r} of suite {self.name!r} is broken: {bad.reason}",
+                              hint="fix the task's files; the suite's other tasks still load "
+                                   f"(`harnessgrid tasks list {self.name}` shows which)")
         if found is None:
             raise ConfigError(f"suite {self.name!r} has no task {task_id!r}",
                               hint=f"`harnessgrid tasks list {self.name}` prints each task's "

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.models import Action, ToolResult
 from harnessgrid.sandbox import Sandbox
+from harnessgrid.timing import tool_span
 from harnessgrid.workspace import Workspace
 
 MAX_LIST_ENTRIES = 500
@@ -31,7 +32,15 @@ class Environment:
 
 
 async def execute(action: Action, env: Environment) -> ToolResult:
-    """Run one abstract action and report what happened."""
+    """Run one abstract action and report what happened; its host-side time (the sandbox round
+    trip included) goes to the turn's ``tools_s`` (:mod:`harnessgrid.timing`)."""
+    with tool_span() as span:
+        result = await _execute(action, env)
+        span.floor = result.duration_s  # the least it took: the rest may be loop wait
+    return result
+
+
+async def _execute(action: Action, env: Environment) -> ToolResult:
     start = time.perf_counter()
     try:
         if action.kind == "shell":

@@ -126,9 +126,15 @@ class TurnRecord(_Record):
     format_error: str | None = None
     appended: list[Message] = Field(default_factory=list)  # what the harness added afterwards
     new_segment: bool = False
+    #: Where the turn's wall time went (:mod:`harnessgrid.timing`): the policy call, the tool
+    #: executions host-side (round trip included), the CPU of harness code, and the rest,
+    #: waiting for the event loop (or the CPU) while other episodes ran. They add up to
+    #: ``wall_s``. Trajectories stored before ``wait_s`` and ``wall_s`` existed read them as 0.
     model_s: float = 0.0
     tools_s: float = 0.0
     harness_s: float = 0.0
+    wait_s: float = 0.0
+    wall_s: float = 0.0
 
 
 class Trajectory(BaseModel):
@@ -144,6 +150,8 @@ class Trajectory(BaseModel):
     suite: str = ""
     policy: str
     mount_path: str = "/workspace"
+    environment: dict[str, str] | None = None
+    """The toolchain mounted in the sandbox (name, kind, digest), see harnessgrid.environments."""
     turns: list[TurnRecord] = Field(default_factory=list)
     history: list[Message] = Field(default_factory=list)
     termination: Termination
@@ -158,6 +166,7 @@ class Trajectory(BaseModel):
     model_s: float = 0.0
     tools_s: float = 0.0
     harness_s: float = 0.0
+    wait_s: float = 0.0  # the turns' parts, summed (see TurnRecord)
     grade_s: float = 0.0
     segments: int = 1
     started_at: float = 0.0

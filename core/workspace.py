@@ -13,6 +13,7 @@ on (the path, what was wrong, what to do instead).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -24,7 +25,19 @@ from typing import Self
 
 from harnessgrid.errors import HarnessgridError
 from harnessgrid.safe_search import BoundedPattern, compile_bounded
-from harnessgrid.scratch import ScratchDir, remove_tree, walk_tree
+from harnessgrid.scratch import (
+    ScratchDir,
+    list_dir_fd,
+    mount_capped_fs,
+    mounted_tmpfs,
+    open_dir,
+    remove_tree,
+    step_down,
+    step_up,
+    unmount_capped_fs,
+    walk_fd,
+    walk_tree,
+)
 
 DEFAULT_MOUNT_PATH = "/workspace"
 MAX_READ_BYTES = 5_000_000
@@ -97,12 +110,17 @@ class Workspace:
         *,
         base_dir: Path | None = None,
         mount_path: str = DEFAULT_MOUNT_PATH,
+        into: Workspace | None = None,
     ) -> Workspace:
         """Make a fresh temp directory holding a copy of ``source_dir`` and then ``files``.
 
         ``files`` maps workspace-relative paths (or paths under ``mount_path``) to contents; str
         contents are written as UTF-8. Symlinks in ``source_dir`` are copied as links, never
         followed, so a stray link cannot pull host files into the episode.
+
+        ``into`` fills an empty workspace made earlier instead (a sandbox pool pre-starts a
+        sandbox over one, see :mod:`harnessgrid.sandbox_pool`): the files get the owner the
+        running sandbox gave that workspace, and a failure removes it like a fresh one.
         """
         mount_path = _validate_mount_path(mount_path)
         if source_dir is not None and not Path(source_dir).is_dir():
@@ -110,19 +128,29 @@ class Workspace:
                 f"source_dir {str(source_dir)!r} is not a directory",
                 hint="pass an existing directory to copy into the workspace",
             )
-        if base_dir is not None:
-            Path(base_dir).mkdir(parents=True, exist_ok=True)
-        scratch = ScratchDir("hg-ws-", base_dir)  # removed by the next process if we are killed
-        ws = cls(scratch.path, mount_path=mount_path, owned=True)
-        ws._scratch = scratch
+        if into is not None:
+            ws = into
+            if ws.mount_path != mount_path or any(ws.root.iterdir()):
+                raise HarnessgridError(
+                    f"cannot fill {ws!r}: it is not an empty workspace at {mount_path}",
+                    hint="pass a workspace made empty with Workspace.create(mount_path=...)",
+                )
+        else:
+            if base_dir is not None:
+                Path(base_dir).mkdir(parents=True, exist_ok=True)
+            scratch = ScratchDir("hg-ws-", base_dir)  # the next process removes it if we die
+            ws = cls(scratch.path, mount_path=mount_path, owned=True)
+            ws._scratch = scratch
         try:
             if source_dir is not None:
                 shutil.copytree(
                     source_dir, ws.root, symlinks=True, dirs_exist_ok=True, ignore=_ignore_special
                 )
+                if ws._owner is not None:  # copytree keeps our uid: hand them to the sandbox's
+                    ws.assign_owner(*ws._owner)
             for rel, content in (files or {}).items():
                 data = content.encode("utf-8") if isinstance(content, str) else content
-                ws.write_bytes(rel, data)
+                ws.write_bytes(rel, data)  # adopts what it creates
         except BaseException:
             ws.cleanup()
             raise
@@ -199,21 +227,47 @@ class Workspace:
         The sandbox runs commands as an unprivileged uid; files that host-side tools write while
         it runs must stay writable by that uid. Symlinks are re-owned, never followed.
         """
-        for path in self._walk_all():
-            os.chown(path, uid, gid, follow_symlinks=False)
+        self._chown_all(uid, gid)
         self._owner = (uid, gid)
 
     def release_owner(self, uid: int, gid: int) -> None:
         """Give everything back to ``uid:gid`` (the original owner) and stop re-owning new files."""
         self._owner = None
-        for path in self._walk_all():
-            os.chown(path, uid, gid, follow_symlinks=False)
+        self._chown_all(uid, gid)
 
-    def _walk_all(self) -> Iterator[str]:
-        yield str(self.root)
-        for dirpath, dirnames, filenames in walk_tree(self.root):
-            for name in dirnames + filenames:
-                yield os.path.join(dirpath, name)
+    def _chown_all(self, uid: int, gid: int) -> None:
+        # Through descriptors: paths deeper than PATH_MAX, which an agent can make, still work.
+        os.chown(self.root, uid, gid, follow_symlinks=False)
+        for dir_fd, name, _, _ in walk_fd(self.root):
+            with contextlib.suppress(OSError):
+                os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
+
+    def limit_size(self, max_bytes: int, max_files: int) -> bool:
+        """Have the kernel hold this workspace to ``max_bytes`` and ``max_files`` entries:
+        its content moves onto a tmpfs of that size mounted at :attr:`root` (root only; 1-3 ms,
+        mostly the unmount at cleanup, plus copying the task's files). Returns False - and
+        changes nothing - where that is not possible (not root, not a workspace this process
+        created, the files do not fit); the sandbox server's polling then enforces the quota.
+        Undone by :meth:`cleanup`."""
+        if self._scratch is None or not self._owned:
+            return False  # a user's directory (in_place) keeps living on its own disk
+        if mounted_tmpfs(self.root):
+            return True
+        under = open_dir(self.root)  # the directory the mount hides: still readable through it
+        try:
+            if not mount_capped_fs(self.root, size_bytes=max_bytes, max_inodes=max_files + 1):
+                return False
+            top = open_dir(self.root)
+            try:
+                failed = _copy_into(under, top, keep_owner=True)
+            finally:
+                os.close(top)
+            if failed:  # does not fit, or odd entries: back to the plain directory
+                unmount_capped_fs(self.root)
+                return False
+            return True
+        finally:
+            os.close(under)
 
     def _adopt(self, path: Path) -> None:
         if self._owner is not None:
@@ -403,7 +457,13 @@ class Workspace:
                 hint="choose a path whose parents are directories",
             )
         for item in reversed(missing):
-            item.mkdir()
+            try:
+                item.mkdir()
+            except OSError as exc:  # e.g. the quota's "No space left on device"
+                raise WorkspaceError(
+                    f"cannot create directory {self.relative(item)!r}: {exc.strerror}",
+                    hint="free space in the workspace (delete files) or choose another path",
+                ) from exc
             self._adopt(item)
 
     def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> int:
@@ -610,29 +670,176 @@ def _matching_lines(file: Path, compiled: BoundedPattern) -> Iterator[tuple[int,
 
 
 def _copy_tree(source: Path, target: Path) -> None:
-    """``shutil.copytree(source, target, symlinks=True, ignore=_ignore_special)`` without
-    recursion (see :func:`~harnessgrid.scratch.walk_tree`): links are copied as links; FIFOs,
-    sockets, devices and what cannot be read are left out."""
+    """Copy ``source`` to a new directory ``target`` without recursion or long paths (see
+    :func:`_copy_into`); what cannot be copied is left out."""
     target.mkdir(parents=True)
-    dirs: list[tuple[str, Path]] = [(str(source), target)]
-    for dirpath, dirnames, filenames in walk_tree(source):
-        here = target / os.path.relpath(dirpath, source)
-        for name in dirnames + filenames:
-            src, dst = os.path.join(dirpath, name), here / name
-            try:
-                mode = os.lstat(src).st_mode
-                if stat.S_ISLNK(mode):
-                    os.symlink(os.readlink(src), dst)
-                elif stat.S_ISDIR(mode):
-                    dst.mkdir()
-                    dirs.append((src, dst))
-                elif stat.S_ISREG(mode):
-                    shutil.copy2(src, dst, follow_symlinks=False)
-            except OSError:
+    src = open_dir(source)
+    try:
+        dst = open_dir(target)
+        try:
+            _copy_into(src, dst, keep_owner=False)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
+def _copy_into(src_root: int, dst_root: int, *, keep_owner: bool) -> int:
+    """Copy the directory open as ``src_root`` into the (empty) one open as ``dst_root``,
+    modes and times included (owners too if ``keep_owner``); returns how many entries could
+    not be copied.
+
+    Built for a tree an agent made: descriptors only (no path longer than one name, so
+    PATH_MAX does not matter, and two descriptors held at any depth: the way back up is a
+    checked ``..``, as in :func:`~harnessgrid.scratch.walk_fd`), links copied as links, FIFOs,
+    sockets and devices left out, sparse files kept sparse and hard links kept linked - so the
+    copy never holds more data than the source did, and a workspace within its quota cannot
+    become a bigger copy.
+    """
+    failed = 0
+    first_copy: dict[tuple[int, int], str] = {}  # hard-linked inode -> its path in the copy
+    src, dst = os.dup(src_root), os.dup(dst_root)
+    # per level: the source directory's lstat, the copy's, names still to do, path in the copy
+    stack = [(os.fstat(src), os.fstat(dst), list_dir_fd(src), "")]
+    try:
+        while stack:
+            src_st, dst_st, names, rel = stack[-1]
+            if not names:
+                stack.pop()
+                _copy_meta(dst, src_st, keep_owner)  # last: a read-only directory is filled first
+                if stack:
+                    src, dst = _up_both(src, dst, stack[-1][0], stack[-1][1])
                 continue
-    for src, dst in reversed(dirs):  # modes last: a read-only directory is filled first
-        with contextlib.suppress(OSError):
-            shutil.copystat(src, dst, follow_symlinks=False)
+            name = names.pop()
+            try:
+                info = os.stat(name, dir_fd=src, follow_symlinks=False)
+                mode = info.st_mode
+                if stat.S_ISDIR(mode):
+                    os.mkdir(name, 0o700, dir_fd=dst)
+                    made = os.stat(name, dir_fd=dst, follow_symlinks=False)
+                    src, src_here = step_down(src, name, info)
+                    try:
+                        dst, _ = step_down(dst, name, made)
+                    except OSError:  # back to where we were (step_up closes the child)
+                        try:
+                            src = step_up(src, src_st)
+                        except OSError:
+                            src = -1
+                            raise _TreeChanged from None
+                        raise
+                    child_rel = f"{rel}/{name}" if rel else name
+                    stack.append((src_here, made, list_dir_fd(src), child_rel))
+                elif stat.S_ISLNK(mode):
+                    os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=dst)
+                    if keep_owner:
+                        os.chown(name, info.st_uid, info.st_gid, dir_fd=dst,
+                                 follow_symlinks=False)
+                    os.utime(name, ns=(info.st_atime_ns, info.st_mtime_ns), dir_fd=dst,
+                             follow_symlinks=False)
+                elif stat.S_ISREG(mode):
+                    key = (info.st_dev, info.st_ino)
+                    if info.st_nlink > 1 and key in first_copy:
+                        os.link(first_copy[key], name, src_dir_fd=dst_root, dst_dir_fd=dst,
+                                follow_symlinks=False)
+                        continue
+                    _copy_file(src, dst, name, info, keep_owner)
+                    if info.st_nlink > 1:
+                        first_copy[key] = f"{rel}/{name}" if rel else name
+            except OSError:
+                failed += 1
+    except _TreeChanged:
+        failed += 1
+        src = dst = -1
+    finally:
+        for fd in (src, dst):
+            if fd >= 0:
+                os.close(fd)
+    return failed
+
+
+class _TreeChanged(Exception):
+    """The way back up (``..``) no longer leads where the copy came from."""
+
+
+def _up_both(src: int, dst: int, src_parent: os.stat_result,
+             dst_parent: os.stat_result) -> tuple[int, int]:
+    try:
+        up_src = step_up(src, src_parent)
+    except OSError:
+        os.close(dst)
+        raise _TreeChanged from None
+    try:
+        return up_src, step_up(dst, dst_parent)
+    except OSError:
+        os.close(up_src)
+        raise _TreeChanged from None
+
+
+def _copy_file(src: int, dst: int, name: str, info: os.stat_result, keep_owner: bool) -> None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    sfd = os.open(name, flags, dir_fd=src)
+    try:
+        dfd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600,
+                      dir_fd=dst)
+        try:
+            _copy_data(sfd, dfd, info.st_size)
+            _copy_meta(dfd, info, keep_owner)
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
+
+
+def _copy_meta(fd: int, info: os.stat_result, keep_owner: bool) -> None:
+    if keep_owner:
+        os.chown(fd, info.st_uid, info.st_gid)
+    os.chmod(fd, stat.S_IMODE(info.st_mode))
+    os.utime(fd, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+_CHUNK = 1 << 20
+
+
+def _copy_data(src: int, dst: int, size: int) -> None:
+    """Copy ``size`` bytes, writing only the data: holes (SEEK_DATA/SEEK_HOLE, or all-zero
+    chunks where the filesystem cannot tell) stay holes in the copy."""
+    try:
+        spans = _data_spans(src, size)
+    except OSError:  # no SEEK_DATA here: copy it all, skipping zeros below
+        spans = [(0, size)]
+    zero = bytes(_CHUNK)
+    for start, end in spans:
+        offset = start
+        while offset < end:
+            chunk = os.pread(src, min(_CHUNK, end - offset), offset)
+            if not chunk:
+                break
+            if chunk != zero[: len(chunk)]:
+                view = memoryview(chunk)
+                at = offset
+                while view:
+                    written = os.pwrite(dst, view, at)
+                    view, at = view[written:], at + written
+            offset += len(chunk)
+    os.ftruncate(dst, size)
+
+
+def _data_spans(fd: int, size: int) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole is left
+                break
+            raise
+        end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        if end <= start:
+            break
+        spans.append((start, end))
+        offset = end
+    return spans
 
 
 def _ignore_special(directory: str, names: list[str]) -> list[str]:

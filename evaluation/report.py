@@ -32,7 +32,7 @@ from harnessgrid.evaluation.manifest import Manifest, read_manifest
 from harnessgrid.evaluation.results import EvalResult
 from harnessgrid.evaluation.store import read_results
 from harnessgrid.space import FACTOR_LETTERS, FACTORS
-from harnessgrid.tasks import BEHAVIOURS
+from harnessgrid.tasks import BEHAVIOURS, UNKNOWN_CATEGORY
 
 OVERALL = "overall"
 UNGRADED = "ungraded"
@@ -85,6 +85,30 @@ class FactorEffect(_Row):
     configs: int
 
 
+class CategoryCell(_Row):
+    """One task category in one column (or ``overall``: the mean over main columns).
+    ``category`` is what the suite's data says; :data:`UNKNOWN_CATEGORY` gathers tasks whose
+    data names none (ClawGym's leaves it empty) — ``known`` is False for that row, so tables
+    can say so instead of presenting it as a category."""
+
+    category: str
+    known: bool
+    setting: str
+    tasks: int
+    pass_rate: Stat
+    score: Stat
+    counts: Counts
+
+
+class SkippedTask(_Row):
+    """A task its suite's loader could not build (a missing asset, a multi-session task):
+    never run, in no score, listed with the reason."""
+
+    suite: str
+    task: str
+    reason: str
+
+
 class Unscored(_Row):
     """Episodes left out of every score for one reason: an infrastructure failure (``cause`` is
     its termination: ``policy_error``, ``sandbox_error``, ``internal_error``) or ``ungraded``
@@ -114,6 +138,7 @@ class CostRow(_Row):
     model_s: float
     tools_s: float
     harness_s: float
+    wait_s: float = 0.0  # 0 in reports saved before it existed
     grade_s: float
     pass_per_1k_tokens: float | None
 
@@ -148,6 +173,8 @@ class Report(BaseModel):
     effects_setting: str | None = None
     effect_configurations: list[ConfigRow] = []
     unscored: list[Unscored] = []  # most frequent first
+    categories: list[CategoryCell] = []
+    skipped: list[SkippedTask] = []  # broken tasks of the evaluated suites, not run
 
     def suite_cell(self, suite: str, setting: str) -> SuiteCell | None:
         return next((c for c in self.suites if c.suite == suite and c.setting == setting), None)
@@ -196,7 +223,38 @@ def build_report(results: Sequence[EvalResult], manifest: Manifest | None = None
         behaviours=_behaviour_table(results, cols), configurations=configurations,
         factor_effects=_factor_effects(effect_rows), cost=_cost_table(results),
         effects_setting=effects_setting, effect_configurations=effect_rows,
-        unscored=_unscored(results))
+        unscored=_unscored(results), categories=_category_table(results, cols),
+        skipped=[SkippedTask(suite=spec, task=task, reason=first_line(reason, 400))
+                 for spec, entry in (manifest.suites.items() if manifest else ())
+                 for task, reason in entry.broken.items()])
+
+
+def _category_table(results: Sequence[EvalResult], cols: list[str]) -> list[CategoryCell]:
+    """Pass rate per task category, like the behaviour table (categories sorted, the unknown
+    one last)."""
+    by_category = group(results, lambda r: r.category)
+    order = sorted(by_category, key=lambda c: (c == UNKNOWN_CATEGORY, c))
+    cells: list[CategoryCell] = []
+    for category in order:
+        rows = by_category[category]
+        known = category != UNKNOWN_CATEGORY
+        mains_p: list[dict[int, float]] = []
+        mains_s: list[dict[int, float]] = []
+        for col in cols:
+            rs = [r for r in rows if in_column(r, col)]
+            p, s = per_run(rs, passed), per_run(rs, score)
+            if is_main(col):
+                mains_p += [p] if p else []
+                mains_s += [s] if s else []
+            cells.append(CategoryCell(category=category, known=known, setting=col,
+                                      tasks=len({(r.suite, r.task) for r in rs}),
+                                      pass_rate=Stat.of(p), score=Stat.of(s),
+                                      counts=Counts.of(rs)))
+        cells.append(CategoryCell(category=category, known=known, setting=OVERALL,
+                                  tasks=len({(r.suite, r.task) for r in rows}),
+                                  pass_rate=Stat.of(mean_of(mains_p)),
+                                  score=Stat.of(mean_of(mains_s)), counts=Counts.of(rows)))
+    return cells
 
 
 def _suite_table(results: Sequence[EvalResult], cols: list[str], suite_order: list[str]
@@ -364,7 +422,7 @@ def _cost_table(results: Sequence[EvalResult]) -> list[CostRow]:
             scored=c.scored, passed=c.passed, pass_rate=c.pass_rate,
             tokens_in=mean("tokens_in"), tokens_out=mean("tokens_out"), tokens=mean("tokens"),
             wall_s=mean("wall_s"), model_s=mean("model_s"), tools_s=mean("tools_s"),
-            harness_s=mean("harness_s"), grade_s=mean("grade_s"),
+            harness_s=mean("harness_s"), wait_s=mean("wait_s"), grade_s=mean("grade_s"),
             pass_per_1k_tokens=1000 * c.passed / spent if spent else None))
     return rows
 

@@ -67,6 +67,7 @@ class EvalResult(BaseModel):
     model_s: float = 0.0
     tools_s: float = 0.0
     harness_s: float = 0.0
+    wait_s: float = 0.0  # waiting for the event loop (see TurnRecord); 0 in older stores
     grade_s: float = 0.0
     episode_id: str = ""
     traj_offset: int = -1  # byte offset of the trajectory's line in trajectories.jsonl
@@ -115,7 +116,8 @@ class EvalResult(BaseModel):
             score=traj.score, passed=traj.passed, subscores=traj.subscores,
             grade_error=traj.grade_error, turns=len(traj.turns), tokens_in=traj.tokens_in,
             tokens_out=traj.tokens_out, wall_s=traj.wall_s, model_s=traj.model_s,
-            tools_s=traj.tools_s, harness_s=traj.harness_s, grade_s=traj.grade_s,
+            tools_s=traj.tools_s, harness_s=traj.harness_s, wait_s=traj.wait_s,
+            grade_s=traj.grade_s,
             episode_id=traj.episode_id, traj_offset=offset,
             finished_at=traj.started_at + traj.wall_s)
 

@@ -12,6 +12,10 @@ Jobs are ordered run by run, so an interrupted evaluation holds whole runs first
 harness is built for every episode (adapters may keep per-session state); the policy is shared,
 as every built-in policy keeps its per-episode state in the episode.
 
+With ``EvalConfig(workers=N)`` the episodes run in N local processes, each with its own event
+loop and a share of ``concurrency`` (:mod:`harnessgrid.evaluation.workers`); this process stores
+what they send back, the same way.
+
 With ``EvalConfig(ray="HOST:PORT")`` the episodes run as Ray tasks on a cluster instead
 (:mod:`harnessgrid.ray_episodes`): each worker rebuilds harness, task and policy from their
 specs, and this process commits every trajectory through the same store as it comes back, so
@@ -23,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +60,8 @@ from harnessgrid.tasks import Task
 
 if TYPE_CHECKING:
     from harnessgrid.policies import Policy
+    from harnessgrid.ray_episodes import EpisodeJob
+    from harnessgrid.sandbox_pool import SandboxPool
     from harnessgrid.trajectory import Trajectory
 
 
@@ -78,6 +84,10 @@ class EvalConfig(BaseModel):
     limit: int | None = Field(default=None, ge=1)
     split: str | None = None
     concurrency: int = Field(default=4, ge=1)  # local episodes at once (not with ``ray``)
+    #: Local worker processes sharing ``concurrency`` (:mod:`harnessgrid.evaluation.workers`),
+    #: for when one process's CPU is the limit; 1 runs every episode in this process. Not part
+    #: of a run's identity.
+    workers: int = 1
     limits: EpisodeLimits = EpisodeLimits()
     #: A Ray cluster's address (HOST:PORT of ``ray start --head``, or ``auto``): run the
     #: episodes there, one per cluster CPU. Not part of a run's identity: a run started locally
@@ -133,8 +143,8 @@ def plan_jobs(settings: dict[str, list[str]], tasks: dict[str, list[Task]],
 
 
 def build_manifest(config: EvalConfig, policy_spec: str, space: FactorSpace,
-                   settings: dict[str, list[str]], suites: dict[str, tuple[str, str, list[Task]]]
-                   ) -> Manifest:
+                   settings: dict[str, list[str]], suites: dict[str, tuple[str, str, list[Task]]],
+                   broken: dict[str, dict[str, str]] | None = None) -> Manifest:
     import harnessgrid
 
     stamp = now()
@@ -145,7 +155,8 @@ def build_manifest(config: EvalConfig, policy_spec: str, space: FactorSpace,
         space={f.name: list(f.levels) for f in space.factors}, holdout_seed=config.holdout_seed,
         settings=settings, runs=config.runs,
         suites={spec: SuiteEntry(name=name, version=version,
-                                 tasks={t.id: t.content_hash() for t in tasks})
+                                 tasks={t.id: t.content_hash() for t in tasks},
+                                 broken=(broken or {}).get(spec, {}))
                 for spec, (name, version, tasks) in suites.items()},
         plans=[Plan(suites=tuple(suites), settings=tuple(settings), runs=config.runs)])
 
@@ -174,6 +185,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     from harnessgrid.tasks import load_suite
 
     started = time.perf_counter()
+    _check_workers(config, policy)
     out = require_output_dir(out_dir, "the evaluation directory (--out)")
     # Designs are over ``space`` (default: the paper's 3^5 grid); harness ids are codes read
     # in ``space`` when one is given, else in the harness space of every registered level.
@@ -187,9 +199,11 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
         for hid in harnesses:
             resolve_harness(hid, names)
     suites: dict[str, tuple[str, str, list[Task]]] = {}
+    broken: dict[str, dict[str, str]] = {}  # tasks the loader could not build: reported, not run
     for spec in dict.fromkeys(config.suites):
         suite = load_suite(spec)
         suites[spec] = (suite.name, suite.version, select_tasks(suite, config.split, config.limit))
+        broken[spec] = {b.id: b.reason for b in suite.broken}
     if policy is None:
         get_registry().policy(config.policy.partition(":")[0])  # unknown scheme: fail early
     elif config.ray is not None:
@@ -198,7 +212,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
                           hint="pass the spec as EvalConfig.policy (options in policy_options) "
                                "and no policy= object")
     spec = policy.spec if policy is not None else config.policy
-    manifest = build_manifest(config, spec, space, settings, suites)
+    manifest = build_manifest(config, spec, space, settings, suites, broken)
     tasks = {s: t for s, (_, _, t) in suites.items()}
     jobs = plan_jobs(settings, tasks, config.runs)
     if policy is None and config.ray is None and (not out.exists() or not any(out.iterdir())):
@@ -224,10 +238,12 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
             policy = policy or resolve_policy(config.policy, config.policy_options)
         write_manifest(out, merged)
         report = _reporter(progress, len(todo), skipped, on_result, retried, kept)
-        if config.ray is None:
-            ran = await _run_jobs(todo, policy, config, names, store, report)
-        else:
+        if config.ray is not None:
             ran = _run_jobs_on_ray(todo, config, names, store, report)
+        elif config.workers > 1:
+            ran = _run_jobs_in_workers(todo, config, names, store, report)
+        else:
+            ran = await _run_jobs(todo, policy, config, names, store, report)
         results = [store.results[j.key] for j in jobs]
         recovered = store.recovered
     return EvalOutcome(out_dir=out, total=len(jobs), skipped=skipped, ran=ran,
@@ -254,17 +270,65 @@ async def _run_jobs(jobs: Sequence[Job], policy: Policy | None, config: EvalConf
                 job = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            traj = await _episode(job, policy, config.limits, space)
+            traj = await _episode(job, policy, config.limits, space, pool)
             tag_trajectory(traj, job.key, job.task.tags, job.task.category)
             result = store.commit(traj)
             done += 1
             report.update(result)
 
-    try:
-        await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(jobs)))))
+    from harnessgrid.runtime import episode_pool
+
+    try:  # sandboxes start ahead of the episodes that need them
+        async with episode_pool(config.limits, [j.task for j in jobs], config.concurrency) as pool:
+            await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(jobs)))))
     finally:
         report.close()
     return done
+
+
+def _check_workers(config: EvalConfig, policy: Policy | None) -> None:
+    from harnessgrid.evaluation.workers import check_workers
+
+    check_workers(config.workers, config.concurrency)
+    if config.workers > 1 and config.ray is not None:
+        raise ConfigError(f"--workers {config.workers} and --ray both say where episodes run",
+                          hint="use --workers for processes on this machine, or --ray for a "
+                               "cluster (it runs one episode per cluster CPU)")
+    if config.workers > 1 and policy is not None:
+        raise ConfigError(f"a policy object ({policy.spec}) cannot be sent to worker "
+                          "processes: each builds the policy from its spec",
+                          hint="pass the spec as EvalConfig.policy (options in policy_options) "
+                               "and no policy= object, or use workers=1")
+
+
+def _episode_jobs(jobs: Sequence[Job], config: EvalConfig,
+                  space: FactorSpace) -> list[EpisodeJob]:
+    """The jobs as specs that another process rebuilds (a Ray node, a worker process)."""
+    from harnessgrid.ray_episodes import EpisodeJob
+
+    levels = {f.name: list(f.levels) for f in space.factors}
+    tasks = {(j.key.suite, j.task.id): j.task for j in jobs}
+    hashes = {key: task.content_hash() for key, task in tasks.items()}  # once per task
+    return [EpisodeJob(harness=j.key.harness, suite=j.key.suite, task_id=j.task.id,
+                       task_hash=hashes[j.key.suite, j.task.id], policy=config.policy,
+                       policy_options=config.policy_options, limits=config.limits,
+                       space=levels) for j in jobs]
+
+
+def _run_jobs_in_workers(jobs: Sequence[Job], config: EvalConfig, space: FactorSpace,
+                         store: EvalStore, report: _Reporter) -> int:
+    """The jobs in local worker processes (:mod:`harnessgrid.evaluation.workers`), committed
+    here as they come back, as :func:`_run_jobs_on_ray` does."""
+    from harnessgrid.evaluation.workers import worker_episodes
+
+    if not jobs:
+        report.close()
+        return 0
+    task = asyncio.current_task()  # Ctrl-C under asyncio.run cancels it: stop waiting then
+    finished = worker_episodes(_episode_jobs(jobs, config, space), workers=config.workers,
+                               concurrency=config.concurrency,
+                               cancelled=lambda: task is not None and task.cancelling() > 0)
+    return _commit_all(jobs, finished, store, report)
 
 
 def _run_jobs_on_ray(jobs: Sequence[Job], config: EvalConfig, space: FactorSpace,
@@ -272,21 +336,20 @@ def _run_jobs_on_ray(jobs: Sequence[Job], config: EvalConfig, space: FactorSpace
     """The jobs as Ray tasks (see :func:`harnessgrid.ray_episodes.ray_episodes`); each
     trajectory is tagged and committed exactly as :func:`_run_jobs` does, as it arrives. This
     waits on Ray in the calling thread: nothing else runs on the event loop meanwhile."""
-    from harnessgrid.ray_episodes import EpisodeJob, ray_episodes
+    from harnessgrid.ray_episodes import ray_episodes
 
     if not jobs:
         report.close()
         return 0
-    levels = {f.name: list(f.levels) for f in space.factors}
-    tasks = {(j.key.suite, j.task.id): j.task for j in jobs}
-    hashes = {key: task.content_hash() for key, task in tasks.items()}  # once per task
-    specs = [EpisodeJob(harness=j.key.harness, suite=j.key.suite, task_id=j.task.id,
-                        task_hash=hashes[j.key.suite, j.task.id], policy=config.policy,
-                        policy_options=config.policy_options, limits=config.limits,
-                        space=levels) for j in jobs]
+    return _commit_all(jobs, ray_episodes(_episode_jobs(jobs, config, space)), store, report)
+
+
+def _commit_all(jobs: Sequence[Job], finished: Iterator[tuple[int, Trajectory]],
+                store: EvalStore, report: _Reporter) -> int:
+    """Tag and commit each ``(index into jobs, trajectory)`` as it arrives."""
     done = 0
     try:
-        for index, traj in ray_episodes(specs):
+        for index, traj in finished:
             job = jobs[index]
             tag_trajectory(traj, job.key, job.task.tags, job.task.category)
             result = store.commit(traj)
@@ -304,7 +367,7 @@ def _say(text: str) -> None:
 
 
 async def _episode(job: Job, policy: Policy, limits: EpisodeLimits,
-                   space: FactorSpace) -> Trajectory:
+                   space: FactorSpace, pool: SandboxPool | None = None) -> Trajectory:
     """One episode; an unexpected exception becomes an infrastructure failure (the same rule
     as ``run_episodes``), never a crash of the evaluation."""
     from harnessgrid.api import resolve_harness
@@ -315,7 +378,8 @@ async def _episode(job: Job, policy: Policy, limits: EpisodeLimits,
     try:
         harness = resolve_harness(job.key.harness, space)
         harness_name = harness.name
-        return await run_episode(harness, job.task, policy, limits, episode_id=episode_id)
+        return await run_episode(harness, job.task, policy, limits, episode_id=episode_id,
+                                 pool=pool)
     except Exception as exc:  # noqa: BLE001 - one broken episode must not stop the others
         return crashed_episode(harness_name, job.task, policy, exc)
 

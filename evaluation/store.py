@@ -11,9 +11,9 @@ Layout of ``DIR``::
 records) that pydantic already serialises to one JSON line, and core's ``TrajectoryStore``
 appends such a line with one ``O_APPEND`` write plus ``fsync``: with a single writer (the lock)
 that is as durable as a SQLite commit, and the files stay readable by the tools that read every
-other trajectory file of the project (``hg.load_trajectories``, ``jq``, ``grep``, the trainer's
-SFT loader) and can be copied or concatenated without a schema. SQLite would add a second
-format and a schema to migrate, for queries the reports do in memory anyway. What JSONL lacks —
+other trajectory file of the project (``hg.TrajectoryStore(path).load()``, ``jq``, ``grep``,
+the trainer's SFT loader) and can be copied or concatenated without a schema. SQLite would add a
+second format and a schema to migrate, for queries the reports do in memory anyway. What JSONL lacks —
 cheap reading of big runs — comes from the split into two files: reports read only the small
 ``results.jsonl``; each result records the byte offset of its trajectory for random access.
 

@@ -55,6 +55,16 @@ def _anthropic(rest: str, options: Mapping[str, Any]) -> Any:
     return AnthropicPolicy(rest, **options)
 
 
+def _openai(rest: str, options: Mapping[str, Any]) -> Any:
+    from harnessgrid.policies.openai_compat import OpenAIPolicy
+
+    if "api_base" in options:  # litellm's name for it, the one a user switching over writes
+        raise ConfigError(f"openai:{rest} takes base_url, not api_base",
+                          hint=f"--policy-opt base_url={options['api_base']}")
+    _check_options("openai", rest, options, _keyword_options(OpenAIPolicy))
+    return OpenAIPolicy(rest, **options)
+
+
 #: ``--policy-opt KEY=VALUE`` options of the token backends (``hf`` accepts only these).
 _TOKEN_OPTIONS = {
     "temperature": "sampling temperature; 0 = greedy (default 1.0)",
@@ -103,6 +113,9 @@ def harnessgrid_policies() -> Iterator[PolicyBackend]:
                         extra="api")
     yield PolicyBackend("anthropic", "Anthropic Messages API through the official SDK "
                         "(base_url configurable).", _anthropic, extra="api")
+    yield PolicyBackend("openai", "OpenAI-compatible chat API through the official async SDK "
+                        "(OpenAI, or a vLLM / SGLang / llama.cpp server at base_url).", _openai,
+                        extra="api")
     yield PolicyBackend("hf", "Token policy through transformers: exact prompt/completion ids "
                         "and logprobs per turn.", _hf, extra="hf", options=_HF_OPTIONS)
     yield PolicyBackend("vllm", "Token policy on vLLM (GPU; not verified on CPU machines).",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -11,6 +13,17 @@ import pytest
 from harnessgrid.registry import reset_registry
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests' helper modules (servers, plugin_dist)
+
+# Environments a developer built (~/.cache/harnessgrid/envs) must not change what the tests see:
+# every session, and the CLI subprocesses it starts, get an empty store of their own.
+_ENV_STORE = tempfile.mkdtemp(prefix="hg-test-envs-")
+os.environ["HARNESSGRID_ENV_DIR"] = _ENV_STORE
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from harnessgrid.scratch import remove_tree
+
+    remove_tree(Path(_ENV_STORE))
 
 
 @pytest.fixture

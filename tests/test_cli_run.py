@@ -114,6 +114,10 @@ def test_embedding_api_copy_and_in_place(plugin_env: dict[str, str], on_sys_path
     kept = hg.run_agent("Write result.txt", project, harness=PROBE, policy=WriteThenFinish(),
                         keep_copy=True)
     assert (Path(kept.meta["workspace"]) / "result.txt").read_text() == "done\n"
+    # found: the kept copy was the episode's scratch tmpfs mount, which rmtree cannot remove
+    # and the next process would have swept away as stale
+    assert not os.path.ismount(kept.meta["workspace"])
+    assert "hg-ws-" not in kept.meta["workspace"]
     shutil.rmtree(kept.meta["workspace"])
     hg.run_agent("Write result.txt", project, harness=PROBE, policy=WriteThenFinish(),
                  in_place=True)

@@ -292,7 +292,7 @@ def result(harness: str, task: str, run: int, passed: bool | None, *, infra: boo
                       passed=None if infra else passed,
                       score=None if passed is None or infra else float(passed), tags=tags,
                       tokens_in=tokens[0], tokens_out=tokens[1], wall_s=2.0, model_s=1.5,
-                      tools_s=0.25, harness_s=0.25,
+                      tools_s=0.125, harness_s=0.25, wait_s=0.125,
                       grade_error="boom" if passed is None and not infra else None)
 
 
@@ -329,7 +329,8 @@ def test_cost_per_harness_is_exact() -> None:
     a = cost["A"]
     assert (a.episodes, a.scored, a.passed) == (7, 6, 5)
     assert (a.tokens_in, a.tokens_out, a.tokens) == (100, 50, 150)
-    assert (a.wall_s, a.model_s, a.tools_s, a.harness_s) == (2.0, 1.5, 0.25, 0.25)
+    assert (a.wall_s, a.model_s, a.tools_s, a.harness_s, a.wait_s) == (2.0, 1.5, 0.125, 0.25,
+                                                                      0.125)
     assert a.pass_per_1k_tokens == pytest.approx(1000 * 5 / 900)  # 5 passes, 6 × 150 tokens
     assert cost["B"].pass_per_1k_tokens == pytest.approx(1000 * 2 / 750)
 

@@ -81,7 +81,7 @@ def harnessgrid_policies():
 HARNESSES = "S0-T0-O0-C0-W0,S1-T1-O1-C1-W1,S2-T2-O2-C2-W2,S0-T2-O1-C2-W1"
 #: Fields that differ between any two runs of the same episode (ids, clocks, file offsets).
 VOLATILE = {"episode_id", "traj_offset", "finished_at", "wall_s", "model_s", "tools_s",
-            "harness_s", "grade_s"}
+            "harness_s", "wait_s", "grade_s"}
 
 
 def hg(env: dict[str, str], *args: str, timeout: float = 180,

@@ -1,7 +1,10 @@
 """Issue 11 items 6-8: agent-caused failures are the agent's, backend failures are the
-policy's, and the model cannot lift the per-command time limit."""
+policy's (also a backend asking to wait past the wall limit, or a stray cancellation in a
+batch), and the model cannot lift the per-command time limit."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -72,3 +75,91 @@ def test_backend_failures_are_policy_errors(exc: BaseException | None) -> None:
                                    EpisodeLimits(wall_s=1.0)))
     assert traj.termination == "policy_error", traj.error
     assert traj.score is None
+
+
+def _probe_harness():  # type: ignore[no-untyped-def]
+    from test_runtime import harness, registry
+
+    return harness(registry.__wrapped__())  # type: ignore[attr-defined]
+
+
+def test_retry_after_beyond_the_wall_limit_is_a_policy_error_at_once() -> None:
+    """A rate-limited backend asking for 60 s when the episode has 20: the episode ends now as
+    a policy error naming the wait (excluded from scores, retried by the evaluator), not after
+    sleeping into the wall limit; the server sees one request."""
+    import asyncio
+
+    from probe_suite import UPPER_TASK
+    from servers import OpenAICompatServer, http_error, openai_text
+
+    from harnessgrid.policies import make_policy
+    from harnessgrid.runtime import EpisodeLimits, run_episode
+
+    pytest.importorskip("openai")
+    limited = http_error(429, retry_after_ms=None, headers={"retry-after": "60"})
+    with OpenAICompatServer([limited, openai_text("unused")]) as server:
+        policy = make_policy("openai:test-model", {"base_url": server.base_url + "/v1"})
+        traj = asyncio.run(run_episode(_probe_harness(), UPPER_TASK, policy,
+                                       EpisodeLimits(wall_s=20.0)))
+    assert traj.termination == "policy_error" and traj.infra_failure
+    assert "asked to wait 60 s" in (traj.error or "") and traj.score is None
+    assert len(server.requests) == 1
+
+
+class _CancelsOnce:
+    """The oracle, except that its first call raises CancelledError from inside the backend
+    (as a client library cancelled by its own machinery does)."""
+
+    spec = "cancels-once"
+
+    def __init__(self) -> None:
+        from harnessgrid.policies.scripted import ScriptedPolicy
+
+        self.oracle = ScriptedPolicy()
+        self.calls = 0
+
+    async def act(self, request: object) -> object:
+        import asyncio
+
+        self.calls += 1
+        if self.calls == 1:
+            raise asyncio.CancelledError("stray cancellation inside the client")
+        return await self.oracle.act(request)  # type: ignore[arg-type]
+
+
+def test_a_stray_cancellation_fails_one_episode_not_the_batch(tmp_path: object) -> None:
+    import asyncio
+    from pathlib import Path
+
+    from probe_suite import UPPER_TASK
+
+    from harnessgrid.runtime import run_episodes
+    from harnessgrid.trajectory import TrajectoryStore
+
+    store = TrajectoryStore(Path(str(tmp_path)) / "trajectories.jsonl")
+    jobs = [(_probe_harness(), UPPER_TASK) for _ in range(3)]
+    policy: Any = _CancelsOnce()
+    returned = asyncio.run(run_episodes(jobs, policy, concurrency=3, on_done=store.append))
+    stored = store.load()
+    assert sorted(t.termination for t in stored) == ["finished", "finished", "policy_error"]
+    assert sorted(t.episode_id for t in stored) == sorted(t.episode_id for t in returned)
+    assert [t.score for t in stored if t.termination == "finished"] == [1.0, 1.0]
+    (failed,) = [t for t in stored if t.termination == "policy_error"]
+    assert "cancelled" in (failed.error or "")
+
+
+def test_docstrings_name_only_public_names() -> None:
+    """Every ``hg.NAME`` a module docstring points readers to exists (evaluation/store.py named
+    an ``hg.load_trajectories`` that never did)."""
+    import re
+    from pathlib import Path
+
+    import harnessgrid as hg
+
+    root = Path(__file__).resolve().parents[1]
+    named = {(path.relative_to(root).as_posix(), name)
+             for folder in ("core", "plugins", "trainer", "evaluation")
+             for path in (root / folder).rglob("*.py")
+             for name in re.findall(r"``hg\.([A-Za-z_]\w*)", path.read_text())}
+    assert named, "the pattern finds nothing: the check would pass vacuously"
+    assert [(path, name) for path, name in sorted(named) if not hasattr(hg, name)] == []

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shell_agent import ShellAgent
 
 from harnessgrid.grading_io import (
     DANGLING_TARGET,
@@ -23,28 +24,18 @@ from harnessgrid.grading_io import (
     read_bytes,
     read_text,
 )
-from harnessgrid.models import ModelTurn
 from harnessgrid.plugins.adapters.mini_bash import SENTINEL, MiniBashHarness
 from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.plugins.tasks.generated.common import text
-from harnessgrid.policies import PolicyRequest
 from harnessgrid.runtime import run_episode
 from harnessgrid.scratch import remove_tree
 from harnessgrid.tasks import FunctionGrader, Task
 from harnessgrid.trajectory import Trajectory
 
 
-class Agent:
-    """Runs fixed shell commands through mini-bash, then finishes."""
-
-    spec = "attacker"
-
-    def __init__(self, *commands: str) -> None:
-        self.turns = [*commands, f"echo {SENTINEL} && echo done"]
-
-    async def act(self, request: PolicyRequest) -> ModelTurn:
-        command = self.turns.pop(0) if self.turns else f"echo {SENTINEL}"
-        return ModelTurn(content=f"Next.\n```bash\n{command}\n```")
+def Agent(*commands: str) -> ShellAgent:  # noqa: N802 - reads as the class it makes
+    """The attacker; its last command also prints what the graders look for."""
+    return ShellAgent(*commands, finish=f"echo {SENTINEL} && echo done")
 
 
 def attack(task: Task, *commands: str) -> Trajectory:
@@ -170,6 +161,27 @@ def test_neutralize_links_reaches_the_bottom_of_a_deep_tree(tmp_path: Path) -> N
         assert os.readlink(chain) == DANGLING_TARGET
         assert read_text(root, "/".join(["d"] * 1200) + "/leak") is None
     finally:  # pytest's own clean-up of old tmp dirs would recurse 1,200 levels and fail
+        remove_tree(root)
+
+
+def test_neutralize_links_reaches_below_path_max(tmp_path: Path) -> None:
+    """A link planted below a path longer than PATH_MAX (40 levels of 200-byte names) is
+    neutralized too: a grader reading by descriptors could otherwise reach it."""
+    root = tmp_path / "copy"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    for _ in range(40):
+        os.mkdir("n" * 200, dir_fd=fd)
+        fd, old = os.open("n" * 200, os.O_RDONLY, dir_fd=fd), fd
+        os.close(old)
+    os.symlink("/etc/passwd", "leak", dir_fd=fd)
+    os.symlink("../" + "n" * 200, "up", dir_fd=fd)  # inside, but a directory
+    try:
+        assert neutralize_links(root) == 2
+        assert os.readlink("leak", dir_fd=fd) == DANGLING_TARGET
+        assert os.readlink("up", dir_fd=fd) == DANGLING_TARGET
+    finally:
+        os.close(fd)
         remove_tree(root)
 
 

@@ -66,8 +66,8 @@ def test_help_does_not_import_heavy_libraries() -> None:
         "from harnessgrid.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'torch', 'transformers', 'litellm', 'trl', 'anthropic', 'numpy', 'oapackage', "
-        "'matplotlib', 'asyncio', 'jsonschema'})\n"
+        "{'torch', 'transformers', 'litellm', 'trl', 'anthropic', 'openai', 'numpy', "
+        "'oapackage', 'matplotlib', 'asyncio', 'jsonschema'})\n"
         "print('HEAVY', heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -37,9 +38,10 @@ from harnessgrid.errors import ConfigError, PolicyError
 from harnessgrid.models import Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.policies import Policy, PolicyRequest, make_policy
 from harnessgrid.policies.api import AnthropicPolicy, LiteLLMPolicy, to_anthropic
+from harnessgrid.policies.openai_compat import OpenAIPolicy
 
 # Skip without importing: the policies must be the first to import litellm (see api.py).
-if not all(importlib.util.find_spec(name) for name in ("litellm", "anthropic")):
+if not all(importlib.util.find_spec(name) for name in ("litellm", "anthropic", "openai")):
     pytest.skip("needs the api extra: pip install 'harnessgrid[api]'", allow_module_level=True)
 
 # litellm's pydantic models warn at import time about their own TypedDicts; not our concern.
@@ -71,12 +73,14 @@ HISTORY = [
 
 
 def request(messages: Sequence[Message] = (SYSTEM, TASK), *, native: bool = True,
-            max_tokens: int | None = None) -> PolicyRequest:
-    """These policies ignore harness, task and state: stand-ins do."""
+            max_tokens: int | None = None, seconds_left: float | None = None) -> PolicyRequest:
+    """These policies ignore harness, task and state: stand-ins do. ``seconds_left`` sets the
+    deadline the runtime derives from the episode's wall limit."""
     stand_in: Any = SimpleNamespace()
+    deadline = None if seconds_left is None else time.monotonic() + seconds_left
     return PolicyRequest(messages=list(messages), tools=TOOLS, native_tools=native,
                          harness=stand_in, task=stand_in, state=stand_in, new_segment=False,
-                         max_tokens=max_tokens)
+                         max_tokens=max_tokens, deadline=deadline)
 
 
 def act(policy: Policy, req: PolicyRequest | None = None) -> ModelTurn:
@@ -86,6 +90,11 @@ def act(policy: Policy, req: PolicyRequest | None = None) -> ModelTurn:
 def litellm_policy(srv: OpenAICompatServer, **options: Any) -> LiteLLMPolicy:
     return LiteLLMPolicy("openai/test-model", api_base=srv.base_url + "/v1", api_key="x",
                          **{**FAST, **options})
+
+
+def openai_policy(srv: OpenAICompatServer, **options: Any) -> OpenAIPolicy:
+    return OpenAIPolicy("test-model", base_url=srv.base_url + "/v1", api_key="x",
+                        **{**FAST, **options})
 
 
 def anthropic_policy(srv: AnthropicCompatServer, **options: Any) -> AnthropicPolicy:
@@ -198,10 +207,186 @@ def test_litellm_through_the_registry_and_bad_specs() -> None:
         LiteLLMPolicy("openai/m", max_retries=-1)
 
 
-def test_importing_the_module_imports_no_client_library() -> None:
-    code = ("import sys, harnessgrid.policies.api; "
-            "sys.exit(bool({'litellm', 'anthropic'} & set(sys.modules)))")
+def test_litellm_reply_without_choices_is_a_policy_error() -> None:
+    """``{"choices": []}`` is a broken answer, not an empty turn the grader would score 0."""
+    body = {**openai_text("unused").body, "choices": []}
+    with OpenAICompatServer([Canned(body=body)]) as srv, \
+            pytest.raises(PolicyError, match="no choices"):
+        act(litellm_policy(srv, max_retries=0))
+
+
+# --- the episode's deadline bounds every wait (issue 11 item 7) ---------------------------------
+
+OPENAI_BACKENDS = ["litellm", "openai"]
+
+
+def openai_backend(name: str, srv: OpenAICompatServer, **options: Any) -> Policy:
+    if name == "litellm":
+        return litellm_policy(srv, **options)
+    return openai_policy(srv, **options)
+
+
+@pytest.mark.parametrize("backend", [*OPENAI_BACKENDS, "anthropic"])
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_beyond_the_deadline_fails_at_once(backend: str, status: int) -> None:
+    """The server asks for 30 s, the episode has 5 left: a policy error now, not a sleep that
+    the wall limit would cut (and no second request)."""
+    error = http_error(status, retry_after_ms=None, headers={"retry-after": "30"})
+    server = AnthropicCompatServer if backend == "anthropic" else OpenAICompatServer
+    with server([error, openai_text("unused")]) as srv:
+        policy = (anthropic_policy(srv) if isinstance(srv, AnthropicCompatServer)
+                  else openai_backend(backend, srv))
+        with pytest.raises(PolicyError, match="asked to wait 30 s") as excinfo:
+            act(policy, request(seconds_left=5.0))
+    assert len(srv.requests) == 1
+    assert "wall limit" in excinfo.value.message and excinfo.value.hint
+
+
+@pytest.mark.parametrize("backend", OPENAI_BACKENDS)
+def test_backoff_beyond_the_deadline_fails_at_once(backend: str) -> None:
+    with OpenAICompatServer([http_error(500), openai_text("unused")]) as srv, \
+            pytest.raises(PolicyError, match="wall limit"):
+        act(openai_backend(backend, srv, backoff_s=60.0), request(seconds_left=3.0))
+    assert len(srv.requests) == 1
+
+
+@pytest.mark.parametrize("backend", OPENAI_BACKENDS)
+def test_the_deadline_caps_the_http_timeout(backend: str) -> None:
+    """The answer would come after 3 s, the per-call timeout is 60 s, but the episode has
+    0.5 s left: the call is cut at the deadline (without the cap it would succeed)."""
+    slow = Canned(body=openai_text("too late").body, delay_s=3.0)
+    with OpenAICompatServer([slow, openai_text("unused")]) as srv, \
+            pytest.raises(PolicyError, match="wall limit"):
+        act(openai_backend(backend, srv, timeout_s=60.0), request(seconds_left=0.5))
+    assert len(srv.requests) == 1
+
+
+def test_a_spent_deadline_sends_nothing() -> None:
+    with OpenAICompatServer([openai_text("unused")]) as srv, \
+            pytest.raises(PolicyError, match="wall limit"):
+        act(litellm_policy(srv), request(seconds_left=-1.0))
+    assert srv.requests == []
+
+
+def test_importing_the_modules_imports_no_client_library() -> None:
+    code = ("import sys, harnessgrid.policies.api, harnessgrid.policies.openai_compat; "
+            "sys.exit(bool({'litellm', 'anthropic', 'openai'} & set(sys.modules)))")
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
+
+
+# --- openai: the official SDK against an OpenAI-compatible server -------------------------------
+
+
+def test_openai_text_reply_tokens_and_request() -> None:
+    with OpenAICompatServer([openai_text("hello", prompt_tokens=31, completion_tokens=5)]) as srv:
+        policy = openai_policy(srv, temperature=0.3, max_tokens=100, extra={"top_k": 20})
+        turn = act(policy, request(native=False, max_tokens=50))
+    assert policy.spec == "openai:test-model" and isinstance(policy, Policy)
+    assert turn == ModelTurn(content="hello", tokens_in=31, tokens_out=5, finish_reason="stop")
+    (sent,) = srv.requests
+    body = sent.json
+    assert sent.path == "/v1/chat/completions" and sent.headers["authorization"] == "Bearer x"
+    assert body["model"] == "test-model" and body["temperature"] == 0.3
+    assert body["max_tokens"] == 50 and body["top_k"] == 20  # extra travels in the body
+    assert body["messages"] == [SYSTEM.openai(), TASK.openai()]
+    assert "tools" not in body
+
+
+def test_openai_tool_calls_wire_format_and_malformed_calls() -> None:
+    calls = [openai_call("read_file", {"path": "b.txt"}, "call_9"),
+             openai_call("read_file", '{"path": "a.txt"', "c1")]  # truncated JSON: kept
+    with OpenAICompatServer([openai_completion("Next.", calls)]) as srv:
+        turn = act(openai_policy(srv, temperature=None), request(HISTORY))
+    good, bad = turn.tool_calls
+    assert good == ToolCall(id="call_9", name="read_file", arguments={"path": "b.txt"})
+    assert bad.parse_error and "not valid JSON" in bad.parse_error
+    assert turn.content == "Next." and turn.finish_reason == "tool_calls"
+    body = srv.requests[0].json
+    assert "temperature" not in body  # None: not sent
+    assert body["tools"] == [t.openai() for t in TOOLS]
+    assert body["messages"] == [m.openai() for m in HISTORY]  # the litellm policy's format
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_openai_retries_transient_errors(status: int) -> None:
+    with OpenAICompatServer([http_error(status), http_error(status), openai_text("ok")]) as srv:
+        turn = act(openai_policy(srv))
+    assert turn.content == "ok" and len(srv.requests) == 3
+    assert {r.headers.get("x-stainless-retry-count") for r in srv.requests} <= {"0", None}
+
+
+def test_openai_retries_a_timeout_and_gives_up() -> None:
+    slow = Canned(body=openai_text("too late").body, delay_s=1.0)
+    with OpenAICompatServer([slow, openai_text("ok")]) as srv:
+        assert act(openai_policy(srv, timeout_s=0.2)).content == "ok"
+    with (OpenAICompatServer([http_error(503)] * 2) as srv,
+          pytest.raises(PolicyError, match="gave up after 2 attempts")):
+        act(openai_policy(srv, max_retries=1))
+
+
+@pytest.mark.parametrize(("status", "hint"), [(400, "model name"), (404, "model name"),
+                                              (401, "api_key")])
+def test_openai_rejections_fail_at_once(status: int, hint: str) -> None:
+    script = [http_error(status, message="nope"), openai_text("unused")]
+    with OpenAICompatServer(script) as srv, pytest.raises(PolicyError) as excinfo:
+        act(openai_policy(srv))
+    assert len(srv.requests) == 1
+    assert excinfo.value.message.startswith("openai:test-model: request rejected")
+    assert "nope" in excinfo.value.message and hint in (excinfo.value.hint or "")
+
+
+def test_openai_reply_without_choices_is_a_policy_error() -> None:
+    body = {**openai_text("unused").body, "choices": []}
+    with OpenAICompatServer([Canned(body=body)]) as srv, \
+            pytest.raises(PolicyError, match="no choices"):
+        act(openai_policy(srv, max_retries=0))
+
+
+def test_openai_reuses_one_client_across_turns() -> None:
+    """One pooled client per policy (per event loop): its connections serve every turn."""
+    with OpenAICompatServer([openai_text("a"), openai_text("b")]) as srv:
+        policy = openai_policy(srv)
+
+        async def two_turns() -> tuple[object, object]:
+            await policy.act(request())
+            first = policy._client.get()
+            await policy.act(request())
+            return first, policy._client.get()
+
+        first, second = asyncio.run(two_turns())
+    assert first is second and len(srv.requests) == 2
+
+
+def test_openai_keys_and_server_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ConfigError, match="no API key") as excinfo:
+        make_policy("openai:gpt-4o-mini")
+    assert "OPENAI_API_KEY" in (excinfo.value.hint or "")
+    # A local server needs no key, whether named by option or by OPENAI_BASE_URL; the SDK
+    # still gets a placeholder, and a server that wants a key says where to put one.
+    with OpenAICompatServer([openai_text("local")], api_key="secret") as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url + "/v1")
+        with pytest.raises(PolicyError, match="HTTP 401") as excinfo:
+            act(make_policy("openai:test-model", {"max_retries": 0}))
+        assert "wants a key" in (excinfo.value.hint or "")
+        monkeypatch.setenv("OPENAI_API_KEY", "secret")
+        assert act(make_policy("openai:test-model")).content == "local"
+    assert srv.requests[-1].headers["authorization"] == "Bearer secret"
+
+
+def test_openai_option_validation() -> None:
+    with pytest.raises(ConfigError, match="model name"):
+        make_policy("openai:", {"base_url": "http://127.0.0.1:1/v1"})
+    with pytest.raises(ConfigError, match="unknown option") as excinfo:
+        make_policy("openai:m", {"base_url": "http://127.0.0.1:1/v1", "top_p": 0.9})
+    assert "base_url" in (excinfo.value.hint or "") and "extra" in (excinfo.value.hint or "")
+    with pytest.raises(ConfigError, match="base_url, not api_base"):
+        make_policy("openai:m", {"api_base": "http://127.0.0.1:1/v1"})
+    with pytest.raises(ConfigError, match="timeout_s"):
+        make_policy("openai:m", {"base_url": "http://127.0.0.1:1/v1", "timeout_s": 0})
+    with pytest.raises(ConfigError, match="extra must be a JSON object"):
+        make_policy("openai:m", {"base_url": "http://127.0.0.1:1/v1", "extra": "top_p=1"})
 
 
 # --- Anthropic ----------------------------------------------------------------------------------
@@ -249,6 +434,15 @@ def test_anthropic_empty_turn() -> None:
     with AnthropicCompatServer([anthropic_message([])]) as srv:
         turn = act(anthropic_policy(srv))
     assert (turn.content, turn.tool_calls) == ("", ())
+
+
+def test_anthropic_reply_without_content_or_stop_reason_is_a_policy_error() -> None:
+    """No blocks and no stop reason: the server did not finish a message; an empty turn with
+    ``end_turn`` (above) is the model's own choice and stays a turn."""
+    canned = anthropic_message([])
+    canned.body["stop_reason"] = None
+    with AnthropicCompatServer([canned]) as srv, pytest.raises(PolicyError, match="no content"):
+        act(anthropic_policy(srv, max_retries=0))
 
 
 @pytest.mark.parametrize("status", [429, 500, 529])

@@ -81,7 +81,7 @@ async def run_rollouts(jobs: Sequence[RolloutJob], tasks: Mapping[str, Task], po
     A fresh harness per episode (adapters keep per-session state). An episode that raises out
     of the runtime (a harness or plugin bug) becomes an ``internal_error`` trajectory with the
     job's episode id, excluded from training like every infrastructure failure."""
-    from harnessgrid.runtime import crashed_episode, require_sandbox, run_episode
+    from harnessgrid.runtime import crashed_episode, episode_pool, require_sandbox, run_episode
 
     require_sandbox(limits)
     gate = asyncio.Semaphore(concurrency)
@@ -92,7 +92,7 @@ async def run_rollouts(jobs: Sequence[RolloutJob], tasks: Mapping[str, Task], po
             try:
                 harness = make_harness(job.harness)
                 traj = await run_episode(harness, task, policy, limits,
-                                         episode_id=job.episode_id)
+                                         episode_id=job.episode_id, pool=pool)
             except Exception as exc:  # noqa: BLE001 - reported as this episode's failure
                 traj = crashed_episode(job.harness, task, policy, exc)
                 traj.episode_id = job.episode_id
@@ -100,7 +100,9 @@ async def run_rollouts(jobs: Sequence[RolloutJob], tasks: Mapping[str, Task], po
                 on_done(job, traj)
             return traj
 
-    return list(await asyncio.gather(*(one(j) for j in jobs)))
+    # Sandboxes start ahead of the episodes that need them (see harnessgrid.sandbox_pool).
+    async with episode_pool(limits, [tasks[j.task_id] for j in jobs], concurrency) as pool:
+        return list(await asyncio.gather(*(one(j) for j in jobs)))
 
 
 def run_rollouts_on_ray(jobs: Sequence[RolloutJob], tasks: Mapping[str, Task], *,

@@ -26,6 +26,7 @@ app = typer.Typer(
 def _add_subcommands() -> None:
     from harnessgrid.cli.demo_cmd import demo_command
     from harnessgrid.cli.design_cmd import design_app, schedule_app
+    from harnessgrid.cli.env_cmd import env_app
     from harnessgrid.cli.eval_cmd import eval_command, report_command
     from harnessgrid.cli.harness_cmd import harness_app
     from harnessgrid.cli.model_cmd import model_app
@@ -40,6 +41,7 @@ def _add_subcommands() -> None:
     app.add_typer(model_app, name="model")
     app.add_typer(harness_app, name="harness")
     app.add_typer(tasks_app, name="tasks")
+    app.add_typer(env_app, name="env")
     app.command("eval")(eval_command)
     app.command("report")(report_command)
     app.command("run")(run)

@@ -38,6 +38,12 @@ def eval_command(
                              "runs, with the spread)."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Episodes at once "
                                     "(without --ray)."),
+    workers: int = typer.Option(1, "--workers", metavar="N", help="Spread the episodes over "
+                                "N worker processes, each with its own event loop and a share "
+                                "of --concurrency, for when one process's CPU is the limit "
+                                "(many episodes against a fast model server). Results are "
+                                "stored here; a worker that dies costs only its episodes, as "
+                                "infrastructure failures run again on resume."),
     ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help="Run the episodes "
                                    "as Ray tasks on the cluster at ADDRESS (HOST:PORT printed "
                                    "by `ray start --head`, or auto for the cluster started on "
@@ -65,6 +71,9 @@ def eval_command(
     wall_s: float = typer.Option(600.0, "--wall-s", min=1),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run commands "
                                            "without bubblewrap (no isolation!)."),
+    env: str | None = typer.Option(None, "--env", help="Environment every episode mounts (see "
+                                   "`harnessgrid env list`) instead of each task's own; `none` "
+                                   "for none."),
     keep_failures: bool = typer.Option(False, "--keep-failures", help="On resume, keep the "
                                        "episodes stored as infrastructure failures (policy, "
                                        "sandbox or internal errors) instead of running them "
@@ -97,9 +106,14 @@ def eval_command(
         settings=tuple(split_list(settings)), runs=runs,
         harnesses=tuple(split_harnesses(harnesses)) or None, original=original,
         adapters=tuple(split_list(adapters)), holdout_seed=holdout_seed, limit=limit,
-        split=split, concurrency=concurrency, ray=ray, keep_failures=keep_failures,
+        split=split, concurrency=concurrency, workers=workers, ray=ray,
+        keep_failures=keep_failures,
         limits=EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
-                             unsafe_no_sandbox=unsafe_no_sandbox))
+                             unsafe_no_sandbox=unsafe_no_sandbox, environment=env))
+    if env is not None and env.lower() != "none":
+        from harnessgrid.environments import get_environment
+
+        get_environment(env)  # missing: one usage error, not one failed episode per task
     try:
         outcome = evaluate(config, out, progress=not quiet)
     except KeyboardInterrupt:

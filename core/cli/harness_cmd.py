@@ -91,7 +91,30 @@ def describe(spec: str, task_ref: str | None) -> dict[str, Any]:
                         "tool_calls": [{"name": c.name, "arguments": c.arguments}
                                        for c in sample.tool_calls]},
         "sample_observations": sample_observations(harness),
+        "environment": environment_info(task.environment),
     }
+
+
+def environment_info(name: str | None) -> dict[str, Any] | None:
+    """The task's declared environment as episodes will mount it, or why they cannot."""
+    if not name:
+        return None
+    from harnessgrid.environments import get_environment
+    from harnessgrid.errors import ConfigError
+
+    try:
+        record = get_environment(name)
+    except ConfigError as exc:
+        return {"name": name, "missing": True, "problem": exc.message, "hint": exc.hint}
+    return {**record.summary(), "path": record.path, "missing": False}
+
+
+def _environment_line(env: dict[str, Any] | None) -> str:
+    if env is None:
+        return "environment: none (the host's /usr only)"
+    if env["missing"]:
+        return f"environment: {env['name']} - NOT BUILT; episodes run without it. {env['hint']}"
+    return f"environment: {env['name']} ({env['kind']} {env['digest']}, {env['path']})"
 
 
 def _sample_text(info: dict[str, Any]) -> str:
@@ -140,6 +163,7 @@ def show(harness: str = typer.Argument(..., help="CODE (levels numbered as in `h
     console = Console()
     title = info["harness"] + (f"  {info['config']}" if info["config"] else "")
     console.rule(title)
+    console.print(_environment_line(info["environment"]), markup=False, highlight=False)
     console.print(Panel(info["system_prompt"], title="system prompt", title_align="left"),
                   markup=False, highlight=False)
     for m in info["first_messages"]:

@@ -44,7 +44,8 @@ def summary(traj: Trajectory) -> dict[str, Any]:
             "grade_error": traj.grade_error, "turns": len(traj.turns),
             "tokens_in": traj.tokens_in, "tokens_out": traj.tokens_out,
             "wall_s": round(traj.wall_s, 3), "model_s": round(traj.model_s, 3),
-            "tools_s": round(traj.tools_s, 3), "harness_s": round(traj.harness_s, 3)}
+            "tools_s": round(traj.tools_s, 3), "harness_s": round(traj.harness_s, 3),
+            "wait_s": round(traj.wait_s, 3)}
 
 
 #: Exit status of ``harnessgrid run`` when the episode ended as an infrastructure failure
@@ -122,6 +123,8 @@ def run(
     wall_s: float = typer.Option(600.0, "--wall-s", min=1),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run commands "
                                            "without bubblewrap (no isolation!)."),
+    env: str | None = typer.Option(None, "--env", help="Environment to mount (see `harnessgrid "
+                                   "env list`) instead of the task's own; `none` for none."),
     save: Path | None = typer.Option(None, "--save", help="Append the trajectory to this JSONL."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     show: bool = typer.Option(False, "--show", help="Render the conversation as the model saw it."),
@@ -142,7 +145,11 @@ def run(
     if (task is None) == (instruction is None):
         raise ConfigError("give either --task SUITE/ID or --instruction TEXT (with --workspace)")
     limits = EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
-                           unsafe_no_sandbox=unsafe_no_sandbox)
+                           unsafe_no_sandbox=unsafe_no_sandbox, environment=env)
+    if env is not None and env.lower() != "none":
+        from harnessgrid.environments import get_environment
+
+        get_environment(env)  # a missing one is a usage error now, not an episode error later
     options = parse_options(policy_opt)
     if task is not None:
         traj = asyncio.run(run_episode(resolve_harness(harness),

@@ -2,8 +2,8 @@
 
 A policy is addressed by a spec string whose scheme names a backend registered through the
 ``harnessgrid_policies`` hook: ``scripted``, ``null``, ``litellm:<model>``,
-``anthropic:<model>``, ``hf:<path-or-hub-name>``, ``vllm:<name>``. Backends import their heavy
-libraries only when created.
+``anthropic:<model>``, ``openai:<model>``, ``hf:<path-or-hub-name>``, ``vllm:<name>``.
+Backends import their heavy libraries only when created.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ class PolicyRequest:
     ``new_segment`` is True when the view is not an extension of the previous turn's view plus
     the policy's own output (a context level rewrote history): token policies then start a new
     token segment instead of extending the previous prompt ids.
+
+    ``deadline`` is the :func:`time.monotonic` time by which the turn must be produced (the
+    episode's wall limit), or None for no limit: a policy that waits (for a slow server, a
+    ``Retry-After``, a backoff) must give up with a :class:`PolicyError` rather than wait past
+    it, because the wall limit would then end the episode mid-call anyway.
     """
 
     messages: Sequence[Message]
@@ -41,6 +46,7 @@ class PolicyRequest:
     new_segment: bool
     segment: int = 0
     max_tokens: int | None = None
+    deadline: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -1,6 +1,7 @@
-"""Chat policies behind HTTP APIs: litellm (any provider) and the Anthropic Messages API.
+"""Chat policies behind HTTP APIs: litellm (any provider) and the Anthropic Messages API (the
+OpenAI-compatible one, on the same base, is in :mod:`harnessgrid.policies.openai_compat`).
 
-Both backends share one error policy, so that ``max_retries`` means the same thing everywhere:
+The backends share one error policy, so that ``max_retries`` means the same thing everywhere:
 
 * the libraries' own retries are switched off and ours retry *transient* failures only (HTTP
   408/429/5xx, 529 *overloaded*, timeouts, lost connections) with exponential backoff, jitter,
@@ -15,6 +16,13 @@ Both backends share one error policy, so that ``max_retries`` means the same thi
   :class:`ConfigError` naming the provider and the variable, so ``harnessgrid run`` / ``eval``
   and ``run_agent`` fail before any sandbox starts (a policy given ``api_base`` / ``base_url``,
   a local server, needs no key);
+* ``timeout_s`` bounds each call as a whole (the SDKs' own timeouts are per read);
+* no wait outlives the episode: the request's ``deadline`` (the episode's wall limit) caps
+  each call's timeout, and a retry whose wait (the server's ``retry-after`` or our backoff)
+  would end past it fails at once as a :class:`PolicyError`, an infrastructure failure the
+  evaluator retries, instead of sleeping until the wall limit cuts the episode;
+* a reply that holds no answer at all (no choices; no content blocks and no stop reason) is a
+  :class:`PolicyError`, not an empty turn the grader would score 0;
 * a malformed tool call is the *model's* mistake, not a failure: it is returned as a
   :class:`ToolCall` with ``parse_error`` so the harness can show it as a format error.
 
@@ -29,10 +37,11 @@ import json
 import os
 import random
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harnessgrid.errors import ConfigError, PolicyError
 from harnessgrid.models import Message, ModelTurn, ToolCall
@@ -42,9 +51,10 @@ if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
 
 T = TypeVar("T")
+C = TypeVar("C")
 
 _MAX_DELAY_S = 60.0
-_INSTALL_HINT = "pip install 'harnessgrid[api]'"
+API_INSTALL_HINT = "pip install 'harnessgrid[api]'"
 
 
 # --- shared: tool-call decoding, errors, retries ----------------------------------------------
@@ -77,7 +87,7 @@ def _status(exc: Exception) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def _transient_status(exc: Exception) -> bool:
+def transient_status(exc: Exception) -> bool:
     """Request timeout, rate limit, any server-side error (5xx, Anthropic's 529 overloaded)."""
     status = _status(exc)
     return status is not None and (status in (408, 429) or status >= 500)
@@ -117,8 +127,30 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[:400]}"
 
 
-class _APIPolicy:
-    """What both backends share: the spec, sampling options and the retry loop."""
+_DEADLINE_HINT = ("the backend is slow, overloaded or rate-limiting: lower the concurrency, "
+                  "raise the episode's wall limit (wall_s), or try later; the episode counts as "
+                  "an infrastructure failure, not a score")
+
+
+class PerLoopClient(Generic[C]):
+    """One SDK client per event loop: its pooled connections belong to the loop they were
+    opened on, so a client must not outlive its loop (e.g. successive ``asyncio.run``). Within
+    one loop, every call of the policy reuses the one client and its connections."""
+
+    def __init__(self, make: Callable[[], C]) -> None:
+        self._make = make
+        self._client: tuple[asyncio.AbstractEventLoop, C] | None = None
+
+    def get(self) -> C:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client[0] is not loop:
+            self._client = (loop, self._make())
+        return self._client[1]
+
+
+class APIPolicy:
+    """What the HTTP chat backends share (litellm, anthropic, openai): the spec, sampling
+    options and the retry loop."""
 
     #: How to fix a rejected model or request; set by each backend.
     model_hint = ""
@@ -146,25 +178,55 @@ class _APIPolicy:
         backoff = self.backoff_s * 2.0**attempt * random.uniform(0.5, 1.5)
         return min(_MAX_DELAY_S, max(backoff, _retry_after(exc)))
 
-    async def _send(self, send: Callable[[], Awaitable[T]],
-                    transient: Callable[[Exception], bool]) -> T:
-        """``send()`` with up to ``max_retries`` retries of transient errors."""
+    async def _send(self, send: Callable[[float], Awaitable[T]],
+                    transient: Callable[[Exception], bool], deadline: float | None) -> T:
+        """``send(timeout_s)`` with up to ``max_retries`` retries of transient errors, none of
+        them waiting past ``deadline`` (a :func:`time.monotonic` time, None for no limit)."""
         attempt = 0
         while True:
+            timeout = self._attempt_timeout(deadline)
             try:
-                return await send()
+                # The SDKs' timeouts are per read; this one bounds the whole call.
+                async with asyncio.timeout(timeout):
+                    return await send(timeout)
             except Exception as exc:
                 if _auth_failure(exc):
                     raise self._key_rejected(exc) from exc
-                if not transient(exc):
+                if not (transient(exc) or isinstance(exc, TimeoutError)):
                     raise self._rejected(exc) from exc
+                if _left(deadline) <= 0:
+                    raise PolicyError(f"{self.spec}: no answer before the episode's wall limit: "
+                                      f"{_describe(exc)}", _DEADLINE_HINT) from exc
                 if attempt >= self.max_retries:
                     raise PolicyError(
                         f"{self.spec}: gave up after {attempt + 1} attempts: {_describe(exc)}",
                         hint="the provider is overloaded or unreachable: try again later, raise "
                              "max_retries/backoff_s, or check the server address") from exc
-                await asyncio.sleep(self._delay(attempt, exc))
+                await asyncio.sleep(self._wait(attempt, exc, deadline))
             attempt += 1
+
+    def _attempt_timeout(self, deadline: float | None) -> float:
+        left = _left(deadline)
+        if left <= 0:
+            raise PolicyError(f"{self.spec}: no time left of the episode's wall limit for a "
+                              "request", _DEADLINE_HINT)
+        return min(self.timeout_s, left)
+
+    def _wait(self, attempt: int, exc: Exception, deadline: float | None) -> float:
+        """The delay before the next attempt, or a PolicyError when the episode would be over
+        by then: when the server asks for longer than is left (even if we would retry sooner,
+        as ``_delay`` caps waits at a minute), or when our own backoff is."""
+        delay, left = self._delay(attempt, exc), _left(deadline)
+        asked = _retry_after(exc)
+        if asked >= left:
+            raise PolicyError(f"{self.spec}: the server asked to wait {asked:g} s before "
+                              f"retrying ({_describe(exc)}), more than the {left:.1f} s left of "
+                              "the episode's wall limit", _DEADLINE_HINT) from exc
+        if delay >= left:
+            raise PolicyError(f"{self.spec}: the next retry (in {delay:.1f} s) would come after "
+                              f"the episode's wall limit ({left:.1f} s left): {_describe(exc)}",
+                              _DEADLINE_HINT) from exc
+        return delay
 
     def _rejected(self, exc: Exception) -> PolicyError:
         return PolicyError(f"{self.spec}: request rejected: {_describe(exc)}", self.model_hint)
@@ -186,6 +248,11 @@ class _APIPolicy:
         return "check the API key, or pass --policy-opt api_key=..."
 
 
+def _left(deadline: float | None) -> float:
+    """Seconds until ``deadline`` (infinite for none)."""
+    return float("inf") if deadline is None else deadline - time.monotonic()
+
+
 def _int(obj: object, name: str) -> int:
     value = getattr(obj, name, None)
     return value if isinstance(value, int) else 0
@@ -200,13 +267,13 @@ def _import_litellm() -> ModuleType:
     try:
         import litellm
     except ImportError as exc:
-        raise ConfigError("the litellm policy needs the litellm package", _INSTALL_HINT) from exc
+        raise ConfigError("the litellm policy needs the litellm package", API_INSTALL_HINT) from exc
     litellm.suppress_debug_info = True
     litellm.telemetry = False  # gone in recent versions; harmless there
     return litellm
 
 
-class LiteLLMPolicy(_APIPolicy):
+class LiteLLMPolicy(APIPolicy):
     """A chat policy through ``litellm.acompletion``: any provider litellm knows, or any
     OpenAI-compatible server (``api_base``, model ``openai/<name>``). ``extra`` is passed to
     ``acompletion`` as is (e.g. ``{"top_p": 0.9}``)."""
@@ -254,7 +321,6 @@ class LiteLLMPolicy(_APIPolicy):
             "messages": [m.openai() for m in request.messages],
             "temperature": self.temperature,
             "max_tokens": self._max_tokens(request),
-            "timeout": self.timeout_s,
             "api_base": self.api_base,
             "api_key": "unused" if self._placeholder_key else self.api_key,
             "num_retries": 0,  # litellm's own retry loop
@@ -267,10 +333,11 @@ class LiteLLMPolicy(_APIPolicy):
                            litellm.APIConnectionError, litellm.Timeout)
 
         def transient(exc: Exception) -> bool:
-            return isinstance(exc, transient_types) or _transient_status(exc)
+            return isinstance(exc, transient_types) or transient_status(exc)
 
-        response = await self._send(lambda: litellm.acompletion(**kwargs), transient)
-        return _openai_turn(response)
+        response = await self._send(lambda timeout: litellm.acompletion(**kwargs, timeout=timeout),
+                                    transient, request.deadline)
+        return openai_turn(self.spec, response)
 
     def _key_hint(self) -> str:
         variable = self.key_variable or "the provider's key variable (e.g. OPENAI_API_KEY)"
@@ -326,15 +393,20 @@ def _has_credentials(extra: dict[str, Any]) -> bool:
     return any(_CREDENTIAL_OPTION.search(name) for name in extra)
 
 
-def _openai_turn(response: Any) -> ModelTurn:
-    """A chat-completion response as a :class:`ModelTurn` (no choices: an empty turn)."""
+def openai_turn(spec: str, response: Any) -> ModelTurn:
+    """A chat-completion response as a :class:`ModelTurn`. No choices is no answer at all (a
+    server that failed without saying so): a :class:`PolicyError`, never an empty turn."""
     usage = getattr(response, "usage", None)
     tokens_in, tokens_out = _int(usage, "prompt_tokens"), _int(usage, "completion_tokens")
-    if not response.choices:
-        return ModelTurn(tokens_in=tokens_in, tokens_out=tokens_out)
+    if not getattr(response, "choices", None):
+        raise PolicyError(f"{spec}: the server answered with no choices (no completion at all)",
+                          hint="the server failed without an error status: check its log; "
+                               "the episode counts as an infrastructure failure, not a score")
     choice = response.choices[0]
     message = choice.message
-    calls = tuple(decode_call(c.id, c.function.name, c.function.arguments)
+    # Calls without a ``function`` (OpenAI's *custom* tools) get an empty name: a format error.
+    calls = tuple(decode_call(c.id, getattr(getattr(c, "function", None), "name", None),
+                              getattr(getattr(c, "function", None), "arguments", None))
                   for c in message.tool_calls or ())
     content = message.content if isinstance(message.content, str) else ""
     return ModelTurn(content=content, tool_calls=calls, finish_reason=choice.finish_reason,
@@ -414,7 +486,7 @@ def _answer_all(out: list[dict[str, Any]], i: int) -> None:
         for call_id in dict.fromkeys(asked) if call_id not in answered)
 
 
-class AnthropicPolicy(_APIPolicy):
+class AnthropicPolicy(APIPolicy):
     """A chat policy on the Anthropic Messages API through the official async SDK
     (``base_url`` for a compatible server).
 
@@ -452,23 +524,15 @@ class AnthropicPolicy(_APIPolicy):
             import anthropic
         except ImportError as exc:
             raise ConfigError("the anthropic policy needs the anthropic package",
-                              _INSTALL_HINT) from exc
+                              API_INSTALL_HINT) from exc
         self.model = model
         self.base_url = base_url
         # The SDK refuses to send a request without a credential; a local server ignores it.
         self._api_key = api_key or (None if token else "unused")
         self._anthropic = anthropic
-        self._client: tuple[asyncio.AbstractEventLoop, AsyncAnthropic] | None = None
-
-    def _client_for_loop(self) -> AsyncAnthropic:
-        """One client per event loop: its pooled connections belong to the loop they were
-        opened on, so a client must not outlive its loop (e.g. successive ``asyncio.run``)."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client[0] is not loop:
-            client = self._anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
-                                                    max_retries=0, timeout=self.timeout_s)
-            self._client = (loop, client)
-        return self._client[1]
+        self._client: PerLoopClient[AsyncAnthropic] = PerLoopClient(
+            lambda: anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
+                                             max_retries=0, timeout=self.timeout_s))
 
     async def act(self, request: PolicyRequest) -> ModelTurn:
         system, messages = to_anthropic(request.messages)
@@ -480,14 +544,16 @@ class AnthropicPolicy(_APIPolicy):
             params["system"] = system
         if request.native_tools and request.tools:
             params["tools"] = [t.anthropic() for t in request.tools]
-        client = self._client_for_loop()
+        client = self._client.get()
         connection_error = self._anthropic.APIConnectionError  # timeouts included
 
         def transient(exc: Exception) -> bool:
-            return isinstance(exc, connection_error) or _transient_status(exc)
+            return isinstance(exc, connection_error) or transient_status(exc)
 
-        response = await self._send(lambda: client.messages.create(**params), transient)
-        return _anthropic_turn(response)
+        response = await self._send(lambda timeout: client.messages.create(**params,
+                                                                           timeout=timeout),
+                                    transient, request.deadline)
+        return _anthropic_turn(self.spec, response)
 
     def _key_hint(self) -> str:
         if self._key_source == "api_key":
@@ -498,8 +564,15 @@ class AnthropicPolicy(_APIPolicy):
                 "key: set ANTHROPIC_API_KEY or pass --policy-opt api_key=...")
 
 
-def _anthropic_turn(response: Any) -> ModelTurn:
-    """A Messages API response as a :class:`ModelTurn`; input tokens include cached ones."""
+def _anthropic_turn(spec: str, response: Any) -> ModelTurn:
+    """A Messages API response as a :class:`ModelTurn`; input tokens include cached ones.
+
+    No content and no stop reason is no message at all (an empty ``end_turn`` message is the
+    model's choice and stays a turn): a :class:`PolicyError`."""
+    if not response.content and response.stop_reason is None:
+        raise PolicyError(f"{spec}: the server answered with no content and no stop reason",
+                          hint="the server failed without an error status: check its log; "
+                               "the episode counts as an infrastructure failure, not a score")
     texts = [b.text for b in response.content if b.type == "text"]
     calls = tuple(decode_call(b.id, b.name, b.input)
                   for b in response.content if b.type == "tool_use")

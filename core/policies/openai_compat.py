@@ -1,0 +1,116 @@
+"""A chat policy for OpenAI-compatible servers (OpenAI itself, vLLM, SGLang, llama.cpp, ...)
+through the official async ``openai`` SDK, without litellm's translation layer.
+
+It shares everything but the client with :class:`~harnessgrid.policies.api.LiteLLMPolicy`:
+the message and tool formats (``Message.openai()``, ``ToolSpec.openai()``), the decoding of a
+completion into a :class:`ModelTurn`, and the retry and error policy of
+:mod:`harnessgrid.policies.api` (transient errors retried with backoff and ``retry-after``, none
+past the episode's deadline; rejections and bad keys failing at once).
+
+One ``AsyncOpenAI`` client per policy (per event loop) keeps its HTTP connections pooled across
+turns and episodes; the SDK's own retries are off, ours count. The SDK is imported when the
+policy is created, never by importing this module.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from harnessgrid.errors import ConfigError
+from harnessgrid.models import ModelTurn
+from harnessgrid.policies import PolicyRequest
+from harnessgrid.policies.api import (
+    API_INSTALL_HINT,
+    APIPolicy,
+    PerLoopClient,
+    openai_turn,
+    transient_status,
+)
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+#: The SDK's own variables, read the way the SDK reads them.
+KEY_VARIABLE = "OPENAI_API_KEY"
+BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+
+
+class OpenAIPolicy(APIPolicy):
+    """A chat policy on the Chat Completions API of any OpenAI-compatible server.
+
+    ``base_url`` is the server's API root (``http://127.0.0.1:8000/v1`` for a local vLLM;
+    ``OPENAI_BASE_URL`` when not given, OpenAI's own API when neither is). ``api_key`` defaults
+    to ``OPENAI_API_KEY``; a server at ``base_url`` may need none. ``temperature=None`` sends
+    no temperature (for models that reject one). ``extra`` goes into the request body as is
+    (e.g. ``{"top_p": 0.9}``, vLLM's ``{"top_k": 20}``).
+    """
+
+    model_hint = ("check the model name the server serves (GET <base_url>/models lists them), "
+                  "base_url and the options; the server's message says what it rejected")
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 temperature: float | None = 0.0, max_tokens: int = 2048, max_retries: int = 4,
+                 backoff_s: float = 1.0, timeout_s: float = 120.0,
+                 extra: dict[str, Any] | None = None) -> None:
+        if not model.strip():
+            raise ConfigError("the openai policy needs a model name",
+                              hint="write openai:<model>, e.g. openai:gpt-4o-mini, or the name a "
+                                   "local server serves (openai:Qwen/Qwen3-4B with base_url=...)")
+        super().__init__(f"openai:{model}", temperature=temperature, max_tokens=max_tokens,
+                         max_retries=max_retries, backoff_s=backoff_s, timeout_s=timeout_s)
+        if extra is not None and not isinstance(extra, dict):
+            raise ConfigError(f"{self.spec}: extra must be a JSON object, not {extra!r}",
+                              hint="e.g. --policy-opt 'extra={\"top_p\": 0.9}'")
+        self.model = model
+        self.base_url = base_url or os.environ.get(BASE_URL_VARIABLE) or None
+        self.extra = dict(extra or {})
+        self._key_source = "api_key" if api_key else ""
+        api_key = api_key or os.environ.get(KEY_VARIABLE) or None
+        if not api_key and self.base_url is None:
+            raise ConfigError(f"{self.spec}: no API key for OpenAI: {KEY_VARIABLE} is not set",
+                              hint=f"export {KEY_VARIABLE}=... (or pass --policy-opt "
+                                   "api_key=...); a local OpenAI-compatible server at "
+                                   "base_url=URL (e.g. http://127.0.0.1:8000/v1) needs no key")
+        if not self._key_source and api_key:
+            self._key_source = KEY_VARIABLE
+        try:
+            import openai
+        except ImportError as exc:
+            raise ConfigError("the openai policy needs the openai package",
+                              API_INSTALL_HINT) from exc
+        self._openai = openai
+        # The SDK refuses to send a request without a key; a local server ignores it.
+        key = api_key or "unused"
+        self._client: PerLoopClient[AsyncOpenAI] = PerLoopClient(
+            lambda: openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0,
+                                       timeout=self.timeout_s))
+
+    async def act(self, request: PolicyRequest) -> ModelTurn:
+        params: dict[str, Any] = {"model": self.model,
+                                  "messages": [m.openai() for m in request.messages],
+                                  "max_tokens": self._max_tokens(request)}
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if request.native_tools and request.tools:  # OpenAI rejects an empty tools list
+            params["tools"] = [t.openai() for t in request.tools]
+        if self.extra:
+            params["extra_body"] = self.extra
+        client = self._client.get()
+        connection_error = self._openai.APIConnectionError  # timeouts included
+
+        def transient(exc: Exception) -> bool:
+            return isinstance(exc, connection_error) or transient_status(exc)
+
+        response = await self._send(
+            lambda timeout: client.chat.completions.create(**params, timeout=timeout),
+            transient, request.deadline)
+        return openai_turn(self.spec, response)
+
+    def _key_hint(self) -> str:
+        if self._key_source == "api_key":
+            return f"check the key passed as api_key ({KEY_VARIABLE} is read when none is)"
+        if self._key_source:
+            return f"check the key in {self._key_source}, or pass --policy-opt api_key=..."
+        return (f"the server at {self.base_url} wants a key: set {KEY_VARIABLE} or pass "
+                "--policy-opt api_key=...")

@@ -1,0 +1,310 @@
+"""Pre-started episode sandboxes: an episode gets a sandbox that is already up.
+
+Starting a sandbox (``bwrap``, a fresh interpreter for the command server, chowning the
+workspace to a leased uid) costs tens of milliseconds, more than an episode's harness code. A
+:class:`SandboxPool` starts sandboxes ahead of need, in the sandbox lifecycle threads, while
+earlier episodes run: each over an *empty* workspace directory (a sandbox is bound to its
+workspace at launch), which :meth:`SandboxPool.acquire` then fills with the task's files
+(``Workspace.create(into=...)``, owned by the sandbox's uid).
+
+Isolation is unchanged: a pooled sandbox serves exactly one episode and is closed after it, its
+directory removed; nothing carries over. Only what can be decided before the task is known is
+pooled - the mount path, the limits, the sandbox mode and the environment (the
+:class:`PoolKey`); an episode that
+needs anything else (another mount path, other limits, extra binds) gets a fresh start, as
+without a pool. A pooled sandbox whose server died while it waited is discarded, never handed
+out. Closing the pool (``async with`` does it, on errors and cancellation too) stops what is
+still waiting and removes its directories; returned sandboxes are closed in the background and
+awaited by :meth:`SandboxPool.close`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Self, TypeVar
+
+from harnessgrid.environments import EnvironmentRecord
+from harnessgrid.errors import HarnessgridError
+from harnessgrid.sandbox import Sandbox, SandboxLimits, mount_conflict, off_loop_detached
+from harnessgrid.workspace import DEFAULT_MOUNT_PATH, Workspace
+
+logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+_Ready = tuple[Workspace, Sandbox]
+
+
+@dataclass(frozen=True)
+class PoolKey:
+    """What a pre-started sandbox is bound to; an episode must match it to use one."""
+
+    mount_path: str = DEFAULT_MOUNT_PATH
+    limits: SandboxLimits = SandboxLimits()
+    unsafe_no_sandbox: bool = False
+    environment: EnvironmentRecord | None = None
+
+
+@dataclass
+class PoolStats:
+    """What the pool did, for benchmarks and tests."""
+
+    started: int = 0
+    handed_out: int = 0
+    fresh: int = 0
+    discarded: int = 0
+    failed_starts: int = 0
+
+
+def _prestart(key: PoolKey) -> _Ready:
+    """Blocking: an empty workspace with a started sandbox over it (runs in a lifecycle thread)."""
+    ws = Workspace.create(mount_path=key.mount_path)
+    try:
+        sandbox = Sandbox(ws, key.limits, unsafe_no_sandbox=key.unsafe_no_sandbox,
+                          environment=key.environment)
+        sandbox.start_sync()
+    except BaseException:
+        ws.cleanup()
+        raise
+    return ws, sandbox
+
+
+def _dispose(ws: Workspace, sandbox: Sandbox | None) -> None:
+    """Blocking: stop the sandbox (if any), then remove its directory."""
+    try:
+        if sandbox is not None:
+            sandbox.close_sync()
+    finally:
+        ws.cleanup()
+
+
+class SandboxPool:
+    """Up to ``size`` sandboxes kept started for episodes matching ``key``.
+
+    ``expected`` (optional) is how many episodes will ask: the pool then starts no more than
+    that in all, so the last episodes leave no unused sandboxes to throw away. Use it as
+    ``async with SandboxPool(8) as pool:`` and pass ``pool=`` to
+    :func:`~harnessgrid.runtime.run_episode`; :func:`~harnessgrid.runtime.run_episodes` makes
+    one itself, sized to its concurrency.
+    """
+
+    def __init__(self, size: int, key: PoolKey | None = None, *,
+                 expected: int | None = None) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise HarnessgridError(f"SandboxPool size={size!r} must be a whole number >= 0",
+                                   hint="size it to the number of episodes run at once")
+        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)
+                                     or expected < 0):
+            raise HarnessgridError(f"SandboxPool expected={expected!r} must be a whole number "
+                                   ">= 0 or None", hint="pass how many episodes will run")
+        self.key = key or PoolKey()
+        # A mount path the sandbox refuses cannot be pooled; those episodes fail as before.
+        self.size = 0 if mount_conflict(self.key.mount_path) else size
+        self.stats = PoolStats()
+        self._to_start = expected
+        self._ready: deque[_Ready] = deque()
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._starting = 0
+        self._pending: set[asyncio.Future[object]] = set()
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifetime
+
+    async def __aenter__(self) -> Self:
+        self._refill()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop every waiting sandbox, wait for those being started or returned, remove all
+        their directories. Idempotent; also finishes (in the lifecycle threads) if cancelled."""
+        self._closed = True
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        while self._ready or self._pending:
+            while self._ready:
+                ws, sandbox = self._ready.popleft()
+                self._background(functools.partial(_dispose, ws, sandbox))
+            pending = list(self._pending)
+            await asyncio.gather(*(asyncio.shield(f) for f in pending), return_exceptions=True)
+            self._pending.difference_update(pending)
+
+    # ------------------------------------------------------------------ episodes
+
+    def matches(self, key: PoolKey) -> bool:
+        """Whether an episode with ``key`` can use this pool's sandboxes."""
+        return self.size > 0 and key == self.key
+
+    async def acquire(self, files: Mapping[str, str | bytes] | None = None,
+                      source_dir: Path | None = None, *,
+                      key: PoolKey | None = None) -> tuple[Workspace, Sandbox | None]:
+        """A workspace holding ``source_dir`` and ``files``, and its started sandbox - or None
+        for the sandbox when ``key`` does not match the pool or pre-starting failed (the caller
+        then starts one itself, as without a pool). Give both back with :meth:`release`."""
+        key = key or self.key
+        self._check_open()
+        ready = await self._take() if self.matches(key) else None
+        if ready is None:
+            self.stats.fresh += 1
+            made = off_loop_detached(lambda: Workspace.create(files, source_dir,
+                                                              mount_path=key.mount_path))
+            await _finish_or_undo(made, lambda ws: self.release(ws, None))
+            return made.result(), None
+        ws, sandbox = ready
+        self.stats.handed_out += 1
+        self._refill()  # the next episodes' sandboxes start while this one runs
+        if source_dir is None and _small(files):
+            # A thread hop costs more than writing a few small files (and, on a busy host,
+            # several ms of waiting for the thread): those are written right here.
+            try:
+                Workspace.create(files, mount_path=key.mount_path, into=ws)
+            except BaseException:
+                self.release(ws, sandbox)
+                raise
+            return ws, sandbox
+        filled = off_loop_detached(lambda: Workspace.create(files, source_dir,
+                                                            mount_path=key.mount_path, into=ws))
+        await _finish_or_undo(filled, lambda _: self.release(ws, sandbox),
+                              on_error=lambda: self.release(ws, sandbox))
+        return ws, sandbox
+
+    def release(self, ws: Workspace, sandbox: Sandbox | None) -> None:
+        """The episode is over: close its sandbox and remove its workspace, in the background
+        (never blocks, so it is safe in ``finally`` under cancellation)."""
+        self._background(lambda: _dispose(ws, sandbox))
+
+    def waiting(self) -> list[Sandbox]:
+        """The started sandboxes not handed out yet (diagnostics and tests)."""
+        return [sandbox for _, sandbox in self._ready]
+
+    # ------------------------------------------------------------------ internals
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise HarnessgridError("the sandbox pool is closed",
+                                   hint="acquire sandboxes inside `async with pool:`")
+
+    async def _take(self) -> _Ready | None:
+        """The next live pre-started sandbox; None once a start failed while we waited (the
+        episode then starts its own and reports why, instead of waiting for more failures)."""
+        failures = self.stats.failed_starts
+        while True:
+            while not self._ready:
+                self._check_open()
+                if self.stats.failed_starts > failures:
+                    return None
+                if self._starting == 0:
+                    self._start_one()  # whatever ``expected`` said: never wait on nothing
+                waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                try:
+                    await waiter
+                except asyncio.CancelledError:
+                    if self._ready:
+                        self._wake()  # a wake-up meant for us must not be lost
+                    raise
+                finally:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
+            ws, sandbox = self._ready.popleft()
+            if sandbox.alive():
+                return ws, sandbox
+            logger.warning("a pre-started sandbox died while waiting; discarded")
+            self.stats.discarded += 1
+            self._background(functools.partial(_dispose, ws, sandbox))
+            if self._to_start is not None:
+                self._to_start += 1  # its episode still needs one
+            self._refill()
+
+    def _refill(self) -> None:
+        while (not self._closed and len(self._ready) + self._starting < self.size
+               and (self._to_start is None or self._to_start > 0)):
+            self._start_one()
+
+    def _start_one(self) -> None:
+        self._starting += 1
+        if self._to_start is not None:
+            self._to_start = max(0, self._to_start - 1)
+        future = self._background(lambda: _prestart(self.key))
+        future.add_done_callback(self._started)
+
+    def _started(self, future: asyncio.Future[object]) -> None:
+        self._starting -= 1
+        if future.cancelled() or future.exception() is not None:
+            self.stats.failed_starts += 1
+            exc = None if future.cancelled() else future.exception()
+            logger.warning("pre-starting a sandbox failed: %s", exc)
+            self._wake(everyone=True)  # each waiter starts its own sandbox instead
+            return
+        ready = future.result()
+        assert isinstance(ready, tuple)
+        ws, sandbox = ready
+        self.stats.started += 1
+        if self._closed:
+            self._background(lambda: _dispose(ws, sandbox))
+            return
+        self._ready.append((ws, sandbox))
+        self._wake()
+
+    def _wake(self, everyone: bool = False) -> None:
+        """Wake one waiter for a sandbox that is ready (or all of them after a failed start)."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                if not everyone:
+                    return
+
+    def _background(self, action: Callable[[], object]) -> asyncio.Future[object]:
+        future = off_loop_detached(action)
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        future.add_done_callback(_log_failure)
+        return future
+
+
+_INLINE_FILES = 32
+_INLINE_BYTES = 256 * 1024
+
+
+def _small(files: Mapping[str, str | bytes] | None) -> bool:
+    """Few and small enough to write on the event loop (well under a millisecond)."""
+    if not files:
+        return True
+    return len(files) <= _INLINE_FILES and sum(map(len, files.values())) <= _INLINE_BYTES
+
+
+def _log_failure(future: asyncio.Future[object]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.debug("sandbox pool background step failed: %s", future.exception())
+
+
+async def _finish_or_undo(future: asyncio.Future[_T], undo: Callable[[_T], object], *,
+                          on_error: Callable[[], object] | None = None) -> None:
+    """Wait for a lifecycle step. Cancelled meanwhile, the step still completes in its thread and
+    ``undo`` then cleans up what it made; ``on_error`` runs when the step itself failed."""
+    try:
+        await asyncio.shield(future)
+    except asyncio.CancelledError:
+        def after(done: asyncio.Future[_T]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                if on_error is not None:
+                    on_error()
+            else:
+                undo(done.result())
+        future.add_done_callback(after)
+        raise
+    except BaseException:
+        if on_error is not None:
+            on_error()
+        raise

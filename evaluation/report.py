@@ -175,6 +175,8 @@ class Report(BaseModel):
     unscored: list[Unscored] = []  # most frequent first
     categories: list[CategoryCell] = []
     skipped: list[SkippedTask] = []  # broken tasks of the evaluated suites, not run
+    #: environment a task declares but that was not built → episodes that ran without it
+    missing_environments: dict[str, int] = {}
 
     def suite_cell(self, suite: str, setting: str) -> SuiteCell | None:
         return next((c for c in self.suites if c.suite == suite and c.setting == setting), None)
@@ -226,7 +228,16 @@ def build_report(results: Sequence[EvalResult], manifest: Manifest | None = None
         unscored=_unscored(results), categories=_category_table(results, cols),
         skipped=[SkippedTask(suite=spec, task=task, reason=first_line(reason, 400))
                  for spec, entry in (manifest.suites.items() if manifest else ())
-                 for task, reason in entry.broken.items()])
+                 for task, reason in entry.broken.items()],
+        missing_environments=_missing_environments(results))
+
+
+def _missing_environments(results: Sequence[EvalResult]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in results:
+        if r.missing_environment is not None:
+            out[r.missing_environment] = out.get(r.missing_environment, 0) + 1
+    return out
 
 
 def _category_table(results: Sequence[EvalResult], cols: list[str]) -> list[CategoryCell]:

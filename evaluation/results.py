@@ -68,6 +68,9 @@ class EvalResult(BaseModel):
     tools_s: float = 0.0
     harness_s: float = 0.0
     wait_s: float = 0.0  # waiting for the event loop (see TurnRecord); 0 in older stores
+    #: The environment the task declares but that was not built: the episode ran on the bare
+    #: sandbox, so its score says little about the task (see harnessgrid.environments).
+    missing_environment: str | None = None
     grade_s: float = 0.0
     episode_id: str = ""
     traj_offset: int = -1  # byte offset of the trajectory's line in trajectories.jsonl
@@ -117,9 +120,14 @@ class EvalResult(BaseModel):
             grade_error=traj.grade_error, turns=len(traj.turns), tokens_in=traj.tokens_in,
             tokens_out=traj.tokens_out, wall_s=traj.wall_s, model_s=traj.model_s,
             tools_s=traj.tools_s, harness_s=traj.harness_s, wait_s=traj.wait_s,
-            grade_s=traj.grade_s,
+            grade_s=traj.grade_s, missing_environment=_missing_environment(traj),
             episode_id=traj.episode_id, traj_offset=offset,
             finished_at=traj.started_at + traj.wall_s)
+
+
+def _missing_environment(traj: Trajectory) -> str | None:
+    env = traj.environment or {}
+    return env.get("name") if env.get("missing") == "true" else None
 
 
 def tag_trajectory(traj: Trajectory, key: ResultKey, tags: tuple[str, ...],

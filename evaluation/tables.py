@@ -56,6 +56,10 @@ def summary_lines(report: Report) -> list[str]:
         more = f" (+{len(report.skipped) - 5} more)" if len(report.skipped) > 5 else ""
         lines.append(f"**{len(report.skipped)} task(s) skipped**: their suite could not load "
                      f"them (not run, in no score): {listed}{more}")
+    for name, episodes in report.missing_environments.items():
+        lines.append(f"**{episodes} episode(s) ran without their task's environment "
+                     f"`{name}`**, which was not built: their scores do not measure the tasks "
+                     f"(build it with `harnessgrid env build {name}` and re-run)")
     return lines + unscored_lines(report)
 
 

@@ -307,6 +307,17 @@ def test_missing_declared_environment_runs_bare_and_says_so(env_dir: Path,
         traj = play("S0-T0-O0-C0-W0", task)
     assert traj.environment == {"name": "clawgym", "missing": "true"}
     assert not traj.passed  # the grader ran on the sandbox's own python, not an environment's
+    # An evaluation says so where its scores are read, not only in a warning scrolled away.
+    from harnessgrid.evaluation.report import build_report
+    from harnessgrid.evaluation.results import EvalResult, ResultKey, tag_trajectory
+    from harnessgrid.evaluation.tables import summary_lines
+
+    tag_trajectory(traj, ResultKey("in-space", "clawgym", task.id, "S0-T0-O0-C0-W0", 0), (),
+                   "unknown")
+    report = build_report([EvalResult.from_trajectory(traj)])
+    assert report.missing_environments == {"clawgym": 1}
+    assert any("without their task's environment `clawgym`" in line
+               and "harnessgrid env build clawgym" in line for line in summary_lines(report))
     with pytest.raises(ConfigError, match="'nope' is not built"):
         play("S0-T0-O0-C0-W0", task, EpisodeLimits(environment="nope"))
     traj = play("S0-T0-O0-C0-W0", task, EpisodeLimits(environment="none"))

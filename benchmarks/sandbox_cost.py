@@ -11,6 +11,11 @@ Per episode, what sandboxing adds to an episode's critical path: (d) a fresh sta
 "episode" waits ``--episode-ms`` (a model call's worth of idle time), in which the pool starts
 the next sandbox; a shorter episode than a start would measure the pool running dry instead.
 
+Per sandbox, CPU: (f) what one sandbox costs the host in all, start to close, this process and
+its children (bwrap, the command server) together, measured while the pool is idle. A pool
+takes (d)'s latency off the critical path but not (f): back-to-back short episodes are bound
+by it.
+
 The variants run interleaved in rounds so that load from other processes hits them alike. Each
 round yields a median per variant and its ratio to the round's reference; the figures printed
 are MEDIANS OVER ROUNDS of those per-round values (not the best round).
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import shutil
 import statistics
 import subprocess
@@ -77,6 +83,27 @@ async def fresh_episode() -> float:
     return elapsed + time.perf_counter() - start
 
 
+def cpu_seconds() -> float:
+    """CPU of this process (all threads) and of its reaped children: bwrap, and through it the
+    command server and what it ran."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def sandbox_cpu() -> float:
+    """CPU one sandbox costs in all, start to close (create, start, one command, close,
+    cleanup), run synchronously while nothing else of ours runs: what bounds how many
+    sandboxes a second a host can start, pooled or not."""
+    before = cpu_seconds()
+    ws = Workspace.create(TASK_FILES)
+    try:
+        with Sandbox(ws) as sandbox:
+            assert sandbox.run_sync("true").exit_code == 0
+    finally:
+        ws.cleanup()
+    return cpu_seconds() - before
+
+
 async def pooled_episode(pool: SandboxPool, episode_s: float) -> float:
     """Critical-path cost of a pre-started sandbox: acquire (files written) + release."""
     start = time.perf_counter()
@@ -116,6 +143,9 @@ async def measure(n: int, rounds: int, episodes: int, episode_s: float
                         result = await sandbox.run("true")
                         got["sandbox"].append(time.perf_counter() - start)
                         assert result.exit_code == 0, result
+                    while len(pool.waiting()) < pool.size:  # its refills would be counted
+                        await asyncio.sleep(0.005)
+                    got["cpu"] = [sandbox_cpu() for _ in range(per_round_eps)]
                     got["fresh"] = [await fresh_episode() for _ in range(per_round_eps)]
                     got["pooled"] = [await pooled_episode(pool, episode_s)
                                      for _ in range(per_round_eps)]
@@ -169,6 +199,9 @@ def main() -> None:
         med, ratio, low, high = paired(rounds, key, "fresh")
         print(f"{label:<46}{med * 1e3:>10.3f}{ratio or 1.0:>7.2f}x   "
               f"[{low * 1e3:.3f}, {high * 1e3:.3f}]")
+    med, _, low, high = paired(rounds, "cpu", None)
+    print(f"\n{'(f) CPU per sandbox, start to close (host+bwrap+server)':<56}{med * 1e3:>8.1f} ms   "
+          f"[{low * 1e3:.1f}, {high * 1e3:.1f}]")
     print("\nratios are medians over rounds of each round's ratio: command rows vs (a), "
           "episode rows vs (d)")
 

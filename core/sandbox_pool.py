@@ -40,6 +40,9 @@ _T = TypeVar("_T")
 
 _Ready = tuple[Workspace, Sandbox]
 
+MIN_SLOTS = 2
+"""Sandboxes a pool keeps started even for one episode at a time (a smaller ``size`` is raised)."""
+
 
 @dataclass(frozen=True)
 class PoolKey:
@@ -76,16 +79,18 @@ def _prestart(key: PoolKey) -> _Ready:
 
 
 def _dispose(ws: Workspace, sandbox: Sandbox | None) -> None:
-    """Blocking: stop the sandbox (if any), then remove its directory."""
+    """Blocking: stop the sandbox (if any), then remove its directory (whose files therefore
+    need not be chowned back first)."""
     try:
         if sandbox is not None:
-            sandbox.close_sync()
+            sandbox.close_sync(discard_workspace=True)
     finally:
         ws.cleanup()
 
 
 class SandboxPool:
-    """Up to ``size`` sandboxes kept started for episodes matching ``key``.
+    """Up to ``size`` sandboxes (at least :data:`MIN_SLOTS`, none for ``size=0``) kept started
+    for episodes matching ``key``.
 
     ``expected`` (optional) is how many episodes will ask: the pool then starts no more than
     that in all, so the last episodes leave no unused sandboxes to throw away. Use it as
@@ -105,7 +110,10 @@ class SandboxPool:
                                    ">= 0 or None", hint="pass how many episodes will run")
         self.key = key or PoolKey()
         # A mount path the sandbox refuses cannot be pooled; those episodes fail as before.
-        self.size = 0 if mount_conflict(self.key.mount_path) else size
+        # One slot cannot keep up with episodes shorter than a start (scripted ones, quick
+        # failures): a sequential run would wait for each start. Two let starts overlap.
+        pooled = size > 0 and not mount_conflict(self.key.mount_path)
+        self.size = max(size, MIN_SLOTS) if pooled else 0
         self.stats = PoolStats()
         self._to_start = expected
         self._ready: deque[_Ready] = deque()

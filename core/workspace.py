@@ -230,10 +230,13 @@ class Workspace:
         self._chown_all(uid, gid)
         self._owner = (uid, gid)
 
-    def release_owner(self, uid: int, gid: int) -> None:
-        """Give everything back to ``uid:gid`` (the original owner) and stop re-owning new files."""
+    def release_owner(self, uid: int, gid: int, *, hand_back: bool = True) -> None:
+        """Give everything back to ``uid:gid`` (the original owner) and stop re-owning new files.
+        ``hand_back=False`` only stops re-owning: for a workspace about to be removed, where
+        the chown walk over every entry would be wasted."""
         self._owner = None
-        self._chown_all(uid, gid)
+        if hand_back:
+            self._chown_all(uid, gid)
 
     def _chown_all(self, uid: int, gid: int) -> None:
         # Through descriptors: paths deeper than PATH_MAX, which an agent can make, still work.

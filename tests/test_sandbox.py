@@ -10,10 +10,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -382,6 +384,23 @@ def test_commands_cannot_kill_or_trace_the_server(sb: Sandbox) -> None:
     assert sb.run_sync("echo alive").stdout == "alive\n"
 
 
+def test_the_server_itself_holds_no_capabilities(sb: Sandbox) -> None:
+    """The server (PID 1) ends up with no capabilities, non-dumpable, as the sandbox uid with a
+    saved uid of 0 (what makes prlimit on it fail); its start-up calls capset without the
+    ctypes package, so this pins that the cheaper call still drops everything."""
+    if not IS_ROOT:
+        pytest.skip("uid switching happens only when run as root")
+    uid = sandbox_uid(sb)
+    assert sb.server_pid is not None
+    fields = dict(line.split(":", 1) for line in
+                  Path(f"/proc/{sb.server_pid}/status").read_text().splitlines())
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert int(fields[cap], 16) == 0, (cap, fields[cap])
+    assert fields["Uid"].split() == [str(uid), str(uid), "0", str(uid)]
+    assert fields["Groups"].split() == []
+    assert Path(f"/proc/{sb.server_pid}/status").stat().st_uid == 0  # not dumpable
+
+
 def test_killed_server_raises_sandbox_error(ws: Workspace) -> None:
     """If the server dies underneath, run() raises SandboxError (an infrastructure failure),
     and the sandbox stays unusable rather than half-working."""
@@ -422,6 +441,21 @@ def test_workspace_ownership_is_restored(ws: Workspace) -> None:
         assert sb.run_sync("echo more >> by_tool/new.txt && mkdir d && touch d/f").ok
     for path in [ws.root, ws.root / "by_tool" / "new.txt", ws.root / "d" / "f"]:
         assert path.stat().st_uid == original, path
+
+
+def test_a_discarded_workspace_is_not_handed_back(ws: Workspace) -> None:
+    """Closing with ``discard_workspace`` (a pool deletes the workspace right after) skips the
+    chown walk: files stay with the sandbox uid, and host tools stop re-owning new files."""
+    if not IS_ROOT:
+        pytest.skip("uid switching happens only when run as root")
+    original = ws.root.stat().st_uid
+    with Sandbox(ws, FAST) as sb:
+        uid = sandbox_uid(sb)
+        assert sb.run_sync("touch made").ok
+        sb.close_sync(discard_workspace=True)
+    assert (ws.root / "made").stat().st_uid == uid != original
+    ws.write_text("after.txt", "written after close")
+    assert (ws.root / "after.txt").stat().st_uid == os.geteuid()
 
 
 def test_missing_bwrap_says_how_to_install(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -507,3 +541,59 @@ def test_async_close_leaves_no_process_of_the_uid(ws: Workspace) -> None:
 
     for _ in range(3):
         assert processes_of(asyncio.run(episode())) == []
+
+
+def _gone(uid: int, within_s: float = 10.0) -> bool:
+    """Whether no process of ``uid`` is left, waiting (up to ``within_s``) for the kernel to
+    finish killing them: the check is that they end, not how fast."""
+    deadline = time.monotonic() + within_s
+    while processes_of(uid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the private uid exists only when run as root")
+def test_a_cancelled_command_leaves_no_process_of_the_uid(ws: Workspace) -> None:
+    """Cancelled mid-command (Ctrl-C), close must kill bwrap: the server and its command must
+    end with it, before the uid is leased again (they used to live on, reparented to init)."""
+
+    async def episode() -> int:
+        sb = Sandbox(ws, FAST)
+        await sb.start()
+        uid = int((await sb.run("id -u")).stdout)
+        running = asyncio.create_task(sb.run("sleep 30"))
+        await asyncio.sleep(0.2)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        await sb.close()
+        assert processes_of(uid) == []  # close waited for the end
+        return uid
+
+    asyncio.run(episode())
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the private uid exists only when run as root")
+def test_the_sandbox_dies_with_bwrap(ws: Workspace) -> None:
+    """bwrap killed from outside (its host process died: --die-with-parent) takes the server and
+    its running command along, although the server changed uid (which clears the parent-death
+    signal bwrap set)."""
+    with Sandbox(ws, FAST) as sb:
+        uid = sandbox_uid(sb)
+        assert sb._proc is not None
+        busy = threading.Thread(target=lambda: _ignore(sb.run_sync, "sleep 30"))
+        busy.start()  # the server is busy with a command, not reading its (host) stdin
+        while len(processes_of(uid)) < 2:
+            time.sleep(0.02)
+        os.kill(sb._proc.pid, signal.SIGKILL)
+        assert _gone(uid)
+        busy.join()
+
+
+def _ignore(call: Any, *args: Any) -> None:
+    try:
+        call(*args)
+    except SandboxError:
+        pass

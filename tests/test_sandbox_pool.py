@@ -126,6 +126,25 @@ def test_a_pooled_sandbox_whose_server_died_is_discarded() -> None:
     run(main())
 
 
+def test_a_sequential_pool_keeps_two_sandboxes_started() -> None:
+    """One episode at a time still gets two started sandboxes, so an episode shorter than a
+    start does not wait for the next start alone; ``expected`` still caps what is started."""
+    assert SandboxPool(1).size == 2 and SandboxPool(0).size == 0 and SandboxPool(5).size == 5
+
+    async def main() -> None:
+        async with SandboxPool(1, expected=3) as pool:
+            while len(pool.waiting()) < 2:
+                await asyncio.sleep(0.01)
+            ws, sb = await pool.acquire({"a": "b"})
+            assert sb is not None and (await sb.run("cat a")).stdout == "b"
+            pool.release(ws, sb)
+            while len(pool.waiting()) < 2:
+                await asyncio.sleep(0.01)
+        assert pool.stats.started == 3
+
+    run(main())
+
+
 def test_closing_the_pool_leaves_no_process_uid_or_directory() -> None:
     """Idle, handed-out-and-returned and still-starting sandboxes all end with the pool."""
     async def main() -> list[tuple[Sandbox, Any]]:

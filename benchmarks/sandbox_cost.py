@@ -166,6 +166,14 @@ def paired(rounds: list[dict[str, list[float]]], key: str, ref: str | None
     return statistics.median(medians), ratio, min(medians), max(medians)
 
 
+def print_rows(rounds: list[dict[str, list[float]]], labels: dict[str, str], ref: str) -> None:
+    """One line per measured key: median ms, ratio to ``ref``, range of the round medians."""
+    for key, label in labels.items():
+        med, ratio, low, high = paired(rounds, key, ref)
+        print(f"{label:<46}{med * 1e3:>10.3f}{ratio or 1.0:>7.2f}x   "
+              f"[{low * 1e3:.3f}, {high * 1e3:.3f}]")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="commands per command variant")
@@ -186,19 +194,13 @@ def main() -> None:
         "naive": "(b) fresh bwrap --unshare-all per command",
         "sandbox": "(c) Sandbox.run('true'), warm episode",
     }
-    for key, label in labels.items():
-        med, ratio, low, high = paired(rounds, key, "plain")
-        print(f"{label:<46}{med * 1e3:>10.3f}{ratio or 1.0:>7.2f}x   "
-              f"[{low * 1e3:.3f}, {high * 1e3:.3f}]")
+    print_rows(rounds, labels, "plain")
     print(f"\n{'per episode (critical path)':<46}{'median ms':>10}{'ratio':>8}   range ms")
     episode_labels = {
         "fresh": "(d) fresh: create + start + close + cleanup",
         "pooled": "(e) pooled: acquire (files written) + release",
     }
-    for key, label in episode_labels.items():
-        med, ratio, low, high = paired(rounds, key, "fresh")
-        print(f"{label:<46}{med * 1e3:>10.3f}{ratio or 1.0:>7.2f}x   "
-              f"[{low * 1e3:.3f}, {high * 1e3:.3f}]")
+    print_rows(rounds, episode_labels, "fresh")
     med, _, low, high = paired(rounds, "cpu", None)
     print(f"\n{'(f) CPU per sandbox, start to close (host+bwrap+server)':<56}{med * 1e3:>8.1f} ms   "
           f"[{low * 1e3:.1f}, {high * 1e3:.1f}]")

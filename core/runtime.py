@@ -16,6 +16,7 @@ import traceback
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
@@ -309,9 +310,9 @@ async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[d
     assert task.grader is not None
     t0 = time.perf_counter()
     with scratch_dir("hg-grade-") as tmp:
-        copy = ws.copy_to(tmp / "ws")
-        from harnessgrid.grading_io import neutralize_links  # links out of it lead nowhere
-        neutralize_links(copy.root)
+        # Copying (up to the workspace quota) and walking it are disk work: off the event loop,
+        # where the other episodes run.
+        copy = await asyncio.to_thread(_grading_copy, ws, tmp / "ws")
         try:
             scores = await asyncio.wait_for(
                 asyncio.to_thread(task.grader.grade, copy.root, transcript), timeout_s)
@@ -328,6 +329,15 @@ async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[d
         except Exception as exc:  # noqa: BLE001 - a grader bug must not crash the run
             traj.grade_error = f"grader raised {type(exc).__name__}: {exc}"
     traj.grade_s = time.perf_counter() - t0
+
+
+def _grading_copy(ws: Workspace, dest: Path) -> Workspace:
+    """The copy graders read: links out of it lead nowhere."""
+    from harnessgrid.grading_io import neutralize_links
+
+    copy = ws.copy_to(dest)
+    neutralize_links(copy.root)
+    return copy
 
 
 def crashed_episode(harness_name: str, task: Task, policy: Policy,

@@ -29,6 +29,7 @@ most tools on demand (``ToolSearch``), so its fixture holds only what the first 
 
 from __future__ import annotations
 
+import argparse
 import http.server
 import json
 import os
@@ -235,15 +236,22 @@ def capture_openclaw(work: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        description="Regenerate the adapters' schema fixtures from the published npm packages.")
+    parser.add_argument("versions", nargs="*", metavar="VERSION",
+                        help=f"Claude Code versions (default: {' '.join(DEFAULT_VERSIONS)})")
+    parser.add_argument("--openclaw", action="store_true",
+                        help=f"OpenClaw {OPENCLAW[1]}'s coding tools instead")
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="hg-schemas-") as tmp:
-        if argv == ["--openclaw"]:
+        if args.openclaw:
             out = ROOT / "tests" / "fixtures" / "openclaw" / f"tool_schemas-{OPENCLAW[1]}.json"
             data = capture_openclaw(Path(tmp))
             out.write_text(json.dumps(data, indent=2) + "\n")
             print(f"{out.relative_to(ROOT)}: {len(data['tools'])} tools")
             return 0
         FIXTURES.mkdir(parents=True, exist_ok=True)
-        for version in argv or list(DEFAULT_VERSIONS):
+        for version in args.versions or list(DEFAULT_VERSIONS):
             work = Path(tmp) / version
             work.mkdir()
             data = fixture(version, capture_tools(version, work))

@@ -63,6 +63,17 @@ _LAZY: dict[str, str] = {
     "Action": "harnessgrid.models",
     "make_policy": "harnessgrid.policies",
     "Workspace": "harnessgrid.workspace",
+    "Session": "harnessgrid.session",
+    "AsyncSession": "harnessgrid.session",
+    "Reply": "harnessgrid.session",
+    "ProductTool": "harnessgrid.product_tools",
+    "product_tool": "harnessgrid.product_tools",
+    "ToolCallRequest": "harnessgrid.tool_hooks",
+    "Approval": "harnessgrid.tool_hooks",
+    "allow": "harnessgrid.tool_hooks",
+    "deny": "harnessgrid.tool_hooks",
+    "modify": "harnessgrid.tool_hooks",
+    "ToolCall": "harnessgrid.models",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]
@@ -85,12 +96,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         single_design,
     )
     from harnessgrid.errors import ConfigError, HarnessgridError
-    from harnessgrid.models import Action
+    from harnessgrid.models import Action, ToolCall
     from harnessgrid.policies import make_policy
+    from harnessgrid.product_tools import ProductTool, product_tool
     from harnessgrid.registry import PluginManager, get_registry
     from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
     from harnessgrid.schedule import Schedule
+    from harnessgrid.session import AsyncSession, Reply, Session
     from harnessgrid.space import FACTORS, FactorSpace, HarnessConfig
     from harnessgrid.tasks import Task, TaskSuite, load_suite
+    from harnessgrid.tool_hooks import Approval, ToolCallRequest, allow, deny, modify
     from harnessgrid.trajectory import Trajectory, TrajectoryStore
     from harnessgrid.workspace import Workspace

@@ -61,6 +61,18 @@ def resolve_policy(spec: str | Policy, options: Mapping[str, Any] | None = None)
     return spec if not isinstance(spec, str) else make_policy(spec, options)
 
 
+def refuse_scripted(policy: str | Policy) -> None:
+    """The scripted oracle plays a task's plan; an ad-hoc instruction has none, so it would
+    finish at once having done nothing."""
+    spec = policy if isinstance(policy, str) else policy.spec
+    if spec.partition(":")[0] == "scripted":
+        raise ConfigError("the scripted policy plays a task's oracle plan, and an ad-hoc "
+                          "instruction has none",
+                          hint="use a model policy (openai:, litellm:, anthropic:, hf:, vllm:), "
+                               "or run a suite task with the oracle: harnessgrid run --task "
+                               "SUITE/ID")
+
+
 async def arun_agent(instruction: str, workspace: str | Path, *, harness: str | Harness,
                      policy: str | Policy, policy_options: Mapping[str, Any] | None = None,
                      in_place: bool = False, keep_copy: bool = False,
@@ -73,12 +85,7 @@ async def arun_agent(instruction: str, workspace: str | Path, *, harness: str | 
 
     if not instruction.strip():
         raise ConfigError("the instruction is empty", hint="say what the agent should do")
-    spec = policy if isinstance(policy, str) else policy.spec
-    if spec.partition(":")[0] == "scripted":  # it would finish at once, having done nothing
-        raise ConfigError("the scripted policy plays a task's oracle plan, and an ad-hoc "
-                          "instruction has none",
-                          hint="use a model policy (hf:, litellm:, anthropic:, vllm:), or run a "
-                               "suite task with the oracle: harnessgrid run --task SUITE/ID")
+    refuse_scripted(policy)
     # Harness and policy first: a bad code or a missing API key fails before the copy.
     the_harness = resolve_harness(harness)
     the_policy = resolve_policy(policy, policy_options)

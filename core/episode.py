@@ -229,6 +229,13 @@ class EpisodeState:
     awaiting_verification: bool = False
     consecutive_format_errors: int = 0
     scratch: dict[str, Any] = field(default_factory=dict)  # level-private state, by level name
+    #: Told of every message appended (a session streams them as events); not part of the
+    #: state's value.
+    on_append: Callable[[Message], None] | None = field(default=None, repr=False,
+                                                        compare=False)
 
     def append(self, *messages: Message) -> None:
         self.history.extend(messages)
+        if self.on_append is not None:
+            for message in messages:
+                self.on_append(message)

@@ -20,6 +20,7 @@ from harnessgrid.episode import (
     WorkflowProtocol,
 )
 from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolResult, ToolSpec
+from harnessgrid.tool_hooks import Denied, denied_result, gate
 from harnessgrid.tools import Environment, as_shell, execute
 
 if TYPE_CHECKING:
@@ -85,6 +86,11 @@ class ComposedHarness:
     def tools(self) -> list[ToolSpec]:
         return self.tool_interface.tools()
 
+    def add_product_tools(self, tools: list[ToolSpec]) -> None:
+        """Present an embedding product's tools (:mod:`harnessgrid.product_tools`) through
+        this harness's tool interface, in its own syntax."""
+        self.tool_interface.add_product_tools(tools)
+
     def system_prompt_text(self, mount_path: str) -> str:
         return self.system_prompt.render(PromptContext(
             mount_path=mount_path,
@@ -146,6 +152,20 @@ class ComposedHarness:
                 outcome.finish = action
                 result = ToolResult(output=action.args["message"])
             else:
+                checked = await gate(env, call, action)
+                if isinstance(checked, Denied):
+                    result = denied_result(checked)
+                    outcome.executed.append(ExecutedCall(call, action, result))
+                    state.append(ti.observation_message(call, obs.format(action, result)))
+                    continue
+                if checked is not call:  # the approval callback changed it
+                    try:
+                        call, action = checked, ti.to_action(checked)
+                    except FormatError as exc:
+                        outcome.format_error = exc
+                        msg = ti.observation_message(call, obs.format_error(exc))
+                        state.append(msg.model_copy(update={"kind": "format_error"}))
+                        continue
                 result = await execute(action, env)
             outcome.executed.append(ExecutedCall(call, action, result))
             state.append(ti.observation_message(call, obs.format(action, result)))

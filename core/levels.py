@@ -84,6 +84,32 @@ class ToolInterfaceLevel(FactorLevel):
 
     factor = "tool_interface"
     native_tools: ClassVar[bool] = False
+    #: Whether the level presents an embedding product's tools (:meth:`add_product_tools`).
+    supports_product_tools: ClassVar[bool] = False
+    #: The product tools this instance presents (set by :meth:`add_product_tools`).
+    product_tools: tuple[ToolSpec, ...] = ()
+
+    def add_product_tools(self, tools: Sequence[ToolSpec]) -> None:
+        """Present ``tools`` (host functions of an embedding product, see
+        :mod:`harnessgrid.product_tools`) besides the level's own: a level that sets
+        ``supports_product_tools = True`` lists them in :meth:`tools` /
+        :meth:`prompt_section` in its own syntax and parses a call of one into
+        ``Action.of("tool", name=..., arguments=<JSON object text>)``, which the runtime runs
+        on the host. A name clashing with one of the level's own tools is refused."""
+        from harnessgrid.errors import ConfigError
+
+        if not self.supports_product_tools:
+            raise ConfigError(f"tool interface {self.name!r} cannot present product tools",
+                              hint="use a tool interface that does (function_calling, "
+                                   "xml_tags, bash_only) or an adapter")
+        own = {t.name for t in self.tools() if t not in self.product_tools}
+        clash = sorted(own & {t.name for t in tools})
+        if clash:
+            raise ConfigError(f"product tool {clash[0]!r} has the name of one of "
+                              f"{self.name!r}'s own tools",
+                              hint="register it under another name: "
+                                   "product_tool(fn, name=...)")
+        self.product_tools = tuple(tools)
 
     @abstractmethod
     def tools(self) -> list[ToolSpec]:

@@ -13,10 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ActionKind = Literal["read", "write", "edit", "list", "search", "shell", "finish"]
+ActionKind = Literal["read", "write", "edit", "list", "search", "shell", "finish", "tool"]
 
-#: The arguments of each abstract action, all strings, all required (defaults filled by
-#: :meth:`Action.of`). Keeping them flat and total makes ``parse(render(a)) == a`` checkable.
+#: The arguments of each abstract action of the work, all strings, all required (defaults
+#: filled by :meth:`Action.of`). Keeping them flat and total makes ``parse(render(a)) == a``
+#: checkable. Every tool interface renders each of these.
 ACTION_ARGS: dict[str, tuple[str, ...]] = {
     "read": ("path",),
     "write": ("path", "content"),
@@ -26,6 +27,11 @@ ACTION_ARGS: dict[str, tuple[str, ...]] = {
     "shell": ("command",),
     "finish": ("message",),
 }
+#: A call of a tool an embedding product registered (:mod:`harnessgrid.product_tools`):
+#: ``name`` and ``arguments`` (a JSON object, as text). Only harnesses given product tools
+#: present them, so it is not one of the work actions above.
+PRODUCT_TOOL_ARGS: tuple[str, ...] = ("name", "arguments")
+_ALL_ARGS: dict[str, tuple[str, ...]] = {**ACTION_ARGS, "tool": PRODUCT_TOOL_ARGS}
 _DEFAULTS: dict[str, dict[str, str]] = {
     "list": {"path": "."},
     "search": {"path": "."},
@@ -142,7 +148,7 @@ class Action(_Value):
 
     @model_validator(mode="after")
     def _exact_args(self) -> Action:
-        want = set(ACTION_ARGS[self.kind])
+        want = set(_ALL_ARGS[self.kind])
         if set(self.args) != want:
             raise ValueError(f"action {self.kind!r} takes arguments {sorted(want)}, "
                              f"got {sorted(self.args)}")

@@ -73,7 +73,8 @@ def one_line(value: str, width: int) -> str:
 def action_label(action: Action, width: int = 60) -> str:
     """``read notes.txt``, ``shell ls -la``: the action on one short line, for headers."""
     main = {"read": "path", "write": "path", "edit": "path", "list": "path",
-            "search": "pattern", "shell": "command", "finish": "message"}[action.kind]
+            "search": "pattern", "shell": "command", "finish": "message",
+            "tool": "name"}[action.kind]
     label = f"{action.kind} {one_line(action.args[main], width)}"
     if action.kind == "search":
         label += f" in {one_line(action.args['path'], width)}"

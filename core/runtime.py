@@ -16,6 +16,7 @@ import traceback
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from harnessgrid import timing
 from harnessgrid.environments import ACTIVE_ENVIRONMENT, resolve_episode_environment
 from harnessgrid.episode import ContextBudget, EpisodeState, context_budget
 from harnessgrid.errors import SandboxError
+from harnessgrid.events import ContextRewrite, Event, ModelReply, TextDelta, TurnStarted
 from harnessgrid.models import Message, ModelTurn
 from harnessgrid.policies import Policy, PolicyRequest
 from harnessgrid.sandbox import (
@@ -135,7 +137,7 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
     finally:
         if workspace is not None:
             pass
-        elif pool is not None:  # closed and removed in the background, also on cancellation
+        elif pool is not None:  # recycled or closed in the background, also on cancellation
             pool.release(ws, pooled)
         else:  # also on Ctrl-C / cancellation: no workspace left behind
             ws.cleanup()
@@ -145,14 +147,23 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
 async def _episode_sandbox(ws: Workspace, limits: EpisodeLimits, pooled: Sandbox | None,
                            graded: bool) -> AsyncIterator[Sandbox]:
     """The episode's sandbox: the pooled one, or a fresh start. A pooled sandbox is left for
-    the pool to close in the background, unless a grader will read the workspace (grading
-    needs every process of the episode gone)."""
+    the pool to recycle or close in the background; when a grader will read the workspace
+    (grading needs every process of the episode gone) it is closed first unless it is idle."""
     sb = pooled or Sandbox(ws, limits.sandbox, unsafe_no_sandbox=limits.unsafe_no_sandbox,
                            environment=ACTIVE_ENVIRONMENT.get())
     async with contextlib.AsyncExitStack() as stack:
-        if pooled is None or graded:
+        if pooled is None:
             await stack.enter_async_context(sb)
+        elif graded:
+            stack.push_async_callback(_close_unless_idle, sb)
         yield sb
+
+
+async def _close_unless_idle(sb: Sandbox) -> None:
+    # Unsandboxed, leftovers are found only by process group and as orphans: close it (a pool
+    # does not recycle those anyway).
+    if not sb.idle() or sb.unsafe_no_sandbox:
+        await sb.close()
 
 
 async def _episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
@@ -170,37 +181,11 @@ async def _episode(harness: Harness, task: Task, policy: Policy, limits: Episode
                             limits.max_context_tokens)
     try:
         async with _episode_sandbox(ws, limits, pooled, task.grader is not None) as sb:
-            env = Environment(workspace=ws, sandbox=sb)
-            waiting = [False]  # inside policy.act: a timeout then is the backend's
-            try:
-                async with asyncio.timeout(limits.wall_s) as wall:
-                    # The same instant on the monotonic clock, for policies: no backend wait
-                    # (Retry-After, backoff, the call itself) may outlive the wall limit.
-                    loop = asyncio.get_running_loop()
-                    when = wall.when()
-                    deadline = None if when is None else time.monotonic() + when - loop.time()
-                    traj.termination = await _loop(harness, task, policy, limits, state, env,
-                                                   budget, traj, waiting, deadline)
-            except TimeoutError:
-                if not waiting[0]:
-                    traj.termination = "timeout"
-                else:
-                    traj.termination, traj.error = "policy_error", (
-                        "the model backend did not answer within the episode's time "
-                        f"({limits.wall_s:g} s)")
+            await drive(harness, task, policy, limits, state, Environment(workspace=ws, sandbox=sb),
+                        budget, traj, LoopCursor())
     except SandboxError as exc:
         traj.termination, traj.error = "sandbox_error", exc.message
-    except _PolicyFailure as exc:
-        traj.termination, traj.error = "policy_error", str(exc)
-    traj.history = list(state.history)
-    traj.tokens_in = sum(t.tokens_in for t in traj.turns)
-    traj.tokens_out = sum(t.tokens_out for t in traj.turns)
-    for part in ("model_s", "tools_s", "harness_s", "wait_s"):
-        setattr(traj, part, sum(getattr(t, part) for t in traj.turns))
-    # Token policies may also restart a segment on their own (a chat template that is not
-    # append-only for this conversation); their records are then the truth.
-    token_segments = {t.tokens.segment for t in traj.turns if t.tokens is not None}
-    traj.segments = len(token_segments) or 1 + sum(t.new_segment for t in traj.turns[1:])
+    summarize(traj, state)
     if not traj.infra_failure and task.grader is not None:
         # An adapter that emulates a real shell writes that shell's own session transcript;
         # graders written for the shell read exactly that.
@@ -214,6 +199,60 @@ async def _episode(harness: Harness, task: Task, policy: Policy, limits: Episode
             UNSAFE_NO_SANDBOX.reset(token)
     traj.wall_s = time.perf_counter() - clock
     return traj
+
+
+@dataclass
+class LoopCursor:
+    """Where the turn loop stands; a session keeps it across its runs, so turn indices,
+    token segments and the token budget continue where the previous run stopped."""
+
+    index: int = 0
+    segment: int = 0
+    total_tokens: int = 0
+    previous: list[Message] | None = None  # the last view + the assistant message answering it
+
+
+async def drive(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
+                state: EpisodeState, env: Environment, budget: ContextBudget, traj: Trajectory,
+                cursor: LoopCursor, *, wall_s: float | None = None,
+                on_event: Callable[[Event], None] | None = None) -> None:
+    """Run turns until the workflow finishes or a limit is hit (``limits.max_turns`` more
+    turns, ``wall_s`` or ``limits.wall_s``), setting ``traj.termination`` and ``traj.error``.
+    A policy failure becomes ``policy_error``; a sandbox failure raises :class:`SandboxError`.
+    """
+    wall_limit = limits.wall_s if wall_s is None else wall_s
+    waiting = [False]  # inside policy.act: a timeout then is the backend's
+    try:
+        async with asyncio.timeout(wall_limit) as wall:
+            # The same instant on the monotonic clock, for policies: no backend wait
+            # (Retry-After, backoff, the call itself) may outlive the wall limit.
+            loop = asyncio.get_running_loop()
+            when = wall.when()
+            deadline = None if when is None else time.monotonic() + when - loop.time()
+            traj.termination = await _loop(harness, task, policy, limits, state, env, budget,
+                                           traj, waiting, deadline, cursor, on_event)
+    except TimeoutError:
+        if not waiting[0]:
+            traj.termination = "timeout"
+        else:
+            traj.termination, traj.error = "policy_error", (
+                "the model backend did not answer within the episode's time "
+                f"({wall_limit:g} s)")
+    except _PolicyFailure as exc:
+        traj.termination, traj.error = "policy_error", str(exc)
+
+
+def summarize(traj: Trajectory, state: EpisodeState) -> None:
+    """Fill the trajectory's totals (history, tokens, time split, segments) from its turns."""
+    traj.history = list(state.history)
+    traj.tokens_in = sum(t.tokens_in for t in traj.turns)
+    traj.tokens_out = sum(t.tokens_out for t in traj.turns)
+    for part in ("model_s", "tools_s", "harness_s", "wait_s"):
+        setattr(traj, part, sum(getattr(t, part) for t in traj.turns))
+    # Token policies may also restart a segment on their own (a chat template that is not
+    # append-only for this conversation); their records are then the truth.
+    token_segments = {t.tokens.segment for t in traj.turns if t.tokens is not None}
+    traj.segments = len(token_segments) or 1 + sum(t.new_segment for t in traj.turns[1:])
 
 
 _warned: set[str] = set()
@@ -243,21 +282,27 @@ class _PolicyFailure(Exception):
 @timing.metered  # its own steps timed: harness CPU apart from waiting for the loop
 async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
                 state: EpisodeState, env: Environment, budget: ContextBudget,
-                traj: Trajectory, waiting: list[bool], deadline: float | None) -> Termination:
-    previous: list[Message] | None = None
-    segment = 0
-    total_tokens = 0
-    for index in range(limits.max_turns):
+                traj: Trajectory, waiting: list[bool], deadline: float | None,
+                cursor: LoopCursor, on_event: Callable[[Event], None] | None) -> Termination:
+    emit = on_event or _ignore
+    for _ in range(limits.max_turns):
+        index = cursor.index
+        if env.hooks is not None:
+            env.hooks.turn = index
         t0, cpu0 = time.perf_counter(), timing.own_cpu()
         view = harness.view(state, budget)
         if budget.count(view) > budget.max_tokens:
             return "context_overflow"
-        new_segment = not _continues(previous, view)
-        segment += new_segment
+        new_segment = not _continues(cursor.previous, view)
+        cursor.segment += new_segment
+        emit(TurnStarted(turn=index))
+        if new_segment:
+            emit(ContextRewrite(turn=index, segment=cursor.segment))
         request = PolicyRequest(messages=view, tools=harness.tools() if harness.native_tools
                                 else [], native_tools=harness.native_tools, harness=harness,
                                 task=task, state=state, new_segment=new_segment,
-                                segment=segment, deadline=deadline)
+                                segment=cursor.segment, deadline=deadline,
+                                on_text=None if on_event is None else _text_sink(emit, index))
         try:
             waiting[0] = True  # the wall limit expiring now is the backend's, not the agent's
             with timing.span() as model:
@@ -268,40 +313,77 @@ async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLim
                 raise  # our own cancellation (the wall limit, Ctrl-C): not the policy's
             raise _PolicyFailure(f"the policy call was cancelled on its own: {exc!r}") from exc
         except Exception as exc:  # noqa: BLE001 - any policy failure (TimeoutError too) is infra
+            if isinstance(exc, _Reraised):
+                raise exc.original from None
             raise _PolicyFailure(f"{type(exc).__name__}: {exc}\n"
                                  f"{traceback.format_exc(limit=3)}") from exc
         waiting[0] = False  # not on cancellation: the wall limit must see that it hit the policy
         if not isinstance(turn, ModelTurn):  # a policy bug: keep the turns so far
             raise _PolicyFailure(f"the policy returned {type(turn).__name__}, "
                                  "not a ModelTurn")
+        emit(ModelReply(turn=index, text=turn.content,
+                        tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                    for c in turn.tool_calls]))
         before = len(state.history)
-        with timing.turn_clock() as tools:  # filled by each tool execution (tools.execute)
-            outcome, decision = await harness.step(state, turn, env)
+        record = TurnRecord(
+            index=index, view=list(view), assistant=turn.message(), tokens=turn.tokens,
+            finish_reason=turn.finish_reason, tokens_in=turn.tokens_in,
+            tokens_out=turn.tokens_out, new_segment=new_segment, model_s=model.busy)
+        cursor.index += 1
+        cursor.total_tokens += turn.tokens_in + turn.tokens_out
+        try:
+            with timing.turn_clock() as tools:  # filled by each tool execution (tools.execute)
+                outcome, decision = await harness.step(state, turn, env)
+        except asyncio.CancelledError:
+            # Cancelled mid-turn (a session's cancel()): the trajectory keeps what happened.
+            record.appended = list(state.history[before + 1:])
+            record.wall_s = time.perf_counter() - t0
+            traj.turns.append(record)
+            raise
         wall_s = time.perf_counter() - t0
         # Harness time is its own CPU: the model's and tools' own CPU are theirs, and the time
         # other episodes (or threads) ran is waiting. Clamped so that the parts add up to wall.
         spent = model.busy + tools.tools_s
         harness_s = min(max(0.0, timing.own_cpu() - cpu0 - model.own_cpu - tools.own_cpu),
                         max(0.0, wall_s - spent))
-        traj.turns.append(TurnRecord(
-            index=index, view=list(view), assistant=turn.message(), tokens=turn.tokens,
-            finish_reason=turn.finish_reason,
-            tokens_in=turn.tokens_in, tokens_out=turn.tokens_out,
-            calls=[CallRecord(call=e.call, action=e.action, result=e.result)
-                   for e in outcome.executed],
-            format_error=outcome.format_error.message if outcome.format_error else None,
-            appended=list(state.history[before + 1:]), new_segment=new_segment,
-            model_s=model.busy, tools_s=tools.tools_s, harness_s=harness_s,
-            wait_s=max(0.0, wall_s - spent - harness_s), wall_s=wall_s))
-        previous = list(view) + [state.history[before]]  # the assistant message as stored
-        total_tokens += turn.tokens_in + turn.tokens_out
+        record.calls = [CallRecord(call=e.call, action=e.action, result=e.result)
+                        for e in outcome.executed]
+        record.format_error = outcome.format_error.message if outcome.format_error else None
+        record.appended = list(state.history[before + 1:])
+        record.tools_s, record.harness_s, record.wall_s = tools.tools_s, harness_s, wall_s
+        record.wait_s = max(0.0, wall_s - spent - harness_s)
+        traj.turns.append(record)
+        cursor.previous = list(view) + [state.history[before]]  # the assistant message as stored
         if decision.finished:
             return "finished"
         if state.consecutive_format_errors >= limits.max_format_errors:
             return "format_errors"
-        if limits.max_total_tokens is not None and total_tokens >= limits.max_total_tokens:
+        if limits.max_total_tokens is not None and cursor.total_tokens >= limits.max_total_tokens:
             return "token_budget"
     return "max_turns"
+
+
+def _ignore(event: Event) -> None:
+    pass
+
+
+def _text_sink(emit: Callable[[Event], None], index: int) -> Callable[[str], None]:
+    def on_text(text: str) -> None:
+        try:
+            emit(TextDelta(turn=index, text=text))
+        except Exception as exc:  # noqa: BLE001 - the embedder's, kept apart from the policy's
+            raise _Reraised(exc) from exc
+
+    return on_text
+
+
+class _Reraised(Exception):
+    """An exception from the embedder's own code (a streaming callback) raised inside a
+    policy call: it is the embedder's, not a policy failure, and propagates as itself."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
 
 
 async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[dict[str, Any]],

@@ -12,12 +12,16 @@ from __future__ import annotations
 import shlex
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.models import Action, ToolResult
-from harnessgrid.sandbox import Sandbox
+from harnessgrid.sandbox import HostTools, Sandbox
 from harnessgrid.timing import tool_span
 from harnessgrid.workspace import Workspace
+
+if TYPE_CHECKING:
+    from harnessgrid.tool_hooks import ToolHooks
 
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_RESULTS = 200
@@ -29,6 +33,21 @@ class Environment:
 
     workspace: Workspace
     sandbox: Sandbox
+    hooks: ToolHooks | None = None
+    """A session's approvals, product tools and event sink (:mod:`harnessgrid.tool_hooks`);
+    None in training and evaluation episodes."""
+
+    def host_tools(self) -> HostTools | None:
+        """The product tools as commands inside the sandbox, or None without any."""
+        hooks = self.hooks
+        if hooks is None or not hooks.product_tools:
+            return None
+        from harnessgrid.tool_hooks import sandbox_tool_call
+
+        async def handler(name: str, arguments: dict[str, object]) -> tuple[bool, str]:
+            return await sandbox_tool_call(self, name, dict(arguments))
+
+        return HostTools({n: t.description for n, t in hooks.product_tools.items()}, handler)
 
 
 async def execute(action: Action, env: Environment) -> ToolResult:
@@ -45,6 +64,10 @@ async def _execute(action: Action, env: Environment) -> ToolResult:
     try:
         if action.kind == "shell":
             return await _shell(action.args["command"], env)
+        if action.kind == "tool":
+            from harnessgrid.tool_hooks import run_product_tool
+
+            return await run_product_tool(env, action.args["name"], action.args["arguments"])
         output = _file_action_total(action, env.workspace)
     except SandboxError:
         raise
@@ -69,7 +92,9 @@ def _file_action_total(action: Action, ws: Workspace) -> str:
 
 
 async def _shell(command: str, env: Environment) -> ToolResult:
-    res = await env.sandbox.run(command)
+    tools = env.host_tools()
+    res = await (env.sandbox.run(command) if tools is None
+                 else env.sandbox.run(command, host_tools=tools))
     return ToolResult(output=res.stdout, stderr=res.stderr, exit_code=res.exit_code,
                       truncated=res.truncated, timed_out=res.timed_out,
                       duration_s=res.duration_s)
@@ -125,6 +150,8 @@ def as_shell(action: Action) -> Action:
             cmd = f"ls -1Ap {q(a['path'])}"
         case "search":
             cmd = f"grep -rnE -- {q(a['pattern'])} {q(a['path'])}"
+        case "tool":  # a product tool is a command calling back to the host (HostTools)
+            cmd = f"{a['name']} {q(a['arguments'])}"
         case _:
             raise AssertionError(f"unhandled action kind {action.kind}")
     return Action.of("shell", command=cmd)

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from harnessgrid.token_rows import TokenRow
 
 Termination = Literal["finished", "max_turns", "context_overflow", "token_budget", "timeout",
-                      "format_errors", "policy_error", "sandbox_error", "internal_error"]
+                      "format_errors", "policy_error", "sandbox_error", "internal_error",
+                      "cancelled"]
 #: Terminations not caused by the agent: excluded from scores and group statistics instead of
 #: counting as 0. ``internal_error`` is a bug in harnessgrid or a plugin (a harness or grader
 #: that raised), reported with its traceback.

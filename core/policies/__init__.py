@@ -8,7 +8,7 @@ Backends import their heavy libraries only when created.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -35,6 +35,14 @@ class PolicyRequest:
     episode's wall limit), or None for no limit: a policy that waits (for a slow server, a
     ``Retry-After``, a backoff) must give up with a :class:`PolicyError` rather than wait past
     it, because the wall limit would then end the episode mid-call anyway.
+
+    ``on_text``, when set (a streaming session, :mod:`harnessgrid.session`), is called with
+    each piece of the reply's text as the backend produces it; a policy that cannot stream
+    may ignore it (the whole text then arrives with the turn; ``vllm:`` does). The returned
+    turn is the same whether or not it streamed. A backend failure before the first piece is
+    retried as usual; once text has been shown it is not (it cannot be taken back): the turn
+    fails with a :class:`PolicyError`. ``on_text`` runs on the event loop that awaits ``act``;
+    an exception it raises propagates as itself.
     """
 
     messages: Sequence[Message]
@@ -47,6 +55,7 @@ class PolicyRequest:
     segment: int = 0
     max_tokens: int | None = None
     deadline: float | None = None
+    on_text: Callable[[str], None] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

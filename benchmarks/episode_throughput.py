@@ -15,8 +15,10 @@ Both sides play the same N tasks; each episode issues the same K shell commands 
   tools, raw observations, full context, react workflow), once in the bubblewrap sandbox and
   once with ``EpisodeLimits(unsafe_no_sandbox=True)`` (plain subprocesses, like
   ``LocalEnvironment``). Sandboxes come from a ``SandboxPool`` (as in ``run_episodes``,
-  evaluation and training: started ahead, closed in the background, one per episode);
-  ``--fresh`` adds rows that start and close one on each episode's critical path instead.
+  evaluation and training: started ahead, and recycled - reset between episodes - rather
+  than closed and started again); ``--no-recycle`` adds rows whose pool closes each sandbox
+  after its episode (``SandboxPool(reuse=1)``, a start per episode, off the critical path),
+  ``--fresh`` rows that start and close one on each episode's critical path instead.
 
 Timing is in paired rounds: each round runs every mode once, interleaved, so load from other
 processes hits them alike; each row's ratio is computed within a round (against mini-swe-agent
@@ -28,7 +30,8 @@ Every episode of every mode is checked: it must have finished, run exactly the K
 order, each exiting 0, and each command's stdout must match what the other framework printed
 for the same task. Any difference fails the run (exit status 1).
 
-Run: ``python benchmarks/episode_throughput.py [--episodes 20] [--commands 6] [--rounds 5]``
+Run: ``python benchmarks/episode_throughput.py [--episodes 20] [--commands 6] [--rounds 5]
+[--no-recycle]``
 (``--help`` for the rest). Needs ``pip install mini-swe-agent`` (benchmark-only dependency).
 """
 
@@ -310,13 +313,26 @@ class HarnessgridSide:
 
 
 def run_harnessgrid(side: HarnessgridSide, tasks: Sequence[BenchTask], concurrency: int,
-                    sandbox: bool, pooled: bool = True) -> tuple[float, list[EpisodeRun]]:
+                    sandbox: bool, pooled: bool = True, recycle: bool = True
+                    ) -> tuple[float, list[EpisodeRun]]:
     from harnessgrid.runtime import episode_pool, run_episode, run_episodes
+    from harnessgrid.sandbox_pool import SandboxPool
 
     hg_tasks = [side.task(t) for t in tasks]  # building Task values is not timed (nor is mini's)
     limits = side.limits(sandbox)
 
     async def main() -> list[Any]:
+        if not recycle:  # as run_episodes, with a pool that closes each sandbox after use
+            gate = asyncio.Semaphore(concurrency)
+            key = episode_pool(limits, hg_tasks, concurrency).key  # (starts nothing)
+            async with SandboxPool(min(concurrency, len(hg_tasks)), key,
+                                   expected=len(hg_tasks), reuse=1) as closing_pool:
+                async def one_closing(task: Any) -> Any:
+                    async with gate:
+                        return await run_episode(side.harness, task, side.policy, limits,
+                                                 pool=closing_pool)
+
+                return list(await asyncio.gather(*(one_closing(t) for t in hg_tasks)))
         if not pooled:  # every episode starts and closes its own sandbox
             gate = asyncio.Semaphore(concurrency)
 
@@ -403,6 +419,10 @@ def build_modes(args: argparse.Namespace, mini: MiniSide, mini_bwrap: MiniSide |
         if sandbox_ok:
             modes.append(Mode(f"harnessgrid bwrap, {label}", "hg", c,
                               lambda ts, c=c: run_harnessgrid(hg, ts, c, sandbox=True)))
+            if args.no_recycle:
+                modes.append(Mode(f"harnessgrid bwrap no recycling, {label}", "hg", c,
+                                  lambda ts, c=c: run_harnessgrid(hg, ts, c, sandbox=True,
+                                                                  recycle=False)))
             if args.fresh:
                 modes.append(Mode(f"harnessgrid bwrap fresh, {label}", "hg", c,
                                   lambda ts, c=c: run_harnessgrid(hg, ts, c, sandbox=True,
@@ -427,6 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true",
                     help="also time harnessgrid with a sandbox started and closed on each "
                     "episode's critical path (no pool)")
+    ap.add_argument("--no-recycle", action="store_true",
+                    help="also time harnessgrid with a pool that closes each sandbox after its "
+                    "episode instead of recycling it (a start per episode)")
     ap.add_argument("--warmup", type=int, default=2,
                     help="untimed episodes per mode before timing (default 2)")
     ap.add_argument("--mini-bwrap", action="store_true",

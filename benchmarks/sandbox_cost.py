@@ -6,15 +6,19 @@ sandbox (one long-lived bwrap, commands sent to its server).
 
 Per episode, what sandboxing adds to an episode's critical path: (d) a fresh start -
 ``Workspace.create`` + ``Sandbox`` start + close + cleanup, as without a pool; (e) pooled -
-``SandboxPool.acquire`` (a pre-started sandbox, the task's files written into its workspace)
-+ ``release`` (closing happens in the background). Between acquire and release each pooled
-"episode" waits ``--episode-ms`` (a model call's worth of idle time), in which the pool starts
-the next sandbox; a shorter episode than a start would measure the pool running dry instead.
+``SandboxPool.acquire`` (a waiting sandbox, the task's files written into its workspace)
++ ``release`` (recycling - the reset - or closing happens in the background), with (e) the
+default pool, which recycles its sandboxes, and (e2) one that closes each after its episode
+(``reuse=1``). Between acquire and release each pooled "episode" waits ``--episode-ms`` (a
+model call's worth of idle time), in which the pool resets or starts the next sandbox; a
+shorter episode than a start would measure the pool running dry instead.
 
-Per sandbox, CPU: (f) what one sandbox costs the host in all, start to close, this process and
-its children (bwrap, the command server) together, measured while the pool is idle. A pool
-takes (d)'s latency off the critical path but not (f): back-to-back short episodes are bound
-by it.
+Per episode, CPU: (f) what one sandbox costs the host in all, start to close, this process and
+its children (bwrap, the command server) together, measured while the pool is idle - what each
+episode costs without recycling. A pool takes (d)'s latency off the critical path but not (f):
+back-to-back short episodes are bound by it. (g) what an episode's sandbox costs when it is
+recycled instead: the task's files written, one command, the reset (host, and the server's
+own CPU and its commands' from ``/proc``; the mean of a batch of 50 per round).
 
 The variants run interleaved in rounds so that load from other processes hits them alike. Each
 round yields a median per variant and its ratio to the round's reference; the figures printed
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import resource
 import shutil
 import statistics
@@ -104,6 +109,30 @@ def sandbox_cpu() -> float:
     return cpu_seconds() - before
 
 
+def _server_cpu(pid: int) -> float:
+    """CPU of the sandbox server and of the commands it reaped (``/proc/PID/stat``)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+RECYCLE_BATCH = 50
+"""Recycles per (g) sample: /proc counts the server's CPU in clock ticks (10 ms), so one
+sample is the mean of a batch."""
+
+
+def recycle_cpu(ws: Workspace, sandbox: Sandbox) -> float:
+    """CPU of one episode on a recycled sandbox: its files written, one command, the reset."""
+    pid = sandbox.server_pid
+    assert pid is not None
+    before = cpu_seconds() + _server_cpu(pid)
+    for _ in range(RECYCLE_BATCH):
+        Workspace.create(TASK_FILES, into=ws)
+        assert sandbox.run_sync("true").exit_code == 0
+        assert sandbox.reset_sync() is None
+    return (cpu_seconds() + _server_cpu(pid) - before) / RECYCLE_BATCH
+
+
 async def pooled_episode(pool: SandboxPool, episode_s: float) -> float:
     """Critical-path cost of a pre-started sandbox: acquire (files written) + release."""
     start = time.perf_counter()
@@ -126,12 +155,14 @@ async def measure(n: int, rounds: int, episodes: int, episode_s: float
         naive = naive_bwrap_argv(Path(scratch))
         plain = ["sh", "-c", "true"]
         with Workspace.create({"README": "benchmark\n"}) as ws:
-            async with Sandbox(ws) as sandbox, SandboxPool(1) as pool:
+            async with Sandbox(ws) as sandbox, SandboxPool(1) as pool, \
+                    SandboxPool(1, reuse=1) as closing:
                 per_round = max(1, n // rounds)
                 per_round_eps = max(1, episodes // rounds)
                 for _ in range(10):  # warm-up: page cache, branch predictors, the server itself
                     await sandbox.run("true")
                 await pooled_episode(pool, episode_s)
+                await pooled_episode(closing, episode_s)
                 await fresh_episode()
                 for _ in range(rounds):
                     got: dict[str, list[float]] = {}
@@ -143,14 +174,18 @@ async def measure(n: int, rounds: int, episodes: int, episode_s: float
                         result = await sandbox.run("true")
                         got["sandbox"].append(time.perf_counter() - start)
                         assert result.exit_code == 0, result
-                    while len(pool.waiting()) < pool.size:  # its refills would be counted
-                        await asyncio.sleep(0.005)
+                    while len(pool.waiting()) < pool.size or len(closing.waiting()) < pool.size:
+                        await asyncio.sleep(0.005)  # their refills would be counted
                     got["cpu"] = [sandbox_cpu() for _ in range(per_round_eps)]
+                    with Workspace.create() as recycled_ws, Sandbox(recycled_ws) as recycled:
+                        got["recycle_cpu"] = [recycle_cpu(recycled_ws, recycled)]
                     got["fresh"] = [await fresh_episode() for _ in range(per_round_eps)]
                     got["pooled"] = [await pooled_episode(pool, episode_s)
                                      for _ in range(per_round_eps)]
+                    got["closing"] = [await pooled_episode(closing, episode_s)
+                                      for _ in range(per_round_eps)]
                     out.append(got)
-                print(f"pool: {pool.stats}")
+                print(f"recycling pool: {pool.stats}\nclosing pool: {closing.stats}")
     return out
 
 
@@ -198,14 +233,15 @@ def main() -> None:
     print(f"\n{'per episode (critical path)':<46}{'median ms':>10}{'ratio':>8}   range ms")
     episode_labels = {
         "fresh": "(d) fresh: create + start + close + cleanup",
-        "pooled": "(e) pooled: acquire (files written) + release",
+        "pooled": "(e) pooled, recycling: acquire + release",
+        "closing": "(e2) pooled, closing each: acquire + release",
     }
     print_rows(rounds, episode_labels, "fresh")
-    med, _, low, high = paired(rounds, "cpu", None)
-    print(f"\n{'(f) CPU per sandbox, start to close (host+bwrap+server)':<56}{med * 1e3:>8.1f} ms   "
-          f"[{low * 1e3:.1f}, {high * 1e3:.1f}]")
+    print(f"\n{'CPU per episode (host+bwrap+server)':<46}{'median ms':>10}{'ratio':>8}   range ms")
+    print_rows(rounds, {"cpu": "(f) a sandbox started and closed",
+                        "recycle_cpu": "(g) a recycled sandbox: files, command, reset"}, "cpu")
     print("\nratios are medians over rounds of each round's ratio: command rows vs (a), "
-          "episode rows vs (d)")
+          "episode rows vs (d), CPU rows vs (f)")
 
 
 if __name__ == "__main__":

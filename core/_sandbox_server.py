@@ -6,8 +6,11 @@ library only, the host's own interpreter binary), which runs it with ``exec``. I
 CPU is paid by every episode: C modules only (``posix``, ``_signal``, ``_ctypes``, ...), no
 Python-level imports. Protocol: requests on stdin as a 4-byte length and a marshal'd dict
 (from the host only); per request one JSON header line on stdout, followed by ``out_len``
-bytes of stdout and ``err_len`` bytes of stderr. Imported as a module (tooling, tests) it
-defines functions and does nothing.
+bytes of stdout and ``err_len`` bytes of stderr. A command run with host tools (a request
+with ``tools``) may also produce, before its own header, ``{"host_tool": {"id", "name"}}``
+headers whose stdout is a call's JSON arguments; the host answers each with a
+``{"reply": id, "ok", "text"}`` request while the command runs (:class:`HostCalls`).
+Imported as a module (tooling, tests) it defines functions and does nothing.
 """
 
 import _ctypes  # C module: the `ctypes` package (struct, types, its own code) cost ~2 ms/start
@@ -231,6 +234,7 @@ class Disk:
     def __init__(self):
         st = os.statvfs(ROOT)
         self.kernel = st.f_blocks * st.f_frsize <= QUOTA and 0 < st.f_files <= MAX_FILES + 1
+        self.stale = False  # set by a reset: the host fills the workspace before the next command
         self.walk()
 
     def stat(self):
@@ -263,8 +267,10 @@ class Disk:
         return used > QUOTA or files > MAX_FILES
 
     def floor(self):
-        """Usage when a command starts: exact when we may already be over the quota."""
-        if self.beyond(*self.estimate()):
+        """Usage when a command starts: exact when we may already be over the quota, or when
+        the workspace was emptied and refilled by the host since the last walk (a reset)."""
+        if self.stale or self.beyond(*self.estimate()):
+            self.stale = False
             self.walk()
         used, files = self.estimate()
         return max(self.used, used), max(self.files, files)
@@ -337,7 +343,7 @@ def kill_all(pid, reaped):
                 pass
 
 
-def spawn(req, w_out, w_err):
+def spawn(req, w_out, w_err, tools_dir=None):
     """posix_spawn (vfork speed); the limits were set on us and are inherited, except CPU."""
     os.chdir(as_bytes(req["cwd"]))
     cpu = int(LIM["cpu_s"] + 0.999)
@@ -346,6 +352,8 @@ def spawn(req, w_out, w_err):
     env = {as_bytes(k): as_bytes(v) for k, v in CFG["env"].items()}
     env[b"PWD"] = as_bytes(req["cwd"])
     env.update((as_bytes(k), as_bytes(v)) for k, v in req["env"].items())
+    if tools_dir is not None:  # the host tools come first: they are what the agent was told
+        env[b"PATH"] = as_bytes(tools_dir) + b":" + env.get(b"PATH", b"/usr/bin:/bin")
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
         (os.POSIX_SPAWN_DUP2, w_out, 1),
@@ -405,6 +413,220 @@ def notes_for(killed, timeout, disk, truncated, cap):
     return notes
 
 
+TOOL_REQUEST_MAX = (1 << 20) + 256
+"""Bytes of one host tool call: the 1 MiB of arguments its client may send, and the name."""
+TOOL_CALLS_MAX = 8
+"""Calls of one command open at once; more are refused: the server's memory stays bounded."""
+INBOX = bytearray()
+"""What the host wrote on stdin that is not consumed yet (requests, replies to host calls)."""
+
+
+def peek_request():
+    """The first complete request in INBOX and its length, or None (marshal, from the host)."""
+    if len(INBOX) < 4:
+        return None
+    end = 4 + int.from_bytes(INBOX[:4], "little")
+    if len(INBOX) < end:
+        return None
+    return marshal.loads(bytes(INBOX[4:end])), end
+
+
+def next_request():
+    """The host's next request, waiting for it; None when the host closed our stdin."""
+    while True:
+        try:
+            found = peek_request()
+        except (ValueError, EOFError, TypeError) as exc:
+            del INBOX[:4 + int.from_bytes(INBOX[:4], "little")]
+            send({"error": "bad request: %s" % exc})
+            continue
+        if found is not None:
+            del INBOX[:found[1]]
+            return found[0]
+        chunk = os.read(0, 65536)
+        if not chunk:
+            return None
+        INBOX.extend(chunk)
+
+
+class HostCall:
+    """One connection to a command's tool socket: one call."""
+
+    __slots__ = ("sock", "fd", "data", "id", "out")
+
+    def __init__(self, sock):
+        self.sock, self.fd = sock, sock.fileno()
+        self.data, self.id, self.out = bytearray(), None, None
+
+
+class HostCalls:
+    """The host tools of one command (``req["tools"]``: name -> description).
+
+    A private directory, first on the command's PATH, holds one client per tool (the host's
+    ``_sandbox_tool.py``) and the socket they connect to; each connection is one call. From
+    the run loop's select, the server reads a call to its end (at most TOOL_REQUEST_MAX),
+    checks the tool's name, forwards it to the host as a ``host_tool`` frame, and writes the
+    host's reply back when it comes in on stdin. Nothing here blocks or trusts the caller - the
+    command is the agent: it can stall or garble its own calls, not the server.
+    """
+
+    issued = 0
+
+    def __init__(self, tools, client):
+        import _socket  # a C module, loaded only by the commands that have host tools
+
+        self.tools, self.made, self.listener = tools, [], None
+        self.calls, self.waiting, self.host_open = {}, {}, True
+        self.socket = _socket.socket
+        self.dir = "%s/.hg-tools-%s" % (CFG["tmp"], os.urandom(8).hex())
+        os.mkdir(self.dir, 0o700)
+        try:
+            path = self.dir + "/.socket"
+            self.listener = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            self.listener.setblocking(False)
+            self.listener.bind(path)
+            self.made.append(path)
+            self.listener.listen(TOOL_CALLS_MAX)
+            head = "#!%s -IS\n%s\n" % (sys.executable, client)
+            for name, description in tools.items():
+                self.write(name, head + "raise SystemExit(main(%a, %a, %a))\n" % (
+                    name, description, path))
+        except BaseException:
+            self.close()
+            raise
+
+    def write(self, name, text):
+        path = "%s/%s" % (self.dir, name)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(path, flags, 0o700)
+        self.made.append(path)
+        try:
+            data = memoryview(as_bytes(text))
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+
+    def readers(self):
+        fds = [self.listener.fileno()] + [c.fd for c in self.calls.values() if c.data is not None]
+        return fds + [0] if self.host_open else fds
+
+    def writers(self):
+        return [c.fd for c in self.calls.values() if c.out is not None]
+
+    def serve(self, readable, writable):
+        for fd in writable:
+            if fd in self.calls:
+                self.flush(self.calls[fd])
+        for fd in readable:
+            if fd == 0:
+                self.from_host()
+            elif fd == self.listener.fileno():
+                self.accept()
+            elif fd in self.calls:
+                self.receive(self.calls[fd])
+
+    def accept(self):
+        try:
+            fd = self.listener._accept()[0]
+        except OSError:  # gone before we took it, or out of descriptors: not ours to fix
+            return
+        call = HostCall(self.socket(fileno=fd))
+        call.sock.setblocking(False)
+        self.calls[call.fd] = call
+        if len(self.calls) > TOOL_CALLS_MAX:
+            self.answer(call, False, "too many host tool calls at once (at most %d): wait for "
+                        "one to finish" % TOOL_CALLS_MAX)
+
+    def receive(self, call):
+        try:
+            data = call.sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            self.drop(call)
+            return
+        if not data:
+            self.dispatch(call)
+        elif len(call.data) + len(data) > TOOL_REQUEST_MAX:
+            self.answer(call, False, "the call is larger than %d bytes" % TOOL_REQUEST_MAX)
+        else:
+            call.data += data
+
+    def dispatch(self, call):
+        name, sep, arguments = bytes(call.data).partition(b"\n")
+        name = name.decode("utf-8", "replace")
+        if not sep or name not in self.tools:
+            self.answer(call, False, "%r is not a host tool of this command; it has: %s" % (
+                name[:100], ", ".join(sorted(self.tools))))
+            return
+        call.data, call.id = None, HostCalls.issued
+        HostCalls.issued += 1  # ids are never reused: a late reply cannot answer a new call
+        self.waiting[call.id] = call
+        send({"host_tool": {"id": call.id, "name": name}}, arguments)
+
+    def answer(self, call, ok, text):
+        call.data = None
+        self.waiting.pop(call.id, None)
+        call.out = memoryview((b"0" if ok else b"1") + as_bytes(text))
+
+    def from_host(self):
+        try:
+            chunk = os.read(0, 1 << 20)
+        except BlockingIOError:
+            return
+        if not chunk:  # the host is closing the sandbox: no reply will come
+            self.host_open = False
+            return
+        INBOX.extend(chunk)
+        while True:  # replies only: anything else is the host's next request, for main()
+            try:
+                found = peek_request()
+            except (ValueError, EOFError, TypeError):
+                return
+            if found is None or not isinstance(found[0], dict) or "reply" not in found[0]:
+                return
+            del INBOX[:found[1]]
+            reply = found[0]
+            call = self.waiting.get(reply["reply"])
+            if call is not None:  # else its caller is gone
+                self.answer(call, bool(reply["ok"]), reply["text"])
+
+    def flush(self, call):
+        try:
+            sent = call.sock.send(call.out)
+        except BlockingIOError:
+            return
+        except OSError:
+            self.drop(call)
+            return
+        call.out = call.out[sent:]
+        if not call.out:
+            self.drop(call)
+
+    def drop(self, call):
+        call.sock.close()
+        self.calls.pop(call.fd, None)
+        self.waiting.pop(call.id, None)
+
+    def close(self):
+        """End every call (their clients see the connection close) and remove the directory;
+        what the command itself put in it stays (it is in its own /tmp)."""
+        for call in list(self.calls.values()):
+            self.drop(call)
+        if self.listener is not None:
+            self.listener.close()
+        for path in self.made:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        try:
+            os.rmdir(self.dir)
+        except OSError:
+            pass
+
+
 LONG_SCRIPT = 100_000  # bytes; the kernel caps one argv string at 128 KiB
 SCRIPT_FD = 9  # a long command reaches the shell as /dev/fd/9: an anonymous file, no path
 
@@ -433,6 +655,20 @@ def run_any(req, disk):
 
 
 def run(req, disk):
+    if not req.get("tools"):
+        return run_with(req, disk, None)
+    try:
+        calls = HostCalls(req["tools"], req["client"])
+    except (OSError, ValueError) as exc:
+        msg = "sandbox: cannot set up the host tools in %s: %s\n" % (CFG["tmp"], exc)
+        return {"exit_code": 126, "killed": None, "truncated": False, "notes": []}, b"", msg.encode()
+    try:
+        return run_with(req, disk, calls)
+    finally:
+        calls.close()
+
+
+def run_with(req, disk, calls):
     start = time.monotonic()
     deadline = start + req["timeout"]
     cap = LIM["output_bytes"]
@@ -440,7 +676,7 @@ def run(req, disk):
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
     try:
-        pid = spawn(req, w_out, w_err)
+        pid = spawn(req, w_out, w_err, None if calls is None else calls.dir)
     except (OSError, ValueError) as exc:
         for fd in (r_out, w_out, r_err, w_err):
             os.close(fd)
@@ -489,11 +725,17 @@ def run(req, disk):
         wait = max(0.0, min(deadline, next_tick) - now)
         if pidfd is None:
             wait = min(wait, 0.001)
-        ready = select.select(live + ([] if pidfd is None else [pidfd]), [], [], wait)[0]
+        readers = live + ([] if pidfd is None else [pidfd])
+        if calls is None:
+            ready = select.select(readers, [], [], wait)[0]
+        else:
+            ready, writable, _ = select.select(
+                readers + calls.readers(), calls.writers(), [], wait)
+            calls.serve(ready, writable)
         for fd in ready:
             if fd == pidfd:
                 status = os.waitpid(pid, 0)[1]
-            else:
+            elif fd in live:
                 pump(fd)
         if pidfd is None:
             done, code = os.waitpid(pid, os.WNOHANG)
@@ -533,20 +775,135 @@ def run(req, disk):
     return header, bytes(kept[r_out]), bytes(kept[r_err])
 
 
+IPC_RMID = 0
+IPC_KINDS = (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl"))
+
+
+def wipe(top, keep=()):
+    """Delete everything in the directory ``top`` but the names in ``keep``, as the sandbox uid;
+    None when it is empty then, else why not. Only called with no command process alive, so
+    nothing moves under the walk. Directories the agent locked (chmod 000, no write bit) are
+    ours: they are opened up (0700) before being entered and emptied. It walks by chdir like
+    :func:`usage` (no path longer than a name) and never crosses into another filesystem."""
+    try:
+        try:
+            top_st = enter(top)
+        except PermissionError:  # ours (the workspace root) but locked: open it up
+            os.chmod(top, 0o700)
+            top_st = enter(top)
+        if top_st.st_uid == UID_NOW:
+            os.chmod(".", 0o700)  # entries can only be removed from a writable directory
+        # Each level: (its name in the parent, its stat, the names still to delete in it).
+        stack = [(None, top_st, [n for n in listing() if n not in keep])]
+        while stack:
+            name, st, names = stack[-1]
+            if names:
+                entry = names.pop()
+                info = os.lstat(entry)
+                if not S_ISDIR(info.st_mode):
+                    os.unlink(entry)
+                    continue
+                if info.st_dev != top_st.st_dev:
+                    return "%s/.../%s is a mount point" % (top, entry)
+                os.chmod(entry, 0o700)
+                inner = enter(entry)
+                stack.append((entry, inner, listing()))
+                continue
+            stack.pop()
+            if name is not None:
+                up = enter("..")
+                if (up.st_dev, up.st_ino) != (stack[-1][1].st_dev, stack[-1][1].st_ino):
+                    return "%s changed while it was emptied" % top
+                os.rmdir(name)
+    except OSError as exc:
+        return "cannot empty %s: %s" % (top, exc)
+    finally:
+        os.chdir("/")
+    left = [n for n in os.listdir(top) if n not in keep]
+    return "%s still holds %r" % (top, left[:3]) if left else None
+
+
+def remove_ipc():
+    """Remove the System V IPC objects (shared memory, message queues, semaphore sets) the
+    agent made: they live in the sandbox's ipc namespace, not in a process, and would outlast
+    the episode. As their creator, the uid may remove them whatever their mode."""
+    for kind, remover in IPC_KINDS:
+        for line in read_lines("/proc/sysvipc/" + kind)[1:]:
+            fields = line.split()
+            if len(fields) > 1:
+                if kind == "sem":
+                    getattr(LIBC, remover)(int(fields[1]), 0, IPC_RMID)
+                else:
+                    getattr(LIBC, remover)(int(fields[1]), IPC_RMID, 0)
+        if len(read_lines("/proc/sysvipc/" + kind)) > 1:
+            return "System V %s objects are left" % kind
+    return None
+
+
+def read_lines(path):
+    try:
+        with open(path) as fh:
+            return fh.read().splitlines()
+    except OSError:
+        return []
+
+
+def reset_root():
+    """The workspace root itself stays (it is the bind mount): give back its mode and drop the
+    extended attributes (ACLs included) and times the agent may have set on it, so the next
+    episode cannot read anything from it."""
+    os.chmod(ROOT, ROOT_MODE)
+    for name in os.listxattr(ROOT):
+        os.removexattr(ROOT, name)
+    os.utime(ROOT)
+
+
+def reset(disk):
+    """Make this sandbox as new for another episode (a pool recycles it): kill every process,
+    remove the IPC objects, and empty the workspace, /tmp, /dev/shm and /dev/mqueue - all
+    that a command can write. Returns None, or why it is not clean (the host then closes the
+    sandbox instead). The host fills the workspace with the next task's files afterwards."""
+    if not PIDNS:
+        return "not in a pid namespace: leftovers cannot all be found"
+    kill_all(0, True)
+    if any(name.isdigit() and name != "1" for name in os.listdir("/proc")):
+        return "processes survived"
+    why = remove_ipc()
+    for top, keep in ((ROOT, ()), ("/tmp", TMP_KEEP), ("/dev/shm", ()), ("/dev/mqueue", ())):
+        if why is None and (top == ROOT or os.access(top, os.F_OK)):
+            why = wipe(top, keep)
+    if why is None:
+        try:
+            reset_root()
+        except OSError as exc:
+            why = "cannot reset the workspace root: %s" % exc
+    disk.stale = True  # walked at the next command, once the host refilled the workspace
+    return why
+
+
 def main():
+    global ROOT_MODE, TMP_KEEP, UID_NOW
     setup()
+    UID_NOW = os.geteuid()
+    ROOT_MODE = os.stat(ROOT).st_mode & 0o7777
+    # What bwrap made in /tmp (the parents of an environment mounted there): not the agent's.
+    TMP_KEEP = frozenset(os.listdir(CFG["tmp"])) if PIDNS else frozenset()
     disk = Disk()
     send({"ready": True})
-    stdin = sys.stdin.buffer
+    # The bootstrap read its frame through sys.stdin.buffer, which holds nothing more: the host
+    # sends its first request only once we are ready. From here on fd 0 is read directly.
     while True:
-        size = stdin.read(4)  # requests: 4-byte length, then marshal (from the host only)
-        if len(size) < 4:
+        req = next_request()
+        if req is None:
             break
         began = time.monotonic()
-        try:
-            req = marshal.loads(stdin.read(int.from_bytes(size, "little")))
-        except (ValueError, EOFError, TypeError) as exc:
-            send({"error": "bad request: %s" % exc})
+        if isinstance(req, dict) and req.get("reset") is True:
+            why = reset(disk)
+            send({"reset": why is None, "why": why, "duration_s": time.monotonic() - began})
+            continue
+        if not isinstance(req, dict) or "cmd" not in req:
+            if not (isinstance(req, dict) and "reply" in req):  # a late reply: its call ended
+                send({"error": "bad request: %r" % (req,)})
             continue
         header, out, err = run_any(req, disk)
         header["duration_s"] = time.monotonic() - began

@@ -5,7 +5,9 @@ the commands agents usually run. So :meth:`Sandbox.start` launches ``bwrap`` onc
 command server (``_sandbox_server.py``) as the sandbox's PID 1, and every :meth:`Sandbox.run` is one
 request/response on a pipe: the server spawns the command (``posix_spawn``, i.e. vfork speed),
 streams back bounded output and kills whatever the command left behind. Episodes never share a
-sandbox: each sees only its own workspace.
+sandbox at the same time, and each sees only its own workspace: a sandbox pool may hand one
+sandbox to several episodes in turn, but only after :meth:`Sandbox.reset_sync` killed every
+process and emptied all that commands can write (workspace, ``/tmp``, IPC objects).
 
 What the sandbox enforces (see ``SandboxLimits``):
 
@@ -45,6 +47,14 @@ What the sandbox enforces (see ``SandboxLimits``):
 - **No leftovers** - when a command ends, every other process in the sandbox is killed
   (``kill(-1)`` from PID 1 reaches the whole pid namespace, daemons included).
 
+**Host tools** (:class:`HostTools`, an embedding product's tools): for the one command that
+is given them, each is an executable on the command's PATH, in a private directory of its
+``/tmp`` with a socket of the server; a call (``name '{json}'`` or ``name --key value``) is
+one connection, which the server forwards to the host as a frame on its stdout and answers
+with the host's reply (a request on its stdin) while the command runs. Nothing else of the
+host is reachable through it: the server and the host each check the name, a call is capped
+at 1 MiB and eight may be open at once.
+
 If the server dies underneath (infrastructure failure) :meth:`Sandbox.run` raises
 :class:`SandboxError`, so the runtime can mark the episode ``sandbox_error`` instead of scoring it.
 ``unsafe_no_sandbox`` runs the same server as a plain subprocess in the workspace directory: the
@@ -62,6 +72,7 @@ import json
 import logging
 import marshal
 import os
+import re
 import select
 import shutil
 import signal
@@ -104,6 +115,11 @@ _HOST_GRACE_S = 15.0
 """How much longer than the command's timeout the host waits before declaring the server dead."""
 _START_TIMEOUT_S = 30.0
 _MAX_HEADER_BYTES = 1 << 20
+_MAX_TOOL_CALL_BYTES = (1 << 20) + 256
+"""A host tool call's arguments (the server's TOOL_REQUEST_MAX): one frame may carry them."""
+_MAX_TOOL_REPLY_CHARS = 1 << 20
+_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}\Z")
+"""A host tool is a file on the command's PATH: a plain name, and one no option looks like."""
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _FORBIDDEN_MOUNTS = (*_SYSTEM_DIRS, "/proc", "/dev", "/sys")
 _ETC_ALLOWLIST = (
@@ -132,6 +148,12 @@ _ETC_ALLOWLIST = (
 The rest of the host's /etc (credentials, service configs) stays out."""
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID")
 """All the server needs, and only until it drops to the sandbox uid at startup."""
+
+
+@functools.cache
+def _tool_client() -> str:
+    """The source of a host tool's client inside the sandbox (``_sandbox_tool.py``)."""
+    return Path(__file__).with_name("_sandbox_tool.py").read_text()
 
 
 @functools.cache
@@ -199,6 +221,21 @@ class SandboxLimits:
                     f"SandboxLimits.{item.name}={value!r} must be a positive number",
                     hint=f"pass a positive {item.type} (default {item.default!r})",
                 )
+
+
+@dataclass(frozen=True)
+class HostTools:
+    """Host functions a command may call from inside the sandbox (an embedding product's
+    tools, :mod:`harnessgrid.product_tools`): each name is a shell command in the sandbox
+    that sends its arguments to the host over the command channel and prints the reply.
+
+    ``names`` maps each command name to a one-line description (its ``--help``);
+    ``handler(name, arguments)`` runs on the host and returns ``(ok, text)``: ``text`` is
+    printed on stdout (exit 0) when ``ok``, on stderr (exit 1) otherwise.
+    """
+
+    names: Mapping[str, str]
+    handler: Callable[[str, dict[str, Any]], Awaitable[tuple[bool, str]]]
 
 
 @dataclass(frozen=True)
@@ -330,16 +367,53 @@ class _Channel:
 
     def __init__(self, read_fd: int, write_fd: int, max_payload: int) -> None:
         os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
         self._rfd = read_fd
         self._wfd = write_fd
         self._max_payload = max_payload
         self._buf = bytearray()
         self._eof = False
+        # Requests not yet written, whole frames in order: replies to host tool calls are
+        # queued from tasks while the server may be busy writing to us, so they must never
+        # block (both pipes full would deadlock) nor interleave with a request.
+        self._out = bytearray()
+        self._writer: asyncio.AbstractEventLoop | None = None
+
+    def _write(self) -> None:
+        try:
+            del self._out[: os.write(self._wfd, self._out)]
+        except BlockingIOError:
+            pass
 
     def send(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._wfd, view) :]
+        """Write ``data`` after anything still queued, waiting until all of it is written."""
+        self._out += data
+        self._write()
+        while self._out:
+            select.select([], [self._wfd], [])
+            self._write()
+
+    def queue(self, data: bytes) -> None:
+        """Write ``data`` after anything still queued, from the running event loop, as the pipe
+        takes it (a later :meth:`send` writes what is left)."""
+        self._out += data
+        self._pump()
+
+    def _pump(self) -> None:
+        try:
+            self._write()
+        except OSError:  # the server is gone: reading its output says so
+            self._out.clear()
+        if self._out and self._writer is None:
+            self._writer = asyncio.get_running_loop()
+            self._writer.add_writer(self._wfd, self._pump)
+        elif not self._out:
+            self.stop_writing()
+
+    def stop_writing(self) -> None:
+        if self._writer is not None:
+            self._writer.remove_writer(self._wfd)
+            self._writer = None
 
     def _parse(self) -> Frame | None:
         newline = self._buf.find(b"\n")
@@ -350,9 +424,10 @@ class _Channel:
         try:
             header = json.loads(self._buf[:newline])
             out_len, err_len = int(header.get("out_len", 0)), int(header.get("err_len", 0))
+            cap = max(self._max_payload, _MAX_TOOL_CALL_BYTES if "host_tool" in header else 0)
         except (ValueError, TypeError, AttributeError) as exc:
             raise _ProtocolError(f"malformed response header: {exc}") from exc
-        if out_len < 0 or err_len < 0 or out_len + err_len > self._max_payload:
+        if out_len < 0 or err_len < 0 or out_len + err_len > cap:
             raise _ProtocolError(f"response of {out_len}+{err_len} bytes is over the output cap")
         end = newline + 1 + out_len + err_len
         if len(self._buf) < end:
@@ -418,6 +493,55 @@ def _frame(message: dict[str, Any]) -> bytes:
     parse safely whatever the sandbox sends."""
     data = marshal.dumps(message)
     return len(data).to_bytes(4, "little") + data
+
+
+def _checked_tool_names(tools: HostTools) -> dict[str, str]:
+    names = dict(tools.names)
+    for name, description in names.items():
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise HarnessgridError(
+                f"host tool name {name!r} cannot be a command in the sandbox",
+                hint="use letters, digits, '_' and '-', starting with a letter or '_' "
+                     "(at most 64 characters), e.g. 'lookup_order'",
+            )
+        if not isinstance(description, str):
+            raise HarnessgridError(
+                f"the description of host tool {name!r} is {description!r}, not a string",
+                hint="map each name to a one-line description (its --help)",
+            )
+    return names
+
+
+async def _reply_to_call(channel: _Channel, tools: HostTools, call_id: int, name: str,
+                         arguments: bytes, ended: asyncio.Event) -> None:
+    ok, text = await _answer_call(tools, name, arguments)
+    if len(text) > _MAX_TOOL_REPLY_CHARS:
+        text = text[:_MAX_TOOL_REPLY_CHARS] + f"\n[truncated to {_MAX_TOOL_REPLY_CHARS} characters]"
+    if not ended.is_set():  # a handler that ignored its cancellation: nobody waits any more
+        channel.queue(_frame({"reply": call_id, "ok": ok, "text": text}))
+
+
+async def _answer_call(tools: HostTools, name: str, arguments: bytes) -> tuple[bool, str]:
+    """The handler's answer to a call from the sandbox, or why there is none. The call is the
+    agent's: its name is checked again here (the server checked it too), and nothing in it
+    makes this raise."""
+    if name not in tools.names:
+        return False, f"{name!r} is not a host tool of this command"
+    try:
+        parsed = json.loads(arguments)
+    except (ValueError, RecursionError) as exc:
+        return False, f"{name}: the arguments are not valid JSON: {exc}"
+    if not isinstance(parsed, dict):
+        return False, f"{name}: the arguments must be a JSON object, not {type(parsed).__name__}"
+    try:
+        answer = await tools.handler(name, parsed)
+    except Exception as exc:  # the product's bug, reported to the agent as a failed call
+        logger.warning("host tool %r raised", name, exc_info=True)
+        return False, f"{name} failed on the host: {type(exc).__name__}: {exc}"
+    if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], str)):
+        logger.warning("host tool handler for %r returned %r, not (ok, text)", name, answer)
+        return False, f"{name} failed on the host: its handler returned no (ok, text) pair"
+    return bool(answer[0]), answer[1]
 
 
 def _kill_process(proc: subprocess.Popen[bytes], server: int | None = None) -> None:
@@ -587,6 +711,12 @@ class Sandbox:
         except (OSError, ValueError):
             return False
 
+    def idle(self) -> bool:
+        """Running, with no command running or cut short (cancelled): every process the
+        episode's commands started is gone - the server kills them all before it answers -
+        so the workspace holds still (graders may copy it with the sandbox still up)."""
+        return self.running and not self._busy and not self._interrupted
+
     @property
     def server_pid(self) -> int | None:
         """Host pid of the command server (the sandbox's PID 1), for diagnostics."""
@@ -669,6 +799,8 @@ class Sandbox:
             "quota": self.limits.workspace_mb * MB,
             "discard_factor": _DISCARD_FACTOR,
             "env": self._base_env(),
+            # Where a command's host tools live while it runs (HostTools): its own /tmp.
+            "tmp": tempfile.gettempdir() if self.unsafe_no_sandbox else "/tmp",
         }
         python = os.path.realpath(sys.executable)
         server = [python, "-I", "-S", "-c", _BOOTSTRAP]
@@ -764,6 +896,9 @@ class Sandbox:
                 mount("--ro-bind", f"{rootfs}/etc/{name}", f"/etc/{name}")
         mount("--proc", None, "/proc")
         mount("--dev", None, "/dev")
+        # POSIX message queues live in the ipc namespace, not in a process: mounted, a reset
+        # can list and remove those an episode left (Sandbox.reset_sync).
+        mount("--mqueue", None, "/dev/mqueue")
         args += ["--perms", "1777", "--size", str(self.limits.tmp_mb * MB)]
         mount("--tmpfs", None, "/tmp")
         prefixes = [os.path.realpath(sys.base_prefix)]  # the server's interpreter, read-only
@@ -819,6 +954,48 @@ class Sandbox:
                     pass
                 _kill_process(proc, self._server_pidfd())
             self._release_host_state()
+
+    def reset_sync(self, timeout_s: float = 10.0) -> str | None:
+        """Make a started sandbox as new for another episode over the same workspace (a
+        :class:`~harnessgrid.sandbox_pool.SandboxPool` recycles its sandboxes this way), or say
+        why it cannot be: None when done; otherwise the reason, and the caller must close it.
+
+        The server kills every process, removes the episode's System V IPC objects and POSIX
+        message queues, and empties everything a command can write - the workspace, ``/tmp``,
+        ``/dev/shm`` - locked directories included, then gives the workspace root its mode
+        back without the attributes the agent set. Refused for a sandbox that is not plainly
+        idle and healthy: never started, closed, dead, interrupted (a cancelled command), busy,
+        unsandboxed (no pid namespace to find every leftover) or with extra binds."""
+        why = self._why_not_resettable()
+        if why is not None:
+            return why
+        channel = self._usable_channel()
+        try:
+            self._guard_sync(lambda: channel.send(_frame({"reset": True})))
+            header = self._guard_sync(
+                lambda: channel.read_sync(time.monotonic() + timeout_s))[0]
+        except SandboxError as exc:
+            return str(exc.message)
+        if header.get("reset") is not True:
+            return f"the sandbox server could not reset: {header.get('why') or header!r}"
+        return None
+
+    def _why_not_resettable(self) -> str | None:
+        if not self.running:
+            return "the sandbox is not running"
+        if self.unsafe_no_sandbox:
+            return "an unsandboxed server cannot find every leftover process"
+        if self._interrupted:
+            return "a command was interrupted (cancelled): the server may still be busy"
+        if self._busy:
+            return "a command is running"
+        if self._binds or self._made_mountpoints:
+            return "the sandbox has extra binds"
+        if self._channel is None or self._channel._buf or self._channel._out:
+            return "unread or unsent data is pending on the server's channel"
+        if not self.alive():
+            return "the sandbox server is gone"
+        return None
 
     def _begin_close(self) -> subprocess.Popen[bytes] | None:
         if self._closed:
@@ -889,15 +1066,19 @@ class Sandbox:
         timeout_s: float | None = None,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
+        host_tools: HostTools | None = None,
     ) -> CommandResult:
         """Run ``command`` with ``bash -c`` (``sh`` where there is no bash); starts the sandbox
         if needed.
 
         ``cwd`` is confined like any workspace path (relative, or absolute under mount_path);
         ``timeout_s`` overrides ``limits.wall_s``; ``env`` adds to a minimal environment (the
-        host's environment, API keys included, never reaches the command).
+        host's environment, API keys included, never reaches the command). ``host_tools``
+        are commands of this command's lifetime that call back to the host (:class:`HostTools`):
+        ``name '{"key": "value"}'`` or ``name --key value``; the command's time limit keeps
+        running while the host answers.
         """
-        request, timeout = self._request(command, timeout_s, cwd, env)
+        request, timeout = self._request(command, timeout_s, cwd, env, host_tools)
         loop = asyncio.get_running_loop()
         lock = self._locks.setdefault(loop, asyncio.Lock())
         async with lock:
@@ -908,7 +1089,7 @@ class Sandbox:
             self._busy = True
             try:
                 self._guard_sync(lambda: channel.send(request))
-                frame = await self._guard(channel.read_async(deadline))
+                frame = await self._converse(channel, deadline, host_tools)
             except asyncio.CancelledError:
                 self._interrupted = True  # the server is busy: close must not wait for it
                 raise
@@ -923,8 +1104,15 @@ class Sandbox:
         timeout_s: float | None = None,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
+        host_tools: HostTools | None = None,
     ) -> CommandResult:
-        """:meth:`run` for synchronous callers (CLI, tests); not while an async run is pending."""
+        """:meth:`run` for synchronous callers (CLI, tests); not while an async run is pending,
+        and without host tools (their handlers are coroutines: use :meth:`run`)."""
+        if host_tools is not None:
+            raise HarnessgridError(
+                "run_sync() cannot serve host tools: their handlers run on an event loop",
+                hint="use `await sandbox.run(command, host_tools=...)`",
+            )
         request, timeout = self._request(command, timeout_s, cwd, env)
         if self._busy:
             raise SandboxError("run_sync() called while another command runs in this sandbox")
@@ -941,6 +1129,7 @@ class Sandbox:
         timeout_s: float | None,
         cwd: str | None,
         env: Mapping[str, str] | None,
+        host_tools: HostTools | None = None,
     ) -> tuple[bytes, float]:
         if not isinstance(command, str) or "\0" in command:
             raise HarnessgridError(
@@ -972,8 +1161,41 @@ class Sandbox:
                     f"environment entry {key!r}={value!r} is not a valid variable",
                     hint="keys need no '=' or NUL; keys and values must be strings",
                 )
-        request = {"cmd": command, "cwd": sandbox_cwd, "env": extra, "timeout": timeout}
+        request: dict[str, Any] = {
+            "cmd": command, "cwd": sandbox_cwd, "env": extra, "timeout": timeout}
+        if host_tools is not None and host_tools.names:
+            request["tools"] = _checked_tool_names(host_tools)
+            request["client"] = _tool_client()
         return _frame(request), float(timeout)
+
+    async def _converse(
+        self, channel: _Channel, deadline: float, tools: HostTools | None
+    ) -> Frame:
+        """The command's result, answering its host tool calls as they come in, each in a task
+        of its own (a slow tool holds up no other call); calls still running when the command
+        ends are cancelled (their callers are gone)."""
+        if tools is None:
+            return await self._guard(channel.read_async(deadline))
+        ended = asyncio.Event()
+        calls: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                frame = await self._guard(channel.read_async(deadline))
+                call = frame[0].get("host_tool")
+                if call is None:
+                    return frame
+                if not (isinstance(call, dict) and isinstance(call.get("id"), int)
+                        and isinstance(call.get("name"), str)):
+                    self._fail(f"the sandbox server sent a malformed host tool call: {call!r:.200}")
+                task = asyncio.create_task(
+                    _reply_to_call(channel, tools, call["id"], call["name"], frame[1], ended))
+                calls.add(task)
+                task.add_done_callback(calls.discard)
+        finally:
+            ended.set()
+            for task in list(calls):
+                task.cancel()
+            channel.stop_writing()  # the next request's send() writes any reply left queued
 
     def _result(self, frame: Frame) -> CommandResult:
         header, out, err = frame

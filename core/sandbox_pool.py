@@ -7,15 +7,23 @@ earlier episodes run: each over an *empty* workspace directory (a sandbox is bou
 workspace at launch), which :meth:`SandboxPool.acquire` then fills with the task's files
 (``Workspace.create(into=...)``, owned by the sandbox's uid).
 
-Isolation is unchanged: a pooled sandbox serves exactly one episode and is closed after it, its
-directory removed; nothing carries over. Only what can be decided before the task is known is
-pooled - the mount path, the limits, the sandbox mode and the environment (the
-:class:`PoolKey`); an episode that
-needs anything else (another mount path, other limits, extra binds) gets a fresh start, as
-without a pool. A pooled sandbox whose server died while it waited is discarded, never handed
-out. Closing the pool (``async with`` does it, on errors and cancellation too) stops what is
-still waiting and removes its directories; returned sandboxes are closed in the background and
-awaited by :meth:`SandboxPool.close`.
+A returned sandbox is recycled for a later episode instead of closed (:meth:`SandboxPool.
+release`): its server kills every process, removes the IPC objects, and empties the workspace,
+``/tmp`` and ``/dev/shm`` (:meth:`Sandbox.reset_sync`, about a millisecond against tens for a
+start), and it goes back to the pool - so sequential and concurrent episodes stop paying a
+sandbox start each. Isolation holds as with a fresh sandbox: a sandbox is lent to one episode
+at a time, and the next one sees none of the previous episode's files or processes. A sandbox
+whose reset fails, or that is not plainly healthy when returned (closed - a graded episode
+closes its sandbox before grading unless it is idle -, dead, a command cancelled, busy,
+unsandboxed), is closed and its directory removed; so is one that served ``reuse`` episodes (a bound on whatever a reset might miss),
+or one the pool has no room for. ``reuse=1`` turns recycling off. Only what can be decided
+before the task is known is pooled - the mount path, the limits, the sandbox mode and the
+environment (the :class:`PoolKey`); an episode that needs anything else (another mount
+path, other limits, extra binds) gets a fresh start, as without a pool. A pooled sandbox whose
+server died while it waited is discarded, never handed out. Closing the pool (``async with``
+does it, on errors and cancellation too) stops what is still waiting and removes its
+directories; returned sandboxes are reset or closed in the background, awaited by
+:meth:`SandboxPool.close`.
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ _Ready = tuple[Workspace, Sandbox]
 
 MIN_SLOTS = 2
 """Sandboxes a pool keeps started even for one episode at a time (a smaller ``size`` is raised)."""
+DEFAULT_REUSE = 50
+"""Episodes one pooled sandbox serves, reset in between, before it is closed."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,10 @@ class PoolStats:
     fresh: int = 0
     discarded: int = 0
     failed_starts: int = 0
+    recycled: int = 0
+    """Returned sandboxes reset and put back for another episode."""
+    not_recycled: int = 0
+    """Returned sandboxes closed instead: unhealthy, a failed reset, worn out or no room."""
 
 
 def _prestart(key: PoolKey) -> _Ready:
@@ -76,6 +90,14 @@ def _prestart(key: PoolKey) -> _Ready:
         ws.cleanup()
         raise
     return ws, sandbox
+
+
+def _reset(ws: Workspace, sandbox: Sandbox) -> str | None:
+    """Blocking: make a returned sandbox as new (None), or say why it cannot be."""
+    why: str | None = sandbox.reset_sync()
+    if why is None and any(ws.root.iterdir()):  # the server emptied it: trust, but verify
+        why = "the workspace is not empty after the reset"
+    return why
 
 
 def _dispose(ws: Workspace, sandbox: Sandbox | None) -> None:
@@ -93,14 +115,20 @@ class SandboxPool:
     for episodes matching ``key``.
 
     ``expected`` (optional) is how many episodes will ask: the pool then starts no more than
-    that in all, so the last episodes leave no unused sandboxes to throw away. Use it as
-    ``async with SandboxPool(8) as pool:`` and pass ``pool=`` to
+    that in all, so the last episodes leave no unused sandboxes to throw away. ``reuse`` is how
+    many episodes one sandbox may serve in turn, reset in between (1: close each after its
+    episode). Use it as ``async with SandboxPool(8) as pool:`` and pass ``pool=`` to
     :func:`~harnessgrid.runtime.run_episode`; :func:`~harnessgrid.runtime.run_episodes` makes
     one itself, sized to its concurrency.
+
+    Recycling, the pool keeps at most ``size + 1`` sandboxes in all (lent, waiting, starting
+    or being reset; at least :data:`MIN_SLOTS`): one spare, so an episode rarely waits for
+    the reset of the one before it. Acquisitions beyond that are still served (a start each),
+    and what they return is closed.
     """
 
     def __init__(self, size: int, key: PoolKey | None = None, *,
-                 expected: int | None = None) -> None:
+                 expected: int | None = None, reuse: int = DEFAULT_REUSE) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise HarnessgridError(f"SandboxPool size={size!r} must be a whole number >= 0",
                                    hint="size it to the number of episodes run at once")
@@ -108,17 +136,26 @@ class SandboxPool:
                                      or expected < 0):
             raise HarnessgridError(f"SandboxPool expected={expected!r} must be a whole number "
                                    ">= 0 or None", hint="pass how many episodes will run")
+        if isinstance(reuse, bool) or not isinstance(reuse, int) or reuse < 1:
+            raise HarnessgridError(f"SandboxPool reuse={reuse!r} must be a whole number >= 1",
+                                   hint="episodes one sandbox may serve; 1 turns recycling off")
         self.key = key or PoolKey()
         # A mount path the sandbox refuses cannot be pooled; those episodes fail as before.
         # One slot cannot keep up with episodes shorter than a start (scripted ones, quick
         # failures): a sequential run would wait for each start. Two let starts overlap.
         pooled = size > 0 and not mount_conflict(self.key.mount_path)
         self.size = max(size, MIN_SLOTS) if pooled else 0
+        self.reuse = reuse
+        # Recycled sandboxes come back: count them all, with one spare (see the class doc).
+        self._capacity = max(size + 1, MIN_SLOTS) if pooled else 0
         self.stats = PoolStats()
         self._to_start = expected
         self._ready: deque[_Ready] = deque()
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._starting = 0
+        self._resetting = 0
+        self._lent: dict[Sandbox, int] = {}  # handed out, not returned yet: episodes served
+        self._uses: dict[Sandbox, int] = {}  # waiting or resetting: episodes served so far
         self._pending: set[asyncio.Future[object]] = set()
         self._closed = False
 
@@ -169,6 +206,10 @@ class SandboxPool:
             await _finish_or_undo(made, lambda ws: self.release(ws, None))
             return made.result(), None
         ws, sandbox = ready
+        if sandbox in self._lent:  # cannot happen: the invariant the isolation rests on
+            raise HarnessgridError("the sandbox pool would lend one sandbox twice",
+                                   hint="this is a bug in harnessgrid.sandbox_pool; report it")
+        self._lent[sandbox] = self._uses.pop(sandbox, 0) + 1
         self.stats.handed_out += 1
         self._refill()  # the next episodes' sandboxes start while this one runs
         if source_dir is None and _small(files):
@@ -177,25 +218,70 @@ class SandboxPool:
             try:
                 Workspace.create(files, mount_path=key.mount_path, into=ws)
             except BaseException:
-                self.release(ws, sandbox)
+                self._discard(ws, sandbox)  # create() removed the workspace already
                 raise
             return ws, sandbox
         filled = off_loop_detached(lambda: Workspace.create(files, source_dir,
                                                             mount_path=key.mount_path, into=ws))
-        await _finish_or_undo(filled, lambda _: self.release(ws, sandbox),
-                              on_error=lambda: self.release(ws, sandbox))
+        await _finish_or_undo(filled, lambda _: self._discard(ws, sandbox),
+                              on_error=lambda: self._discard(ws, sandbox))
         return ws, sandbox
 
     def release(self, ws: Workspace, sandbox: Sandbox | None) -> None:
-        """The episode is over: close its sandbox and remove its workspace, in the background
-        (never blocks, so it is safe in ``finally`` under cancellation)."""
-        self._background(lambda: _dispose(ws, sandbox))
+        """The episode is over: its sandbox is reset and put back for another episode, or
+        closed and its workspace removed (see the module doc) - in the background (never
+        blocks, so it is safe in ``finally`` under cancellation). Give each sandbox back once."""
+        if sandbox is None:
+            self._background(lambda: _dispose(ws, None))
+            return
+        uses = self._lent.pop(sandbox, None)
+        if uses is None:
+            raise HarnessgridError("this sandbox is not lent by this pool (returned twice?)",
+                                   hint="call release() once per acquire(), with what it gave")
+        if (self._closed or uses >= self.reuse or not sandbox.idle()
+                or sandbox.unsafe_no_sandbox  # no pid namespace: leftovers cannot all be found
+                or self._total() >= self._capacity):  # (the others: this one is not lent now)
+            self._not_recycled(ws, sandbox)
+            return
+        self._resetting += 1
+        future = self._background(lambda: _reset(ws, sandbox))
+        future.add_done_callback(functools.partial(self._reset_done, ws, sandbox, uses))
 
     def waiting(self) -> list[Sandbox]:
         """The started sandboxes not handed out yet (diagnostics and tests)."""
         return [sandbox for _, sandbox in self._ready]
 
     # ------------------------------------------------------------------ internals
+
+    def _total(self) -> int:
+        """Sandboxes of this pool alive or on their way: lent, waiting, starting, resetting."""
+        return len(self._lent) + len(self._ready) + self._starting + self._resetting
+
+    def _discard(self, ws: Workspace, sandbox: Sandbox) -> None:
+        """A lent sandbox that must not serve again (its workspace failed to fill)."""
+        self._lent.pop(sandbox, None)
+        self._background(functools.partial(_dispose, ws, sandbox))
+        self._refill()
+
+    def _not_recycled(self, ws: Workspace, sandbox: Sandbox) -> None:
+        self.stats.not_recycled += 1
+        self._background(functools.partial(_dispose, ws, sandbox))
+        self._refill()
+
+    def _reset_done(self, ws: Workspace, sandbox: Sandbox, uses: int,
+                    future: asyncio.Future[object]) -> None:
+        self._resetting -= 1
+        why = None if future.cancelled() else (future.exception() or future.result())
+        if why is not None or self._closed:
+            if why is not None:
+                logger.info("a returned sandbox is closed, not recycled: %s", why)
+            self._not_recycled(ws, sandbox)
+            self._wake()  # a waiter counting on this one starts its own
+            return
+        self.stats.recycled += 1
+        self._uses[sandbox] = uses
+        self._ready.append((ws, sandbox))
+        self._wake()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -211,10 +297,9 @@ class SandboxPool:
                 self._check_open()
                 if self.stats.failed_starts > failures:
                     return None
-                if self._starting == 0:
-                    self._start_one()  # whatever ``expected`` said: never wait on nothing
                 waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                 self._waiters.append(waiter)
+                self._refill()  # a sandbox on its way for it
                 try:
                     await waiter
                 except asyncio.CancelledError:
@@ -229,15 +314,26 @@ class SandboxPool:
                 return ws, sandbox
             logger.warning("a pre-started sandbox died while waiting; discarded")
             self.stats.discarded += 1
+            self._uses.pop(sandbox, None)
             self._background(functools.partial(_dispose, ws, sandbox))
             if self._to_start is not None:
                 self._to_start += 1  # its episode still needs one
             self._refill()
 
     def _refill(self) -> None:
-        while (not self._closed and len(self._ready) + self._starting < self.size
-               and (self._to_start is None or self._to_start > 0)):
+        """Start sandboxes until ``size`` are waiting or on their way (within the capacity
+        when recycling); while acquisitions wait, at least one is always on its way, even
+        past ``expected`` or the capacity (a caller may hold all the others)."""
+        while not self._closed and (self._to_start is None or self._to_start > 0):
+            supply = len(self._ready) + self._starting + self._resetting
+            room = self.reuse == 1 or self._total() < self._capacity
+            waiting = sum(not w.done() for w in self._waiters)
+            if not (supply < self.size or waiting > supply) or not room:
+                break
             self._start_one()
+        if (not self._closed and self._starting == 0 and self._resetting == 0 and not self._ready
+                and any(not w.done() for w in self._waiters)):
+            self._start_one()  # never leave an acquisition waiting on nothing
 
     def _start_one(self) -> None:
         self._starting += 1
@@ -274,7 +370,7 @@ class SandboxPool:
                     return
 
     def _background(self, action: Callable[[], object]) -> asyncio.Future[object]:
-        future = off_loop_detached(action)
+        future: asyncio.Future[object] = off_loop_detached(action)
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
         future.add_done_callback(_log_failure)

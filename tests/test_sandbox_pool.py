@@ -1,7 +1,9 @@
 """Pre-started sandboxes (``harnessgrid.sandbox_pool``) with real bubblewrap sandboxes and the
 scripted oracle through the built-in ``bash_only`` harness: a pooled sandbox serves one episode
-only, leaves nothing to the next, is discarded when its server died, and gives the same
-trajectory as a fresh start."""
+at a time, is recycled (reset) for the next one, which finds nothing of the previous episode -
+files, /tmp, IPC objects, processes, workspace attributes, quota use -, is closed instead when
+its command was cancelled or it served its ``reuse``, is discarded when its server died, and
+gives the same trajectory as a fresh start."""
 
 from __future__ import annotations
 
@@ -126,13 +128,15 @@ def test_a_pooled_sandbox_whose_server_died_is_discarded() -> None:
     run(main())
 
 
-def test_a_sequential_pool_keeps_two_sandboxes_started() -> None:
+@pytest.mark.parametrize("reuse", [1, 50])
+def test_a_sequential_pool_keeps_two_sandboxes_started(reuse: int) -> None:
     """One episode at a time still gets two started sandboxes, so an episode shorter than a
-    start does not wait for the next start alone; ``expected`` still caps what is started."""
+    start does not wait for the next start alone; ``expected`` still caps what is started.
+    Recycling, the returned sandbox is one of the two (no third start)."""
     assert SandboxPool(1).size == 2 and SandboxPool(0).size == 0 and SandboxPool(5).size == 5
 
-    async def main() -> None:
-        async with SandboxPool(1, expected=3) as pool:
+    async def main() -> SandboxPool:
+        async with SandboxPool(1, expected=3, reuse=reuse) as pool:
             while len(pool.waiting()) < 2:
                 await asyncio.sleep(0.01)
             ws, sb = await pool.acquire({"a": "b"})
@@ -140,9 +144,13 @@ def test_a_sequential_pool_keeps_two_sandboxes_started() -> None:
             pool.release(ws, sb)
             while len(pool.waiting()) < 2:
                 await asyncio.sleep(0.01)
-        assert pool.stats.started == 3
+        return pool
 
-    run(main())
+    pool = run(main())
+    if reuse == 1:
+        assert pool.stats.started == 3 and pool.stats.recycled == 0
+    else:
+        assert pool.stats.started == 2 and pool.stats.recycled == 1
 
 
 def test_closing_the_pool_leaves_no_process_uid_or_directory() -> None:
@@ -233,9 +241,11 @@ def test_episodes_the_pool_cannot_serve_start_their_own(bash_harness: ComposedHa
     assert pool.stats.fresh == 1 and pool.stats.handed_out == 0 and pool.stats.started == 0
 
 
-def test_pool_size_must_be_a_count() -> None:
+def test_pool_size_and_reuse_must_be_counts() -> None:
     with pytest.raises(HarnessgridError, match="size=-1"):
         SandboxPool(-1)
+    with pytest.raises(HarnessgridError, match="reuse=0"):
+        SandboxPool(2, reuse=0)
 
 
 def test_failed_starts_send_every_waiter_to_a_fresh_start() -> None:
@@ -257,3 +267,226 @@ def test_failed_starts_send_every_waiter_to_a_fresh_start() -> None:
     pool = run(main())
     assert pool.stats.failed_starts >= 1 and pool.stats.fresh == 3
     assert pool.stats.handed_out == 0
+
+
+# ---------------------------------------------------------------------------- recycling
+
+LEAVE_EVERYTHING = r"""
+set -e
+(setsid sleep 300 >/dev/null 2>&1 &)
+nohup sleep 301 >/dev/null 2>&1 &
+mkdir -p locked/inner deep/a/b/c /tmp/locked/inner
+echo secret > locked/inner/f; echo secret > deep/a/b/c/f; echo secret > .hidden
+echo secret > /tmp/locked/inner/f; echo secret > /tmp/.hidden
+chmod 000 locked/inner locked /tmp/locked/inner /tmp/locked; chmod 444 .hidden
+touch /dev/shm/leak 2>/dev/null || true
+head -c 3000000 /dev/zero > big
+python3 - <<'PY'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+IPC_CREAT = 0o1000
+assert libc.shmget(4242, 4096, IPC_CREAT | 0o600) >= 0
+assert libc.msgget(4243, IPC_CREAT | 0o600) >= 0
+assert libc.semget(4244, 1, IPC_CREAT | 0o600) >= 0
+rt = ctypes.CDLL("librt.so.1", use_errno=True)
+rt.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+assert rt.mq_open(b"/leak", os.O_CREAT | os.O_RDWR, 0o600, None) >= 0, ctypes.get_errno()
+os.setxattr(".", "user.secret", b"42")
+os.utime(".", (1_000_000_000, 1_000_000_000))
+PY
+chmod 751 .
+echo done
+"""
+
+LOOK_FOR_LEFTOVERS = r"""
+ls -A; ls -A /tmp; ls -A /dev/shm; ls -A /dev/mqueue
+tail -n +2 /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | grep -c '^ *[0-9]' || true
+cat /proc/[0-9]*/comm | sort | tr '\n' ' '; echo
+stat -c '%a %Y' .
+python3 -c 'import os; print(os.listxattr("."))'
+"""
+
+
+def test_a_recycled_sandbox_leaves_nothing_of_the_previous_episode() -> None:
+    """Episode A leaves daemons (setsid, nohup), locked directories in the workspace and /tmp,
+    IPC objects (System V shared memory, message queue, semaphores; a POSIX message queue), a
+    3 MB file, an xattr, odd times and mode on the workspace root. The pool recycles its
+    sandbox (the same server) for episode B, which finds none of it, has the whole quota to
+    itself, and gets its own task's files."""
+    from harnessgrid.sandbox import SandboxLimits
+
+    async def main() -> tuple[list[Any], SandboxPool]:
+        key = PoolKey(limits=SandboxLimits(workspace_mb=5))
+        async with SandboxPool(1, key, expected=1) as pool:
+            ws, a = await pool.acquire({"task-a.txt": "a\n"})
+            assert a is not None
+            server = a.server_pid
+            left = await a.run(LEAVE_EVERYTHING)
+            assert left.stdout.strip() == "done", left
+            pool.release(ws, a)
+            ws, b = await pool.acquire({"task-b.txt": "b\n"})
+            assert b is a and b.server_pid == server  # recycled, not started again
+            looked = await b.run(LOOK_FOR_LEFTOVERS)
+            # The whole 5 MB quota is B's: 4 MB fit (A's 3 MB would have left no room) ...
+            fits = await b.run("head -c 4000000 /dev/zero > mine && echo ok")
+            # ... and the quota still holds.
+            over = await b.run("head -c 2000000 /dev/zero > more; echo $?")
+            pool.release(ws, b)
+        return [looked, fits, over], pool
+
+    (looked, fits, over), pool = run(main())
+    lines = looked.stdout.splitlines()
+    assert lines[0] == "task-b.txt"  # only B's file: the ls of /tmp, shm, mqueue print nothing
+    assert lines[1] == "0"  # no System V IPC object
+    assert "sleep" not in lines[2].split()  # (the rest: the server and this very pipeline)
+    mode, mtime = lines[3].split()
+    assert mode == "700" and int(mtime) > 1_000_000_000
+    assert lines[4] == "[]" and len(lines) == 5, looked
+    assert fits.stdout == "ok\n" and fits.killed is None
+    assert over.killed == "disk_quota" or over.stdout.strip() != "0"
+    assert pool.stats.started == 1 and pool.stats.recycled >= 1
+    host_sleepers = [p for p in os.listdir("/proc") if p.isdigit()
+                     and _cmdline(p) in ("sleep\0300\0", "sleep\0301\0")]
+    assert host_sleepers == []
+
+
+def test_recycled_episodes_through_run_episode(bash_harness: ComposedHarness) -> None:
+    """Sequential episodes on a one-sandbox pool: each is served by the same recycled
+    sandbox and sees only its own task's files."""
+    tasks = [shell_task(f"t{i}", "ls -A; ls -A /tmp", f"echo {i} > /tmp/mine{i} && touch w{i}",
+                        files={f"f{i}": "x"}) for i in range(4)]
+
+    async def main() -> tuple[list[Trajectory], SandboxPool]:
+        async with SandboxPool(1, expected=1) as pool:
+            trajs = [await run_episode(bash_harness, t, ScriptedPolicy(), pool=pool)
+                     for t in tasks]
+        return trajs, pool
+
+    trajs, pool = run(main())
+    for i, traj in enumerate(trajs):
+        assert traj.termination == "finished"
+        assert outputs(traj)[0][1] == f"f{i}\n"
+    assert pool.stats.started == 1 and pool.stats.recycled == 3 and pool.stats.handed_out == 4
+
+
+def test_concurrent_episodes_never_share_a_recycled_sandbox() -> None:
+    """Many episodes at once on a small recycling pool: no sandbox is ever lent to two of them
+    at the same time, and each sees only its own files, however often sandboxes come back."""
+    in_use: set[int] = set()
+    overlaps: list[int] = []
+
+    async def episode(pool: SandboxPool, i: int) -> str:
+        ws, sb = await pool.acquire({f"mine-{i}": f"{i}\n"})
+        assert sb is not None
+        if id(sb) in in_use:
+            overlaps.append(i)
+        in_use.add(id(sb))
+        try:
+            result = await sb.run(f"echo {i} > /tmp/t; sleep 0.02; cat /tmp/t; ls -A; ls -A /tmp")
+            return str(result.stdout)
+        finally:
+            in_use.discard(id(sb))
+            pool.release(ws, sb)
+
+    async def main() -> tuple[list[str], SandboxPool]:
+        async with SandboxPool(3, expected=24) as pool:
+            got = await asyncio.gather(*(episode(pool, i) for i in range(24)))
+        return got, pool
+
+    got, pool = run(main())
+    assert overlaps == []
+    for i, out in enumerate(got):
+        assert out == f"{i}\nmine-{i}\nt\n"
+    assert pool.stats.recycled > 0 and pool.stats.started < 24
+
+
+def test_a_sandbox_whose_command_was_cancelled_is_not_recycled() -> None:
+    """Cancelled mid-command (the server is busy), or closed by its episode (graded episodes
+    close theirs before grading): either sandbox is closed, never lent again."""
+    async def main() -> tuple[list[Sandbox], SandboxPool]:
+        async with SandboxPool(1, expected=2) as pool:
+            ws, busy = await pool.acquire()
+            assert busy is not None
+            command = asyncio.create_task(busy.run("sleep 30"))
+            await asyncio.sleep(0.3)
+            command.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await command
+            pool.release(ws, busy)
+            ws, closed = await pool.acquire()
+            assert closed is not None and closed is not busy
+            await closed.close()
+            pool.release(ws, closed)
+            ws, third = await pool.acquire()
+            assert third is not None and third not in (busy, closed)
+            assert (await third.run("echo fine")).stdout == "fine\n"
+            pool.release(ws, third)
+        return [busy, closed], pool
+
+    (busy, closed), pool = run(main())
+    assert pool.stats.not_recycled >= 2 and pool.stats.handed_out == 3
+    assert not busy.running and not closed.running
+    assert _our_children() == []
+
+
+def test_a_sandbox_is_closed_after_reuse_episodes() -> None:
+    async def main() -> tuple[list[Any], SandboxPool]:
+        async with SandboxPool(1, expected=1, reuse=2) as pool:
+            pids = []
+            for _ in range(3):
+                ws, sb = await pool.acquire()
+                assert sb is not None
+                pids.append(sb.server_pid)
+                pool.release(ws, sb)
+        return pids, pool
+
+    pids, pool = run(main())
+    assert pids[0] == pids[1] != pids[2]
+    assert pool.stats.recycled == 1 and pool.stats.started == 2
+
+
+def test_a_sandbox_cannot_be_returned_twice() -> None:
+    async def main() -> None:
+        async with SandboxPool(1, expected=1) as pool:
+            ws, sb = await pool.acquire()
+            pool.release(ws, sb)
+            with pytest.raises(HarnessgridError, match="returned twice"):
+                pool.release(ws, sb)
+
+    run(main())
+
+
+def test_graded_episodes_are_graded_then_recycled(bash_harness: ComposedHarness) -> None:
+    """A graded episode whose sandbox is idle at the end is graded on its final workspace with
+    the sandbox still up, then the sandbox is recycled; the next episode (graded too) sees
+    nothing of it. An episode cut short mid-command (its wall limit) is closed instead."""
+    from harnessgrid.grading_io import read_text
+    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.tasks import FunctionGrader
+
+    def grader(root: Any, transcript: Any) -> dict[str, float]:
+        found = (root / "answer.txt").is_file() and read_text(root, "answer.txt").strip()
+        return {"answer": float(found == "42")}
+
+    def graded(task_id: str, *commands: str) -> Task:
+        return shell_task(task_id, *commands).model_copy(
+            update={"grader": FunctionGrader(grader)})
+
+    first = graded("first", "echo 42 > answer.txt", "echo left > /tmp/left")
+    second = graded("second", "ls -A; ls -A /tmp")
+    slow = graded("slow", "sleep 30")
+
+    async def main() -> tuple[list[Trajectory], SandboxPool]:
+        async with SandboxPool(1, expected=1) as pool:
+            one = await run_episode(bash_harness, first, ScriptedPolicy(), pool=pool)
+            two = await run_episode(bash_harness, second, ScriptedPolicy(), pool=pool)
+            three = await run_episode(bash_harness, slow, ScriptedPolicy(),
+                                      EpisodeLimits(wall_s=0.5), pool=pool)
+        return [one, two, three], pool
+
+    (one, two, three), pool = run(main())
+    assert one.score == 1.0 and two.score == 0.0
+    assert outputs(two)[0][1] == "README\n"
+    assert three.termination == "timeout"
+    assert pool.stats.started == 1 and pool.stats.recycled == 2
+    assert pool.stats.not_recycled == 1

@@ -45,6 +45,7 @@ __all__ = [
     "openai_raw_tool_call",
     "openai_text",
     "openai_tool_call",
+    "stream_cut",
 ]
 
 
@@ -56,6 +57,10 @@ class Canned:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # sleep before answering, to exercise client timeouts
+    #: When streamed: send only this many events, then ``stream_error`` (if any) and close
+    #: the connection, as a server that fails mid-reply (see :func:`stream_cut`).
+    cut_after: int | None = None
+    stream_error: Any = None
 
 
 @dataclass
@@ -173,6 +178,13 @@ def http_error(
     if retry_after_ms is not None:
         all_headers.setdefault("retry-after-ms", str(retry_after_ms))
     return Canned(status=status, body=body, headers=all_headers)
+
+
+def stream_cut(canned: Canned, after: int, error: Any = None) -> Canned:
+    """``canned`` answered as a stream that breaks off after ``after`` events: the connection
+    closes there, after an error event carrying ``error`` when given (OpenAI servers send it
+    as ``data: {"error": ...}``, Anthropic as ``event: error``). Unstreamed it is unchanged."""
+    return dataclasses.replace(canned, cut_after=after, stream_error=error)
 
 
 # --- response builders: Anthropic messages -----------------------------------------------------
@@ -351,6 +363,10 @@ class ScriptedServer:
     def sse_events(self, body: dict[str, Any], payload: Any) -> Iterator[bytes]:
         raise NotImplementedError
 
+    def sse_error(self, error: Any) -> bytes:
+        """An error event sent in the middle of a stream (:func:`stream_cut`)."""
+        return _sse(error)
+
 
 def _credentials(headers: dict[str, str]) -> str:
     return headers.get("authorization", "") + " " + headers.get("x-api-key", "")
@@ -385,7 +401,13 @@ class _Handler(BaseHTTPRequestHandler):
         if canned.delay_s:
             time.sleep(canned.delay_s)
         if stream:
-            self._send_sse(self.server_logic.sse_events(canned.body, request.json), canned.headers)
+            events = self.server_logic.sse_events(canned.body, request.json)
+            if canned.cut_after is not None:
+                events = itertools.islice(events, canned.cut_after)
+                if canned.stream_error is not None:
+                    events = itertools.chain(
+                        events, [self.server_logic.sse_error(canned.stream_error)])
+            self._send_sse(events, canned.headers)
         else:
             self._send(canned)
 
@@ -470,6 +492,10 @@ class OpenAICompatServer(ScriptedServer):
             "created": body["created"],
             "model": body["model"],
         }
+        if not body.get("choices"):  # a broken answer: no choices, only the usage
+            yield _sse({**base, "choices": [], "usage": body.get("usage")})
+            yield _sse("[DONE]")
+            return
         choice = body["choices"][0]
         message = choice["message"]
 
@@ -503,6 +529,9 @@ class AnthropicCompatServer(ScriptedServer):
     """``POST /v1/messages`` in the Anthropic Messages API shape."""
 
     api_paths = ("/v1/messages",)
+
+    def sse_error(self, error: Any) -> bytes:
+        return _sse(error, "error")
 
     def complete(self, body: dict[str, Any], payload: Any, seq: int) -> dict[str, Any]:
         body = json.loads(json.dumps(body))  # never mutate the script's objects

@@ -26,6 +26,17 @@ The backends share one error policy, so that ``max_retries`` means the same thin
 * a malformed tool call is the *model's* mistake, not a failure: it is returned as a
   :class:`ToolCall` with ``parse_error`` so the harness can show it as a format error.
 
+Streaming (``PolicyRequest.on_text`` set; :mod:`harnessgrid.policies.streaming`): the request
+asks for a stream (``stream=True``; OpenAI-style requests add ``stream_options.include_usage``
+so the token counts stay right), each text piece goes to ``on_text`` as it arrives, and the
+reassembled reply is the same :class:`ModelTurn` the unstreamed call returns. The error policy
+above holds, with two additions: a stream that ends before the reply does (a lost connection)
+or, from Anthropic, an *overloaded* or server ``error`` event inside it is transient, but only
+until the first text piece reached ``on_text``: a failure after that is a :class:`PolicyError`
+(the consumer already showed part of this answer, and a retry could answer differently; text is
+never repeated); and an exception raised by ``on_text`` propagates as itself, never retried.
+Without ``on_text`` the request is exactly the unstreamed one.
+
 Neither library is imported by importing this module (``import harnessgrid`` stays light); each
 is imported when its policy is created, so a missing extra is reported before any episode runs.
 """
@@ -40,12 +51,13 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harnessgrid.errors import ConfigError, PolicyError
 from harnessgrid.models import Message, ModelTurn, ToolCall
 from harnessgrid.policies import PolicyRequest
+from harnessgrid.policies.streaming import AnthropicEvents, ChatChunks, StreamBrokeOff, TextSink
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -179,9 +191,13 @@ class APIPolicy:
         return min(_MAX_DELAY_S, max(backoff, _retry_after(exc)))
 
     async def _send(self, send: Callable[[float], Awaitable[T]],
-                    transient: Callable[[Exception], bool], deadline: float | None) -> T:
+                    transient: Callable[[Exception], bool], deadline: float | None,
+                    sink: TextSink | None = None) -> T:
         """``send(timeout_s)`` with up to ``max_retries`` retries of transient errors, none of
-        them waiting past ``deadline`` (a :func:`time.monotonic` time, None for no limit)."""
+        them waiting past ``deadline`` (a :func:`time.monotonic` time, None for no limit).
+
+        ``sink``: a streamed call's text sink. Its callback's exception is re-raised as is,
+        and once it has delivered text no failure is retried (module docstring)."""
         attempt = 0
         while True:
             timeout = self._attempt_timeout(deadline)
@@ -190,9 +206,18 @@ class APIPolicy:
                 async with asyncio.timeout(timeout):
                     return await send(timeout)
             except Exception as exc:
+                if sink is not None and exc is sink.error:
+                    raise  # the embedder's callback failed: its exception, not ours
                 if _auth_failure(exc):
                     raise self._key_rejected(exc) from exc
-                if not (transient(exc) or isinstance(exc, TimeoutError)):
+                if sink is not None and sink.delivered:
+                    raise PolicyError(
+                        f"{self.spec}: the reply broke off after part of it was streamed: "
+                        f"{_describe(exc)}",
+                        hint="the connection or the server failed mid-reply; a streamed reply "
+                             "is not retried once text was shown, so the episode counts as an "
+                             "infrastructure failure, not a score") from exc
+                if not (transient(exc) or isinstance(exc, (TimeoutError, StreamBrokeOff))):
                     raise self._rejected(exc) from exc
                 if _left(deadline) <= 0:
                     raise PolicyError(f"{self.spec}: no answer before the episode's wall limit: "
@@ -335,9 +360,32 @@ class LiteLLMPolicy(APIPolicy):
         def transient(exc: Exception) -> bool:
             return isinstance(exc, transient_types) or transient_status(exc)
 
+        if request.on_text is not None:
+            return chunks_turn(self.spec, await self._stream(kwargs, transient, request))
         response = await self._send(lambda timeout: litellm.acompletion(**kwargs, timeout=timeout),
                                     transient, request.deadline)
         return openai_turn(self.spec, response)
+
+    async def _stream(self, kwargs: dict[str, Any], transient: Callable[[Exception], bool],
+                      request: PolicyRequest) -> ChatChunks:
+        """The streamed call: litellm passes ``stream_options`` on to OpenAI-style servers and
+        applies it itself for the others (without it, it drops the usage chunk)."""
+        assert request.on_text is not None
+        sink = TextSink(request.on_text)
+        kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
+
+        async def send(timeout: float) -> ChatChunks:
+            chunks = ChatChunks(sink)
+            stream = await self._litellm.acompletion(**kwargs, timeout=timeout)
+            try:
+                async for chunk in stream:
+                    chunks.add(chunk)
+            finally:  # release the connection, also when cancelled or the callback raised
+                await stream.aclose()
+            chunks.check_complete()
+            return chunks
+
+        return await self._send(send, transient, request.deadline, sink)
 
     def _key_hint(self) -> str:
         variable = self.key_variable or "the provider's key variable (e.g. OPENAI_API_KEY)"
@@ -393,15 +441,19 @@ def _has_credentials(extra: dict[str, Any]) -> bool:
     return any(_CREDENTIAL_OPTION.search(name) for name in extra)
 
 
+def _no_choices(spec: str) -> PolicyError:
+    return PolicyError(f"{spec}: the server answered with no choices (no completion at all)",
+                       hint="the server failed without an error status: check its log; "
+                            "the episode counts as an infrastructure failure, not a score")
+
+
 def openai_turn(spec: str, response: Any) -> ModelTurn:
     """A chat-completion response as a :class:`ModelTurn`. No choices is no answer at all (a
     server that failed without saying so): a :class:`PolicyError`, never an empty turn."""
     usage = getattr(response, "usage", None)
     tokens_in, tokens_out = _int(usage, "prompt_tokens"), _int(usage, "completion_tokens")
     if not getattr(response, "choices", None):
-        raise PolicyError(f"{spec}: the server answered with no choices (no completion at all)",
-                          hint="the server failed without an error status: check its log; "
-                               "the episode counts as an infrastructure failure, not a score")
+        raise _no_choices(spec)
     choice = response.choices[0]
     message = choice.message
     # Calls without a ``function`` (OpenAI's *custom* tools) get an empty name: a format error.
@@ -411,6 +463,19 @@ def openai_turn(spec: str, response: Any) -> ModelTurn:
     content = message.content if isinstance(message.content, str) else ""
     return ModelTurn(content=content, tool_calls=calls, finish_reason=choice.finish_reason,
                      tokens_in=tokens_in, tokens_out=tokens_out)
+
+
+def chunks_turn(spec: str, chunks: ChatChunks) -> ModelTurn:
+    """A reassembled chat-completion stream as the :class:`ModelTurn` that
+    :func:`openai_turn` makes of the same reply unstreamed."""
+    if not chunks.choices:
+        raise _no_choices(spec)
+    calls = tuple(decode_call(c["id"], c["name"], c["arguments"])
+                  for _, c in sorted(chunks.calls.items()))
+    return ModelTurn(content="".join(chunks.text), tool_calls=calls,
+                     finish_reason=chunks.finish_reason,
+                     tokens_in=_int(chunks.usage, "prompt_tokens"),
+                     tokens_out=_int(chunks.usage, "completion_tokens"))
 
 
 # --- Anthropic ----------------------------------------------------------------------------------
@@ -550,10 +615,36 @@ class AnthropicPolicy(APIPolicy):
         def transient(exc: Exception) -> bool:
             return isinstance(exc, connection_error) or transient_status(exc)
 
+        if request.on_text is not None:
+            return _events_turn(self.spec, await self._stream(params, transient, request))
         response = await self._send(lambda timeout: client.messages.create(**params,
                                                                            timeout=timeout),
                                     transient, request.deadline)
         return _anthropic_turn(self.spec, response)
+
+    async def _stream(self, params: dict[str, Any], transient: Callable[[Exception], bool],
+                      request: PolicyRequest) -> AnthropicEvents:
+        """The streamed call (``stream=True``, raw events). A lost connection mid-stream and
+        an *overloaded* or server ``error`` event are transient too."""
+        assert request.on_text is not None
+        import httpx  # the SDK's transport; its read errors surface raw mid-stream
+
+        sink, client = TextSink(request.on_text), self._client.get()
+
+        def transient_stream(exc: Exception) -> bool:
+            return (transient(exc) or isinstance(exc, httpx.TransportError)
+                    or _error_event_type(exc) in _TRANSIENT_EVENTS)
+
+        async def send(timeout: float) -> AnthropicEvents:
+            events = AnthropicEvents(sink)
+            stream = await client.messages.create(**params, stream=True, timeout=timeout)
+            async with stream:
+                async for event in stream:
+                    events.add(event)
+            events.check_complete()
+            return events
+
+        return await self._send(send, transient_stream, request.deadline, sink)
 
     def _key_hint(self) -> str:
         if self._key_source == "api_key":
@@ -564,20 +655,47 @@ class AnthropicPolicy(APIPolicy):
                 "key: set ANTHROPIC_API_KEY or pass --policy-opt api_key=...")
 
 
+#: ``error`` events inside an Anthropic stream worth a retry (the API's own type names).
+_TRANSIENT_EVENTS = frozenset({"overloaded_error", "api_error", "rate_limit_error",
+                               "timeout_error"})
+
+
+def _error_event_type(exc: Exception) -> str | None:
+    """The error type of an ``error`` event the SDK raised mid-stream, if that is what it is."""
+    body = getattr(exc, "body", None)
+    error = body.get("error") if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 def _anthropic_turn(spec: str, response: Any) -> ModelTurn:
     """A Messages API response as a :class:`ModelTurn`; input tokens include cached ones.
 
     No content and no stop reason is no message at all (an empty ``end_turn`` message is the
     model's choice and stays a turn): a :class:`PolicyError`."""
-    if not response.content and response.stop_reason is None:
+    return _message_turn(spec, empty=not response.content, stop_reason=response.stop_reason,
+                         texts=[b.text for b in response.content if b.type == "text"],
+                         calls=[(b.id, b.name, b.input)
+                                for b in response.content if b.type == "tool_use"],
+                         usage=response.usage)
+
+
+def _events_turn(spec: str, events: AnthropicEvents) -> ModelTurn:
+    """A reassembled Messages stream as the turn :func:`_anthropic_turn` makes unstreamed."""
+    return _message_turn(spec, empty=not events.block_count, stop_reason=events.stop_reason,
+                         texts=events.texts(), calls=events.calls(),
+                         usage=SimpleNamespace(**events.usage))
+
+
+def _message_turn(spec: str, *, empty: bool, stop_reason: str | None, texts: list[str],
+                  calls: list[tuple[str, str, object]], usage: Any) -> ModelTurn:
+    if empty and stop_reason is None:
         raise PolicyError(f"{spec}: the server answered with no content and no stop reason",
                           hint="the server failed without an error status: check its log; "
                                "the episode counts as an infrastructure failure, not a score")
-    texts = [b.text for b in response.content if b.type == "text"]
-    calls = tuple(decode_call(b.id, b.name, b.input)
-                  for b in response.content if b.type == "tool_use")
-    usage = response.usage
     tokens_in = sum(_int(usage, name) for name in (
         "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-    return ModelTurn(content="\n".join(texts), tool_calls=calls, tokens_in=tokens_in,
-                     tokens_out=_int(usage, "output_tokens"), finish_reason=response.stop_reason)
+    return ModelTurn(content="\n".join(texts),
+                     tool_calls=tuple(decode_call(*call) for call in calls),
+                     tokens_in=tokens_in, tokens_out=_int(usage, "output_tokens"),
+                     finish_reason=stop_reason)

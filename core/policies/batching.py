@@ -48,7 +48,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # token.py imports this module
@@ -61,11 +61,16 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """One turn to generate: its exact prompt ids, its own token limit and per-turn seed."""
+    """One turn to generate: its exact prompt ids, its own token limit and per-turn seed.
+
+    ``on_token``, when set, is called from the generation thread with each id as it is
+    sampled (a backend that samples step by step does; one that cannot ignores it). It must
+    be quick and must not raise: it runs inside the batch of every other episode too."""
 
     prompt_ids: list[int]
     max_new_tokens: int
     seed: int | None
+    on_token: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
 
 
 #: A backend's blocking batch call: one :class:`Generation` per request, in request order.

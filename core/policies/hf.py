@@ -38,6 +38,12 @@ batch's logits differ from an unbatched forward's by about 1e-7, so that is rare
 on a GPU, where batch shape changes the kernels, they differ more and batch independence is
 approximate (the recorded logprobs are always those of the ids actually sampled).
 
+Streaming (``PolicyRequest.on_text``): each sampled id is handed to the turn's
+``GenerationRequest.on_token`` as soon as it is sampled, and the turn's event loop decodes the
+text so far and sends the new part (:class:`~harnessgrid.policies.token.TokenPolicy`). The
+sampling, hence the ids, logprobs and :class:`~harnessgrid.models.TokenRecord`, is the same
+whether or not a turn streams.
+
 Train mode: each batch runs under ``torch.no_grad()`` in eval mode and restores the model's
 mode after, under :func:`generation_lock` (one lock per model object, shared by every policy on
 it), which a trainer also holds while it updates the weights.
@@ -83,6 +89,8 @@ class HFPolicy(TokenPolicy):
     ``context_limit`` is ``model.config.max_position_embeddings - max_new_tokens`` (None when
     the config has no such field); ``stats`` counts requests, batches and forwards.
     """
+
+    streams_text = True
 
     def __init__(self, name_or_path: str, *, device: str = "cpu", dtype: str = "auto",
                  temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 512,
@@ -214,6 +222,9 @@ class HFPolicy(TokenPolicy):
                 i = rows[row]
                 completions[i].append(token)
                 logprobs[i].append(logprob)
+                on_token = requests[i].on_token
+                if on_token is not None:  # a streamed turn (TokenPolicy.act)
+                    on_token(token)
                 if token in self.book.stop_ids:
                     finish[i] = "stop"
                 elif len(completions[i]) >= requests[i].max_new_tokens:

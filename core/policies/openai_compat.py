@@ -7,6 +7,11 @@ completion into a :class:`ModelTurn`, and the retry and error policy of
 :mod:`harnessgrid.policies.api` (transient errors retried with backoff and ``retry-after``, none
 past the episode's deadline; rejections and bad keys failing at once).
 
+With ``PolicyRequest.on_text`` set the reply is streamed (``stream=True`` with
+``stream_options.include_usage``, so the token counts stay right) and reassembled into the same
+turn; the streaming rules (what is retried once text was shown, the callback's exceptions) are
+those of :mod:`harnessgrid.policies.api`.
+
 One ``AsyncOpenAI`` client per policy (per event loop) keeps its HTTP connections pooled across
 turns and episodes; the SDK's own retries are off, ours count. The SDK is imported when the
 policy is created, never by importing this module.
@@ -15,6 +20,7 @@ policy is created, never by importing this module.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from harnessgrid.errors import ConfigError
@@ -24,9 +30,11 @@ from harnessgrid.policies.api import (
     API_INSTALL_HINT,
     APIPolicy,
     PerLoopClient,
+    chunks_turn,
     openai_turn,
     transient_status,
 )
+from harnessgrid.policies.streaming import ChatChunks, TextSink
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -102,10 +110,36 @@ class OpenAIPolicy(APIPolicy):
         def transient(exc: Exception) -> bool:
             return isinstance(exc, connection_error) or transient_status(exc)
 
+        if request.on_text is not None:
+            return chunks_turn(self.spec, await self._stream(params, transient, request))
         response = await self._send(
             lambda timeout: client.chat.completions.create(**params, timeout=timeout),
             transient, request.deadline)
         return openai_turn(self.spec, response)
+
+    async def _stream(self, params: dict[str, Any], transient: Callable[[Exception], bool],
+                      request: PolicyRequest) -> ChatChunks:
+        """The streamed call; a connection lost mid-stream (a raw transport error there, or a
+        stream that ends without a finish reason) is transient like one lost before it."""
+        assert request.on_text is not None
+        import httpx  # the SDK's transport; its read errors surface raw mid-stream
+
+        sink, client = TextSink(request.on_text), self._client.get()
+
+        def transient_stream(exc: Exception) -> bool:
+            return transient(exc) or isinstance(exc, httpx.TransportError)
+
+        async def send(timeout: float) -> ChatChunks:
+            chunks = ChatChunks(sink)
+            stream = await client.chat.completions.create(
+                **params, stream=True, stream_options={"include_usage": True}, timeout=timeout)
+            async with stream:  # closes the connection, also when cancelled
+                async for chunk in stream:
+                    chunks.add(chunk)
+            chunks.check_complete()
+            return chunks
+
+        return await self._send(send, transient_stream, request.deadline, sink)
 
     def _key_hint(self) -> str:
         if self._key_source == "api_key":

@@ -44,6 +44,7 @@ is gone, when an episode id reappears with another state object, and beyond ``ma
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import logging
@@ -61,6 +62,7 @@ from harnessgrid.errors import ConfigError
 from harnessgrid.models import Message, ModelTurn, TokenRecord, ToolCall, ToolSpec
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.batching import GenerationBatcher, GenerationRequest, GenerationStats
+from harnessgrid.policies.streaming import TextSink, TokenTextStream
 from harnessgrid.tiny_model import ToolCallParseError, parse_chatml_tool_calls
 
 __all__ = [
@@ -235,14 +237,17 @@ class TokenBookkeeper:
                            segment=segment, max_new_tokens=limit,
                            seed=derive_seed(seed, f"{conv.episode_id}/{conv.turns}"))
 
+    def reply(self, pending: PendingTurn, out: Generation) -> tuple[str, tuple[ToolCall, ...]]:
+        """The turn's ``(content, tool_calls)`` from its completion, recording nothing."""
+        text = self._decode(out.completion_ids, skip_special=True)
+        if pending.request.native_tools:
+            return parse_tool_calls(text, f"call_{pending.conversation.turns}")
+        return text, ()
+
     def finish(self, pending: PendingTurn, out: Generation) -> ModelTurn:
         """Second half of :meth:`turn`: record the completion and build the ModelTurn."""
         request, conv, prompt = pending.request, pending.conversation, pending.prompt_ids
-        text = self._decode(out.completion_ids, skip_special=True)
-        if request.native_tools:
-            content, calls = parse_tool_calls(text, f"call_{conv.turns}")
-        else:
-            content, calls = text, ()
+        content, calls = self.reply(pending, out)
         conv.view = list(request.messages)
         conv.tools = self._tools(request)
         conv.prompt_ids, conv.completion_ids = prompt, list(out.completion_ids)
@@ -395,6 +400,15 @@ class TokenPolicy(ABC):
     A turn is pending from the moment ``act`` is called (it is announced to the batcher before
     its prompt ids are built).
 
+    Streaming (``PolicyRequest.on_text``, backends with ``streams_text``): the generation
+    thread hands each sampled id to the turn's :class:`_TurnStream`, which wakes the turn's
+    event loop; there the completion so far is decoded and its new text sent
+    (:class:`~harnessgrid.policies.streaming.TokenTextStream`), before the turn's result is
+    delivered. The ids, logprobs and TokenRecord are those of the unstreamed turn. An
+    exception raised by ``on_text`` ends the turn's wait at once with that exception (the
+    batch still finishes the row; nothing is recorded for the turn). A backend without
+    ``streams_text`` ignores ``on_text``.
+
     Public attributes: ``max_batch_size`` (1 = one turn per forward, the unbatched behaviour),
     ``context_limit`` (the longest prompt that leaves room for ``max_new_tokens``, None when the
     backend does not know its maximum length), ``stats`` (a
@@ -412,6 +426,8 @@ class TokenPolicy(ABC):
     stats: GenerationStats
     generation_lock: threading.RLock
     batcher: GenerationBatcher
+    #: Whether the backend samples step by step and calls ``GenerationRequest.on_token``.
+    streams_text: bool = False
 
     def _init_tokens(self, tokenizer: Any, eos: Any, max_episodes: int, *,
                      max_batch_size: int = 64, max_length: int | None = None,
@@ -442,8 +458,6 @@ class TokenPolicy(ABC):
     async def act(self, request: PolicyRequest) -> ModelTurn:
         """One turn: prompt ids in a worker thread, then wait (without a thread) for the batch
         that generates it, then decode and record."""
-        import asyncio
-
         loop = asyncio.get_running_loop()
         begin = functools.partial(self.book.begin, request, max_new_tokens=self.max_new_tokens,
                                   seed=self.seed)
@@ -453,13 +467,24 @@ class TokenPolicy(ABC):
         except BaseException:
             self.batcher.withdraw()
             raise
+        stream: _TurnStream | None = None
         if pending.max_new_tokens < 1:
             self.batcher.withdraw()
             out = Generation([], [], "length")
         else:
-            out = await self.batcher.submit_async(GenerationRequest(
+            if request.on_text is not None and self.streams_text:
+                decode = functools.partial(self.book._decode, skip_special=True)
+                stream = _TurnStream(loop, TokenTextStream(TextSink(request.on_text), decode,
+                                                           request.native_tools))
+            waiter = self.batcher.submit_async(GenerationRequest(
                 prompt_ids=pending.prompt_ids, max_new_tokens=pending.max_new_tokens,
-                seed=pending.seed), announced=True)
+                seed=pending.seed, on_token=stream.on_token if stream else None),
+                announced=True)
+            if stream is not None:
+                stream.waiter = waiter  # set before any of its tokens reach this loop
+            out = await waiter
+        if stream is not None:
+            stream.text.close(self.book.reply(pending, out)[0])  # the callback may raise
         # Decoding the reply is quick (well under a millisecond), so it runs right here: the
         # episode gets its turn, and may ask for the next one, without another thread hop that
         # would let the generation thread start a batch before the episode's next turn is
@@ -483,3 +508,42 @@ class TokenPolicy(ABC):
         """Generate every request together (blocking; one :class:`Generation` per request, in
         order). Each row samples from its own ``seed`` so its result does not depend on the
         other rows."""
+
+
+class _TurnStream:
+    """Carries one streamed turn's ids from the generation thread to its event loop.
+
+    :meth:`on_token` (generation thread) only queues the id and, if no wake-up is pending,
+    schedules one; :meth:`_flush` (event loop) decodes every id queued since. The loop runs
+    these callbacks in order, and all of them before the batch's result, which the
+    generation thread schedules after the last id. Nothing is sent once the turn's wait is
+    over (cancelled, or ended by the callback's exception)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, text: TokenTextStream) -> None:
+        self.loop, self.text = loop, text
+        self.waiter: asyncio.Future[Generation] | None = None
+        self._lock = threading.Lock()
+        self._ids: list[int] = []
+        self._scheduled = False
+
+    def on_token(self, token: int) -> None:
+        with self._lock:
+            self._ids.append(token)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self.loop.call_soon_threadsafe(self._flush)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+    def _flush(self) -> None:
+        with self._lock:
+            ids, self._ids, self._scheduled = self._ids, [], False
+        if self.waiter is None or self.waiter.done():
+            return
+        try:
+            self.text.add(ids)
+        except Exception as exc:  # noqa: BLE001 - the embedder's callback: the turn ends with it
+            self.waiter.set_exception(exc)
+

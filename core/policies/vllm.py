@@ -35,6 +35,10 @@ one per prompt), each with its own per-turn ``seed`` (vLLM then samples that req
 own generator, so batching does not change what it samples) and its own ``max_tokens``.
 ``max_batch_size`` (default 64) caps the prompts per call; vLLM schedules within the call.
 ``context_limit`` is the engine's ``max_model_len`` minus ``max_new_tokens``.
+
+No streaming: ``LLM.generate`` returns whole completions only (the offline engine has no
+per-token callback; a streaming path would need the async engine), so ``PolicyRequest.on_text``
+is ignored and the whole text arrives with the turn.
 """
 
 from __future__ import annotations

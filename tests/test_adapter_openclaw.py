@@ -75,6 +75,13 @@ def results(traj: Trajectory) -> list[Message]:
     return [m for m in traj.history if m.role == "tool"]
 
 
+def thrown(tool: str, error: str) -> str:
+    """OpenClaw's text for a tool that threw: ``JSON.stringify({status, tool, error}, null, 2)``
+    written out, the message as a JSON string (non-ASCII kept)."""
+    return ('{\n  "status": "error",\n  "tool": "' + tool + '",\n  "error": '
+            + json.dumps(error, ensure_ascii=False) + "\n}")
+
+
 # ------------------------------------------------------------------------------ registration
 
 
@@ -200,9 +207,12 @@ def test_read_limit_first_line_over_limit_and_offset_past_end() -> None:
     limited, huge, past, missing = results(traj)
     assert limited.content == "b\nc\n\n[2 more lines in file. Use offset=4 to continue.]"
     assert huge.content.startswith("[Line 1 is 58.6KB, exceeds 50.0KB limit.")
-    assert past.kind == "tool_error"
-    assert past.content == "Offset 99 is beyond end of file (5 lines total)"  # pi's read.js
-    assert missing.kind == "tool_error" and "does not exist" in missing.content
+    assert past.kind == "observation"  # thrown: a normal result holding OpenClaw's JSON
+    assert past.content == thrown("read", "Offset 99 is beyond end of file (5 lines total)")
+    assert missing.kind == "observation" and missing.content == thrown(
+        "read", "ENOENT: no such file or directory, access '/workspace/nope.txt'")
+    assert traj.turns[3].calls[0].result.error == (
+        "ENOENT: no such file or directory, access '/workspace/nope.txt'")
 
 
 def test_claude_style_aliases_and_presence_checked_when_run() -> None:
@@ -216,12 +226,16 @@ def test_claude_style_aliases_and_presence_checked_when_run() -> None:
     wrote, edited, read, no_path, no_old, blank = results(traj)
     assert wrote.content == "Successfully wrote 4 bytes to a.txt"
     assert edited.kind == "observation" and read.content == "\n"
-    assert no_path.kind == "tool_error" and no_path.content == (
+    assert no_path.kind == "observation" and no_path.content == thrown(
+        "read", "Missing required parameter: path (path or file_path). Supply correct "
+        "parameters before retrying.")
+    assert no_old.content == thrown("edit", "Missing required parameter: oldText (oldText or "
+                                    "old_string). Supply correct parameters before retrying.")
+    assert blank.content == thrown("write", "Missing required parameter: content. Supply "
+                                   "correct parameters before retrying.")
+    assert traj.turns[3].calls[0].result.error == (
         "Missing required parameter: path (path or file_path). Supply correct parameters "
         "before retrying.")
-    assert no_old.content == ("Missing required parameter: oldText (oldText or old_string). "
-                              "Supply correct parameters before retrying.")
-    assert blank.content.startswith("Missing required parameter: content.")
     actions = [c.action for t in traj.turns for c in t.calls]
     assert actions[0] == Action.of("write", path="a.txt", content="one\n")
     assert actions[2] == Action.of("read", path="a.txt")
@@ -232,14 +246,52 @@ def test_write_and_edit_rules() -> None:
                  call("edit", path="d/n.txt", oldText="two", newText="2"),
                  call("edit", path="d/n.txt", oldText="zzz", newText="2"),
                  call("edit", path="d/n.txt", oldText="one", newText="1"),
-                 call("read", path="d/n.txt"), call("write", path="../x", content="no")])
-    wrote, twice, absent, ok, read, escape = results(traj)
+                 call("read", path="d/n.txt"), call("write", path="../x", content="no"),
+                 call("edit", path="gone.txt", oldText="a", newText="b")])
+    wrote, twice, absent, ok, read, escape, gone = results(traj)
     assert wrote.content == "Successfully wrote 12 bytes to d/n.txt"
-    assert twice.kind == "tool_error" and "occurs 2 times" in twice.content
-    assert absent.kind == "tool_error" and "not found" in absent.content
+    # pi's edit.js texts, thrown
+    assert twice.content == thrown("edit", "Found 2 occurrences of the text in d/n.txt. The "
+                                   "text must be unique. Please provide more context to make "
+                                   "it unique.")
+    assert absent.content == thrown("edit", "Could not find the exact text in d/n.txt. The old "
+                                    "text must match exactly including all whitespace and "
+                                    "newlines.")
+    assert gone.content == thrown("edit", "File not found: gone.txt")
     assert ok.content == "Successfully replaced text in d/n.txt." and ok.kind == "observation"
     assert read.content == "1 two two\n"
-    assert escape.kind == "tool_error" and "workspace" in escape.content
+    assert {m.kind for m in (twice, absent, escape, gone)} == {"observation"}
+    assert json.loads(escape.content)["tool"] == "write"
+    assert json.loads(escape.content)["error"] == "path '../x' climbs out of the workspace with '..'"
+    errors = [c.result.error for t in traj.turns for c in t.calls]
+    assert [e is not None for e in errors] == [False, True, True, False, False, True, True]
+
+
+def test_thrown_text_is_json_stringify_of_openclaws_error_payload() -> None:
+    """``toToolDefinitions``: ``tool`` is ``normalizeToolName`` (trimmed, lower-cased, aliases
+    resolved); the message as ``describeToolExecutionError`` gives it (``String(err)`` when
+    blank); 2-space indent, keys in order, non-ASCII unescaped."""
+    from harnessgrid.plugins.adapters._openclaw_context import checkpoint
+    from harnessgrid.plugins.adapters._openclaw_tools import thrown_payload, thrown_text
+
+    assert thrown_text(" Lookup_Order ", 'naïve "q" \\ \n\x1f') == (
+        '{\n  "status": "error",\n  "tool": "lookup_order",\n  "error": '
+        '"naïve \\"q\\" \\\\ \\n\\u001f"\n}')
+    assert json.loads(thrown_text("bash", "x"))["tool"] == "exec"
+    assert json.loads(thrown_text("t", ""))["error"] == "Error"
+    assert json.loads(thrown_text("t", "  "))["error"] == "Error:   "
+    assert thrown_payload(thrown_text("read", "gone")) == {"status": "error", "tool": "read",
+                                                          "error": "gone"}
+    for other in ('{\n  "status": "error"\n}', "plain", '{\n  "status": "error", oops'):
+        assert thrown_payload(other) is None
+    # a compaction checkpoint still lists a thrown call as blocked, by its message
+    history = [Message(role="assistant", content="", tool_calls=(
+                   ToolCall(id="a", name="read", arguments={"path": "gone.txt"}),)),
+               Message(role="tool", tool_call_id="a", name="read", kind="observation",
+                       content=thrown_text("read", "ENOENT: gone.txt"))]
+    summary = checkpoint(history, "task", "/workspace")
+    assert "### Blocked\n- read gone.txt: ENOENT: gone.txt\n" in summary
+    assert "### Done\n- nothing yet" in summary
 
 
 def test_invalid_calls_are_format_errors_and_others_still_run() -> None:
@@ -273,8 +325,17 @@ def test_exec_results_follow_openclaw_formats() -> None:
     assert failed.content == "partial\n\n(Command exited with code 3)"
     assert failed.kind == "observation"  # a non-zero exit is a completed command, not an error
     assert quiet.content == "(no output)"
-    assert missing.kind == "tool_error" and missing.content.endswith("Command not found")
-    assert slow.kind == "tool_error" and "timed out after 1 seconds" in slow.content
+    # 127 and a timeout make exec throw (OpenClaw's "failed" status): a normal JSON result
+    assert missing.kind == "observation" and missing.content == thrown(
+        "exec", "bash: line 1: definitely-not-a-command: command not found\n\nCommand not found")
+    records = [c.result for t in traj.turns for c in t.calls]
+    # the output so far (here only the sandbox's note), a blank line, the reason
+    assert records[4].output == "" and records[4].stderr.startswith("[sandbox]")
+    assert slow.kind == "observation" and slow.content == thrown(
+        "exec", records[4].stderr.strip() + "\n\nCommand timed out after 1 seconds")
+    assert records[3].error == "Command not found" and records[3].exit_code == 127
+    assert records[4].error == "Command timed out after 1 seconds" and records[4].timed_out
+    assert records[1].error is None  # exit 3 completed
     assert where.content == "/workspace/sub"
     kinds = [c.action.kind for t in traj.turns for c in t.calls]
     assert kinds == ["shell"] * 6
@@ -380,12 +441,13 @@ def test_exec_applies_env_and_refuses_what_openclaw_refuses() -> None:
                       pty=True, host="bogus")])
     env, elevated, gateway, sandbox, others = results(traj)
     assert env.content == "hello"
-    assert elevated.kind == "tool_error" and elevated.content.startswith(
+    assert {elevated.kind, gateway.kind, sandbox.kind} == {"observation"}  # thrown
+    assert json.loads(elevated.content)["error"].startswith(
         "elevated is not available right now (runtime=direct).\nFailing gates: enabled")
-    assert gateway.kind == "tool_error" and gateway.content == (
-        "exec host not allowed (requested gateway; configure tools.exec.host=sandbox to "
-        "allow).")
-    assert sandbox.kind == "tool_error" and sandbox.content.startswith(
+    assert gateway.content == thrown(
+        "exec", "exec host not allowed (requested gateway; configure tools.exec.host=sandbox "
+        "to allow).")
+    assert json.loads(sandbox.content)["error"].startswith(
         "exec host=sandbox is configured, but sandbox runtime is unavailable for this session.")
     assert others.content == "ok" and others.kind == "observation"
 
@@ -656,13 +718,17 @@ def test_session_file_matches_openclaw_format() -> None:
         ("read", {"path": "in.txt"}), ("read", {"path": "missing.txt"}),
         ("exec", {"command": "echo hi"})]
     results_ = [e["message"] for e in chain if e["message"]["role"] == "toolResult"]
-    assert [r["isError"] for r in results_] == [False, True, False]
+    assert [r["isError"] for r in results_] == [False, False, False]  # thrown: not isError
     assert [r["toolName"] for r in results_] == ["read", "read", "exec"]
     assert results_[0]["toolCallId"] == calls[0]["id"]
     stops = [e["message"]["stopReason"] for e in chain if e["message"]["role"] == "assistant"]
     assert stops == ["toolUse"] * 3 + ["stop"]
-    # details as the real tools set them: none for read, {} for a thrown error, exec's outcome
-    assert "details" not in results_[0] and results_[1]["details"] == {}
+    # details as the real tools set them: none for read, the jsonResult payload for a thrown
+    # error, exec's outcome
+    assert "details" not in results_[0]
+    assert results_[1]["details"] == json.loads(results_[1]["content"][0]["text"]) == {
+        "status": "error", "tool": "read",
+        "error": "ENOENT: no such file or directory, access '/workspace/missing.txt'"}
     assert results_[2]["details"]["status"] == "completed"
     assert results_[2]["details"]["exitCode"] == 0 and results_[2]["details"]["aggregated"] == "hi"
 
@@ -797,5 +863,6 @@ def test_exec_timeout_cannot_lift_the_configured_limit() -> None:
     traj = play([call("exec", command="sleep 3; echo never", timeout=12)],
                 sandbox=SandboxLimits(wall_s=1.0))
     (slow,) = results(traj)
-    assert slow.kind == "tool_error" and "timed out after 1 seconds" in slow.content
+    assert slow.kind == "observation"
+    assert json.loads(slow.content)["error"].endswith("Command timed out after 1 seconds")
     assert "never" not in slow.content

@@ -37,7 +37,7 @@ from harnessgrid.plugins.adapters._claude_code_tools import (  # isort: skip
 )
 
 if TYPE_CHECKING:  # the sandbox module (and asyncio) load when an episode runs, not before
-    from harnessgrid.sandbox import Sandbox
+    from harnessgrid.sandbox import HostTools, Sandbox
 
 CWD_MARK = "__HG_CLAUDE_CODE_CWD__="
 # The command arrives on fd 3 (a here-document); read whole, fd closed, then evaluated, so it
@@ -136,9 +136,10 @@ def format_result(stdout: str, stderr: str, failed: bool) -> str:
     return both.lstrip("\n").rstrip()
 
 
-async def bash(session: Session, ws: Workspace, sandbox: Sandbox,
-               args: dict[str, Any]) -> tuple[str, ToolResult, bool]:
-    """Run the command; its text, its record, and whether Claude Code counts it failed."""
+async def bash(session: Session, ws: Workspace, sandbox: Sandbox, args: dict[str, Any],
+               host_tools: HostTools | None = None) -> tuple[str, ToolResult, bool]:
+    """Run the command; its text, its record, and whether Claude Code counts it failed.
+    ``host_tools``: an embedding session's product tools, commands inside the sandbox."""
     # The model may ask for less time, never more than the configured per-command limit.
     timeout_s = min(_timeout_s(args.get("timeout")), sandbox.limits.wall_s)
     notes: list[str] = []
@@ -150,7 +151,10 @@ async def bash(session: Session, ws: Workspace, sandbox: Sandbox,
         session.cwd = "."
         notes.append(f"Shell cwd was reset to {ws.mount_path}")
     try:
-        res = await sandbox.run(wrapped(args["command"]), timeout_s=timeout_s, cwd=session.cwd)
+        # host_tools only when there are some: outside sessions the call is as it always was
+        extra: dict[str, Any] = {} if host_tools is None else {"host_tools": host_tools}
+        res = await sandbox.run(wrapped(args["command"]), timeout_s=timeout_s, cwd=session.cwd,
+                                **extra)
     except HarnessgridError as exc:
         if type(exc) is not HarnessgridError:  # SandboxError: an infrastructure failure
             raise

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from harnessgrid.models import Message
+from harnessgrid.plugins.adapters._openclaw_tools import thrown_payload
 
 CHARS_PER_TOKEN = 4
 HARD_CLEAR_PLACEHOLDER = "[Old tool result content cleared]"
@@ -227,8 +228,10 @@ def checkpoint(history: Sequence[Message], task: str, mount_path: str) -> str:
         target = str(args.get("path") or args.get("command") or args.get("action") or "")
         if "path" in args and str(args["path"]) not in files:
             files.append(str(args["path"]))
-        if m.kind in ("tool_error", "format_error"):
-            blocked.append(f"{name} {_short(target, 60)}: {_short(m.content, 100)}")
+        thrown = thrown_payload(m.content)
+        if m.kind in ("tool_error", "format_error") or thrown is not None:
+            why = m.content if thrown is None else thrown["error"]
+            blocked.append(f"{name} {_short(target, 60)}: {_short(why, 100)}")
             continue
         exit_code = _EXIT.search(m.content)
         status = f" (exit {exit_code.group(1)})" if exit_code else ""

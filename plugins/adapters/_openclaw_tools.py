@@ -13,6 +13,16 @@ and their schemas require none of the renamed fields (``patchToolSchemaForClaude
 presence is checked when the tool runs, with OpenClaw's error (``assertRequiredParams``). A
 ``read`` without ``limit`` gathers up to 8 pages (``executeReadWithAdaptivePaging``).
 
+What a tool throws reaches the model as OpenClaw's ``toToolDefinitions`` (which wraps every
+tool, core and plugin alike) turns it into a result: a normal one, not ``isError``, whose text
+is ``JSON.stringify({status: "error", tool, error: message}, null, 2)`` (:func:`thrown_text`).
+Thrown are: missing parameters, read/write/edit failures (missing file, text not found, path
+outside the workspace), exec's refusals and a command that *failed* (exit code 126 or 127, a
+timeout, a signal: its output, a blank line, then the reason), and a blocked call. A command
+that merely exits non-zero completes normally ("(Command exited with code N)"). Only a call
+that fails the schema check (pi-agent-core's ``validateToolArguments``, before the tool runs)
+or names no tool is an ``isError`` result, with the bare message.
+
 Background exec sessions are emulated. The sandbox ends every process a command leaves behind,
 so a session cannot outlive its ``exec`` call: a backgrounded command (``background: true``, or
 a run longer than ``yieldMs``) runs to completion within its timeout, the model is told it is
@@ -161,29 +171,71 @@ def tool_specs() -> list[ToolSpec]:
             for n, s in SCHEMAS.items()]
 
 
+#: ``TOOL_NAME_ALIASES`` of ``normalizeToolName``: names that stand for a core tool.
+TOOL_NAME_ALIASES = {"bash": "exec", "apply-patch": "apply_patch"}
+_THROWN_KEYS = ("status", "tool", "error")
+
+
+def _error_message(message: str) -> str:
+    """``describeToolExecutionError`` of ``new Error(message)``: the message, or what
+    ``String(err)`` gives when it is blank."""
+    if message.strip():
+        return message
+    return f"Error: {message}" if message else "Error"
+
+
+def thrown_text(tool: str, message: str) -> str:
+    """What the model reads when tool ``tool`` throws ``message`` (or its call is blocked):
+    ``toToolDefinitions``' catch, ``jsonResult({status: "error", tool: normalizeToolName(name),
+    error})``, as ``JSON.stringify(payload, null, 2)`` prints it (non-ASCII unescaped)."""
+    name = tool.strip().lower()
+    payload = {"status": "error", "tool": TOOL_NAME_ALIASES.get(name, name),
+               "error": _error_message(message)}
+    return json.dumps(payload, indent=2, ensure_ascii=False)
+
+
+def thrown_payload(text: str) -> dict[str, str] | None:
+    """The ``{status, tool, error}`` payload if ``text`` is a :func:`thrown_text`, else None
+    (what the session file records as the result's ``details``)."""
+    if not text.startswith('{\n  "status": "error",'):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or tuple(value) != _THROWN_KEYS or not all(
+            isinstance(v, str) for v in value.values()):
+        return None
+    return value
+
+
 @dataclass(frozen=True)
 class CallOutcome:
-    """One executed call: what the model reads back, whether OpenClaw would flag it as an
-    error, and the abstract action and result harnessgrid records."""
+    """One executed call: what the model reads back (never an ``isError`` result: a thrown
+    error is :func:`thrown_text`), and the abstract action and result harnessgrid records
+    (``result.error`` set when the tool threw)."""
 
     text: str
-    is_error: bool
     action: Action
     result: ToolResult
 
 
-def check_arguments(call: ToolCall) -> str | None:
+def check_arguments(call: ToolCall,
+                    plugins: Mapping[str, dict[str, Any]] | None = None) -> str | None:
     """Why ``call`` cannot run (unknown tool, undecodable or schema-violating arguments), or
-    None. The message lists each violation with its field, then the arguments received."""
-    if call.name not in SCHEMAS:
-        return f"Tool {call.name!r} does not exist. Available tools: {', '.join(SCHEMAS)}."
+    None. The message lists each violation with its field, then the arguments received.
+    ``plugins``: the parameter schemas of plugin tools (an embedding product's tools), checked
+    like the core tools'."""
+    schemas = SCHEMAS if not plugins else {**SCHEMAS, **plugins}
+    if call.name not in schemas:
+        return f"Tool {call.name!r} does not exist. Available tools: {', '.join(schemas)}."
     if call.parse_error is not None:
         raw = (call.raw_arguments or "")[:300]
         return (f"The arguments of the {call.name} call are not valid JSON "
                 f"({call.parse_error}): {raw}")
     import jsonschema  # here, not at import: loading plugins must stay cheap (50 ms)
 
-    validator = jsonschema.Draft202012Validator(SCHEMAS[call.name])
+    validator = jsonschema.Draft202012Validator(schemas[call.name])
     problems = sorted(validator.iter_errors(call.arguments), key=lambda e: list(e.path))
     if not problems:
         return None
@@ -222,29 +274,31 @@ class ExecLimits:
 async def run_call(call: ToolCall, env: Environment, state: EpisodeState,
                    limits: ExecLimits) -> CallOutcome:
     """Execute one call that passed :func:`check_arguments`: aliases resolved, presence
-    checked (a tool error, as OpenClaw throws it), then the tool."""
+    checked (thrown, as OpenClaw's ``assertRequiredParams`` does), then the tool. Whatever
+    the tool throws becomes :func:`thrown_text`; the record keeps the message as its error."""
     args = normalize(call.arguments)
     missing = missing_parameters(call.name, args)
     action = describe(call.name, args if missing is None else {})
     if missing is not None:
-        return CallOutcome(text=missing, is_error=True, action=action,
+        return CallOutcome(text=thrown_text(call.name, missing), action=action,
                            result=ToolResult(error=missing))
     handler: Callable[..., Any] = _HANDLERS[call.name]
     try:
         if call.name in ("exec", "process"):
-            text, is_error, result = await handler(args, env, state, limits)
+            text, threw, result = await handler(args, env, state, limits)
         elif call.name == "read":
             text = handler(args, env, _read_cap(state))
-            is_error, result = False, ToolResult(output=text)
+            threw, result = False, ToolResult(output=text)
         else:
             text = handler(args, env)
-            is_error, result = False, ToolResult(output=text)
+            threw, result = False, ToolResult(output=text)
     except SandboxError:
         raise
     except (HarnessgridError, _Failure) as exc:
         text = exc.message if isinstance(exc, HarnessgridError) else str(exc)
-        is_error, result = True, ToolResult(error=text)
-    return CallOutcome(text=text, is_error=is_error, action=action, result=result)
+        threw, result = True, ToolResult(error=text)
+    return CallOutcome(text=thrown_text(call.name, text) if threw else text, action=action,
+                       result=result)
 
 
 def _read_cap(state: EpisodeState) -> int:
@@ -338,6 +392,9 @@ def _read(args: Mapping[str, Any], env: Environment, max_bytes: int = READ_MAX_B
     pages joined (their continuation notes dropped) while they fit ``max_bytes``, at most 8,
     and a note where the aggregate was capped."""
     path: str = args["path"]
+    if not env.workspace.exists(path):  # pi's read: fs.access throws Node's ENOENT error
+        raise _Failure("ENOENT: no such file or directory, access "
+                       f"'{env.workspace.sandbox_path(path)}'")
     lines = env.workspace.read_text(path).split("\n")
     limit = args.get("limit")
     if isinstance(limit, int | float) and not isinstance(limit, bool) and math.isfinite(
@@ -375,14 +432,16 @@ def _write(args: Mapping[str, Any], env: Environment) -> str:
 
 def _edit(args: Mapping[str, Any], env: Environment) -> str:
     path, old, new = args["path"], args["oldText"], args["newText"]
+    if not env.workspace.exists(path):  # pi's edit.js texts, here and below
+        raise _Failure(f"File not found: {path}")
     text = env.workspace.read_text(path)
     count = text.count(old) if old else 0
     if count == 0:
-        raise _Failure(f"oldText was not found in {path}. It must match the file exactly, "
-                       "whitespace and line breaks included; read the file again and copy it.")
+        raise _Failure(f"Could not find the exact text in {path}. The old text must match "
+                       "exactly including all whitespace and newlines.")
     if count > 1:
-        raise _Failure(f"oldText occurs {count} times in {path}, but an edit needs exactly "
-                       "one match. Include more surrounding lines to make it unique.")
+        raise _Failure(f"Found {count} occurrences of the text in {path}. The text must be "
+                       "unique. Please provide more context to make it unique.")
     env.workspace.write_text(path, text.replace(old, new, 1))
     return f"Successfully replaced text in {path}."
 
@@ -421,10 +480,9 @@ def _failure_reason(exit_code: int | None, killed: str | None, timed_out: bool,
     """Why a finished command counts as failed in OpenClaw (None: it completed, whatever its
     exit code)."""
     if timed_out:
-        return (f"Command timed out after {timeout:g} seconds. If it needs longer, run it "
-                f"again with a larger timeout (e.g. exec timeout=300).")
-    if exit_code is None:
-        return f"Command aborted by signal SIGKILL ({killed or 'killed by the sandbox'})"
+        return f"Command timed out after {_js_number(timeout)} seconds"
+    if exit_code is None:  # the sandbox's own note on why ends the output
+        return "Command aborted by signal SIGKILL"
     if killed in ("cpu", "file_size"):
         return f"Command aborted by signal {'SIGXCPU' if killed == 'cpu' else 'SIGXFSZ'}"
     if exit_code == 126:
@@ -486,8 +544,13 @@ async def _exec(args: Mapping[str, Any], env: Environment, state: EpisodeState,
     extra_env = args.get("env") if isinstance(args.get("env"), dict) else None
     # One output stream, in the order it was written (OpenClaw aggregates stdout and stderr as
     # they arrive): stderr joins stdout at the shell; what stays on stderr is the sandbox's.
-    res = await env.sandbox.run("exec 2>&1\n" + command, timeout_s=timeout,
-                                cwd=args.get("workdir"), env=extra_env)
+    # An embedding session's product tools are commands here too (none outside sessions).
+    tools = env.host_tools()
+    host: dict[str, Any] = {} if tools is None else {"host_tools": tools}
+    # On the command's first line, so the shell's messages keep its line numbers
+    # ("bash: line 1: ..."), as under OpenClaw's ``$SHELL -c``.
+    res = await env.sandbox.run("exec 2>&1; " + command, timeout_s=timeout,
+                                cwd=args.get("workdir"), env=extra_env, **host)
     output, cut = _aggregate(res.stdout, res.stderr)
     reason = _failure_reason(res.exit_code, res.killed, res.timed_out, timeout)
     result = ToolResult(output=res.stdout, stderr=res.stderr, exit_code=res.exit_code,
@@ -504,8 +567,8 @@ async def _exec(args: Mapping[str, Any], env: Environment, state: EpisodeState,
                 "(list/poll/log/write/kill/clear/remove) for follow-up.")
         return text, False, result.model_copy(update={"output": text, "stderr": "",
                                                       "exit_code": None})
-    if reason is not None:
-        text = f"{output}\n\n{reason}".strip()
+    if reason is not None:  # runExecProcess: the output, a blank line, the reason; thrown
+        text = f"{output}\n\n{reason}" if output else reason
         return text, True, result.model_copy(update={"error": reason})
     code = res.exit_code or 0
     shown = safe_exit_code(code)  # None for a code no process returns: formatting stays total

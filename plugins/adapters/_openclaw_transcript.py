@@ -6,7 +6,9 @@ OpenClaw 2026.2.26 drives it): a ``session`` header with an ISO timestamp; the t
 session starts with, ``model_change`` (provider, model id) and ``thinking_level_change``
 (OpenClaw's default, ``off``); then entries chained by ``id`` / ``parentId`` — ``message``
 entries (``user``; ``assistant`` with ``text`` and ``toolCall`` parts and the provider's
-``api``; ``toolResult`` with ``toolCallId``, ``toolName``, ``details`` and a true ``isError``)
+``api``; ``toolResult`` with ``toolCallId``, ``toolName``, ``details`` and ``isError``, true
+only for a call the schema check refused: a tool that threw has a normal result whose
+``details`` are its ``{status, tool, error}`` payload)
 and ``compaction`` entries (``summary``, ``firstKeptEntryId``, ``tokensBefore`` and
 ``details`` with the files read and modified before the cut). The system prompt is not part of a
 session file.
@@ -22,6 +24,7 @@ from typing import Any
 
 from harnessgrid.models import Message
 from harnessgrid.plugins.adapters._openclaw_context import compaction_meta
+from harnessgrid.plugins.adapters._openclaw_tools import thrown_payload
 from harnessgrid.trajectory import CallRecord, Trajectory, TurnRecord
 
 
@@ -60,16 +63,21 @@ def provider_model(policy: str) -> tuple[str, str]:
     return scheme, rest or scheme
 
 
-def _details(record: CallRecord | None, name: str, is_error: bool,
+def _details(record: CallRecord | None, name: str, is_error: bool, text: str,
              mount: str) -> dict[str, Any] | None:
     """A tool result's ``details`` as the real tools set them (pi-agent-core ``agent-loop``:
-    ``{}`` for a thrown error; OpenClaw's exec: status, exit code, duration, output, cwd;
-    process: its status); none for read and write, whose details are empty there."""
+    ``{}`` for an ``isError`` result; ``toToolDefinitions``: the ``jsonResult`` payload for a
+    tool that threw; OpenClaw's exec: status, exit code, duration, output, cwd; process: its
+    status); none for read and write, whose details are empty there."""
     if is_error:
         return {}
-    if record is None or name not in ("exec", "process"):
+    if record is None:
         return None
     result = record.result
+    if result.error is not None and (payload := thrown_payload(text)) is not None:
+        return dict(payload)
+    if name not in ("exec", "process"):
+        return None
     if name == "process":
         return {"status": "completed"}
     workdir = record.call.arguments.get("workdir")
@@ -133,7 +141,7 @@ def session_events(traj: Trajectory) -> list[dict[str, Any]]:
                                provider, model)
             if m.role == "tool":
                 details = _details(records.get(m.tool_call_id or ""), message["toolName"],
-                                   message["isError"], traj.mount_path)
+                                   message["isError"], m.content, traj.mount_path)
                 if details is not None:
                     message["details"] = details
             events.append({"type": "message", **head, "message": message})

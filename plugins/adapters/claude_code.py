@@ -23,18 +23,24 @@ tool calls; auto-compaction into a nine-section summary that replaces the histor
 following turns appending to it (``_claude_code_compact``; at small windows the next compaction
 waits until half the room left after the summary is used, so it does not fire every turn).
 
+In an embedding session (:mod:`harnessgrid.session`): product tools are the tools of an MCP
+server (``mcp__product__<name>``, after the built-in tools) and an approval callback is the
+SDK's ``canUseTool``: a denied call is answered, unrun, with the permission-denied result
+(``_claude_code_mcp``); commands in Bash can call the product tools too.
+
 Not emulated: Task (subagents), WebFetch, WebSearch, NotebookRead/NotebookEdit, ExitPlanMode,
 background shells (BashOutput/KillBash; ``run_in_background`` is accepted and the command
-runs to completion), images/PDFs in Read, permission
-prompts, hooks, slash commands, git status in the prompt, user-level memory files, and the
+runs to completion), images/PDFs in Read, interactive permission
+prompts and permission rules, hooks, slash commands, git status in the prompt, user-level memory files, and the
 re-attachment of recently read files after compaction. All prompt and message text is ours;
 only facts (names, schemas, limits, formats) follow the real shell.
 """
 
 from __future__ import annotations
 
+import json
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harnessgrid import hookimpl
@@ -57,6 +63,7 @@ from harnessgrid.models import (
 )
 from harnessgrid.observations import observation_message
 from harnessgrid.plugins.adapters import _claude_code_files as files
+from harnessgrid.plugins.adapters import _claude_code_mcp as mcp
 from harnessgrid.plugins.adapters import _claude_code_search as search
 from harnessgrid.plugins.adapters import _claude_code_shell as shell
 from harnessgrid.plugins.adapters._claude_code_compact import (
@@ -89,6 +96,7 @@ from harnessgrid.plugins.adapters._claude_code_tools import (
     validation_error,
 )
 from harnessgrid.registrations import AdapterSpec
+from harnessgrid.tool_hooks import Denied, denied_result, gate
 from harnessgrid.tools import Environment, as_shell
 from harnessgrid.workspace import WorkspaceError
 
@@ -129,7 +137,8 @@ class ClaudeCodeHarness:
     ``auto_compact`` and the threshold numbers ``output_reserve``, ``compact_buffer``,
     ``reference_window``, ``context_window``; ``summarizer``, an async callable
     ``(messages, instructions) -> str`` that lets the policy write the compaction summary
-    (the deterministic digest is used without it and whenever it fails).
+    (the deterministic digest is used without it and whenever it fails); ``mcp_server``, the
+    MCP server name product tools are presented under (``mcp__<mcp_server>__<tool>``).
     """
 
     name = "adapter:claude-code"
@@ -141,7 +150,8 @@ class ClaudeCodeHarness:
                  os_version: str = DEFAULT_OS_VERSION, model: str | None = None,
                  auto_compact: bool = True, output_reserve: int = 20_000,
                  compact_buffer: int = 13_000, reference_window: int = 200_000,
-                 context_window: int | None = None, summarizer: Summarizer | None = None) -> None:
+                 context_window: int | None = None, summarizer: Summarizer | None = None,
+                 mcp_server: str = mcp.SERVER) -> None:
         if version not in RELEASES:
             from harnessgrid.errors import ConfigError
 
@@ -155,6 +165,10 @@ class ClaudeCodeHarness:
                                            context_window)
         self.summarizer = summarizer
         self._tools = tool_specs(version)
+        mcp.mcp_specs(mcp_server, [])  # checks the name now, not at the first product tool
+        self.mcp_server = mcp_server
+        self._mcp: dict[str, ToolSpec] = {}  # MCP name -> spec; see add_product_tools
+        self._product_names: dict[str, str] = {}  # MCP name -> product tool name
 
     def __repr__(self) -> str:
         return f"ClaudeCodeHarness(version={self.version!r})"
@@ -162,15 +176,23 @@ class ClaudeCodeHarness:
     # ------------------------------------------------------------------ tools
 
     def tools(self) -> list[ToolSpec]:
-        return list(self._tools)
+        return [*self._tools, *self._mcp.values()]
 
     def anthropic_tools(self) -> list[dict[str, Any]]:
         """The tool definitions as the Anthropic Messages API takes them (the real wire form)."""
-        return [t.anthropic() for t in self._tools]
+        return [t.anthropic() for t in self.tools()]
 
     def openai_tools(self) -> list[dict[str, Any]]:
         """The same tools in the chat-template / OpenAI form, for token policies."""
-        return [t.openai() for t in self._tools]
+        return [t.openai() for t in self.tools()]
+
+    def add_product_tools(self, tools: Sequence[ToolSpec]) -> None:
+        """Present an embedding product's tools (:mod:`harnessgrid.product_tools`) as the
+        tools of the MCP server ``mcp_server``, after the built-in tools (replacing any given
+        before). Their names cannot clash with the built-in ones: the CLI prefixes them."""
+        specs = mcp.mcp_specs(self.mcp_server, tools)
+        self._mcp = specs
+        self._product_names = {name: spec.name for name, spec in zip(specs, tools, strict=True)}
 
     # ------------------------------------------------------------------ episode start and view
 
@@ -227,15 +249,48 @@ class ClaudeCodeHarness:
             await self._maybe_compact(state, session)
         return outcome, decision
 
-    async def _run(self, call: ToolCall, session: Session, env: Environment,
+    def _problem(self, call: ToolCall) -> str | None:
+        """Why the CLI refuses ``call`` before running it (see ``validation_error``)."""
+        if call.name in self._product_names:
+            return mcp.input_error(call)
+        return validation_error(call, self.version)
+
+    def _action(self, call: ToolCall) -> Action | None:
+        try:
+            return self.to_action(call)
+        except ValueError:  # TodoWrite
+            return None
+
+    async def _run(self, asked: ToolCall, session: Session, env: Environment,
                    state: EpisodeState, outcome: TurnOutcome) -> None:
         def reply(text: str, kind: str = "observation") -> None:
-            state.append(observation_message(call, text, native=True, kind=kind))
+            state.append(observation_message(asked, text, native=True, kind=kind))
 
-        problem = validation_error(call, self.version)
-        if problem is not None:
+        def refuse(call: ToolCall, problem: str) -> None:
             outcome.format_error = FormatError(problem, call=call)
             reply(f"<tool_use_error>{problem}</tool_use_error>", "format_error")
+
+        problem = self._problem(asked)
+        if problem is not None:
+            refuse(asked, problem)
+            return
+        # The permission check comes after the input check, as in cli.js's tool loop.
+        checked = await gate(env, asked, self._action(asked))
+        if isinstance(checked, Denied):
+            action = self._action(asked)
+            if action is not None:
+                outcome.executed.append(ExecutedCall(asked, action, denied_result(checked)))
+            reply(mcp.denial_text(checked), "tool_error")
+            return
+        call = checked  # the call itself, or the approval callback's modification of it
+        if call is not asked and (problem := self._problem(call)) is not None:
+            refuse(call, problem)
+            return
+        product = self._product_names.get(call.name)
+        if product is not None:
+            text, result, failed = await mcp.call_product(env, product, call.arguments)
+            outcome.executed.append(ExecutedCall(call, self.to_action(call), result))
+            reply(text, "tool_error" if failed else "observation")
             return
         args = call.arguments
         ws = env.workspace
@@ -256,7 +311,8 @@ class ClaudeCodeHarness:
                 case "LS":
                     text, result = search.ls(session, ws, args)
                 case "Bash":  # a failed command is is_error text, not a <tool_use_error>
-                    text, result, failed = await shell.bash(session, ws, env.sandbox, args)
+                    text, result, failed = await shell.bash(session, ws, env.sandbox, args,
+                                                            env.host_tools())
                     outcome.executed.append(ExecutedCall(call, self.to_action(call), result))
                     reply(text, "tool_error" if failed else "observation")
                     return
@@ -314,11 +370,15 @@ class ClaudeCodeHarness:
     def to_action(self, call: ToolCall) -> Action:
         """What a (valid) call means as an abstract action, for records and round trips.
         Paths under the mount come back workspace-relative. MultiEdit is recorded as its first
-        edit; Glob as a listing of its directory; TodoWrite has no action (ValueError)."""
+        edit; Glob as a listing of its directory; a product tool's MCP call as a ``tool``
+        action; TodoWrite has no action (ValueError)."""
         session = ACTIVE.get()
         mount = session.mount_path if session is not None else "/workspace"
         helper = session or Session(mount_path=mount)
         a = call.arguments
+        product = self._product_names.get(call.name)
+        if product is not None:
+            return Action.of("tool", name=product, arguments=json.dumps(a))
 
         def rel(key: str, default: str = ".") -> str:
             value = a.get(key)
@@ -355,7 +415,8 @@ class ClaudeCodeHarness:
         A write or edit of a file that exists and was not read since its last change gets a
         Read of it first, in the same turn (the real shell allows several calls per turn), so
         the oracle obeys the read-before-write rule exactly when the rule applies. A shell
-        command starts with ``cd`` back to the workspace if an earlier command left it.
+        command starts with ``cd`` back to the workspace if an earlier command left it. A
+        ``tool`` action is the call of the product tool's MCP tool.
         """
         found = state.scratch.get(SCRATCH_KEY) if state is not None else None
         session = found if isinstance(found, Session) else (
@@ -393,6 +454,9 @@ class ClaudeCodeHarness:
                 if session.cwd != ".":
                     command = f"cd {session.mount_path} && {command}"
                 calls.append(call("Bash", {"command": command}))
+            case "tool":  # a product tool: the product MCP server's tool
+                calls.append(call(mcp.tool_name(self.mcp_server, a["name"]),
+                                  mcp.arguments_of(a["arguments"])))
             case "finish":
                 return ModelTurn(content=a["message"].strip() or "Done.")
         return ModelTurn(tool_calls=tuple(calls))

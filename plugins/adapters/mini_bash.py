@@ -8,14 +8,21 @@ finish, the model runs ``echo MINI_BASH_DONE`` followed by its summary: the comm
 like any other, and when its output starts with the line ``MINI_BASH_DONE`` the episode ends
 with the rest of the output as the final message (mini-swe-agent also submits through the
 output of a sentinel command, so a model can compute its answer in the same step).
+
+In an embedding session, product tools are commands inside the sandbox that call back to the
+host (``NAME '<JSON arguments>'``, listed at the end of the system prompt), since the model
+has nothing but bash; an approval callback that denies a command leaves it unrun and answers
+with mini-swe-agent's rejection text for confirm mode (``InteractiveAgent``: "Commands not
+executed. The user rejected your commands with the following message: ...").
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from harnessgrid import hookimpl
@@ -33,6 +40,7 @@ from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall
 from harnessgrid.observations import exit_code, observation_message
 from harnessgrid.registrations import AdapterSpec
 from harnessgrid.tasks import Task
+from harnessgrid.tool_hooks import Denied, denied_result, gate
 from harnessgrid.tools import Environment, as_shell, execute
 
 SENTINEL = "MINI_BASH_DONE"
@@ -48,6 +56,11 @@ checked, run `echo {sentinel}` followed by a one-line summary, e.g.:
 ```bash
 echo {sentinel} && echo "Converted data.tsv to CSV and checked the header."
 ```"""
+PRODUCT_TOOLS_PROMPT = """
+These commands call the application's tools. Each takes its arguments as one JSON object in
+single quotes, e.g. `{example}`, and prints the tool's result (or an error, with exit code 1):
+{tools}"""
+REJECTED = "Commands not executed. The user rejected your commands with the following message: "
 
 
 def bash_blocks(text: str) -> list[str]:
@@ -95,6 +108,19 @@ class MiniBashHarness:
     name = "adapter:mini-bash"
     protocol = WorkflowProtocol()
     native_tools = False  # the command is written in text, not as a native tool call
+    product_tools: tuple[ToolSpec, ...] = ()
+
+    def add_product_tools(self, tools: Sequence[ToolSpec]) -> None:
+        """Present an embedding product's tools as commands in the sandbox (the sandbox runs
+        them on the host), listed in the system prompt (replacing any given before)."""
+        names = [t.name for t in tools]
+        for name in names:
+            if name == "bash" or names.count(name) > 1:
+                raise ConfigError(f"product tool {name!r} " + (
+                    "would shadow bash, adapter:mini-bash's only tool" if name == "bash"
+                    else "is given twice"),
+                    hint="register it under another name: product_tool(fn, name=...)")
+        self.product_tools = tuple(tools)
 
     def tools(self) -> list[ToolSpec]:
         schema = {"type": "object", "properties": {"command": {"type": "string"}},
@@ -105,6 +131,13 @@ class MiniBashHarness:
     def start(self, task: Task, episode_id: str) -> EpisodeState:
         state = EpisodeState(episode_id=episode_id, task_id=task.id)
         prompt = SYSTEM_PROMPT.format(mount=task.mount_path, sentinel=SENTINEL)
+        if self.product_tools:
+            first = self.product_tools[0]
+            example = as_shell(Action.of("tool", name=first.name, arguments=json.dumps(
+                _example(first.parameters)))).args["command"]
+            prompt += PRODUCT_TOOLS_PROMPT.format(example=example, tools="\n".join(
+                    f"- {t.name}: {t.description} Arguments: {_arguments(t.parameters)}."
+                    for t in self.product_tools))
         state.append(Message(role="system", content=prompt, kind="system", pinned=True),
                      task_message(task))
         return state
@@ -129,10 +162,25 @@ class MiniBashHarness:
         call = ToolCall(id=f"bash_{state.turn}", name="bash", arguments={"command": blocks[0]})
         state.append(turn.message().model_copy(update={"parsed_calls": (call,)}))
         action = Action.of("shell", command=blocks[0])
+        checked = await gate(env, call, action)
+        state.consecutive_format_errors = 0
+        if isinstance(checked, Denied):
+            outcome.executed.append(ExecutedCall(call, action, denied_result(checked)))
+            state.append(observation_message(call, REJECTED + checked.reason, native=False,
+                                             kind="tool_error"))
+            return outcome, Decision()
+        if checked is not call:  # the approval callback changed the command
+            command = checked.arguments.get("command")
+            if checked.name != "bash" or not isinstance(command, str):
+                raise ConfigError(f"the approval callback modified a call into {checked.name!r} "
+                                  f"with arguments {dict(checked.arguments)!r}, which "
+                                  "adapter:mini-bash cannot run",
+                                  hint="modify only the command: modify(request.call."
+                                       "model_copy(update={'arguments': {'command': ...}}))")
+            call, action = checked, Action.of("shell", command=command)
         result = await execute(action, env)
         outcome.executed.append(ExecutedCall(call, action, result))
         output = result.output + result.stderr
-        state.consecutive_format_errors = 0
         if output.split("\n", 1)[0].strip() == SENTINEL:
             outcome.finish = Action.of("finish", message=output.partition("\n")[2].strip())
             state.finished = True
@@ -151,6 +199,26 @@ class MiniBashHarness:
             command = as_shell(action).args["command"]
         fence = "`" * max(3, 1 + max((len(r) for r in re.findall("`+", command)), default=0))
         return ModelTurn(content=f"Next step: {action.kind}.\n{fence}bash\n{command}\n{fence}")
+
+
+def _arguments(schema: dict[str, Any]) -> str:
+    """A product tool's arguments in a few words: ``id (string), full (boolean, optional)``."""
+    required = set(schema.get("required", ()))
+    parts = []
+    for key, prop in schema.get("properties", {}).items():
+        kind = prop.get("type", "value") if isinstance(prop, dict) else "value"
+        kind = kind if isinstance(kind, str) else " or ".join(map(str, kind))
+        parts.append(f"{key} ({kind}{'' if key in required else ', optional'})")
+    return ", ".join(parts) or "none"
+
+
+def _example(schema: dict[str, Any]) -> dict[str, Any]:
+    """Example arguments: the required ones (else the first), each a value of its type."""
+    props: dict[str, Any] = schema.get("properties", {})
+    keys = [k for k in props if k in set(schema.get("required", ()))] or list(props)[:1]
+    values = {"integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}
+    return {k: values.get(props[k].get("type") if isinstance(props[k], dict) else "", "text")
+            for k in keys}
 
 
 def create(**options: Any) -> MiniBashHarness:

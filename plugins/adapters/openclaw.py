@@ -15,13 +15,22 @@ reads is harnessgrid's own):
   text?, bracketed?, eof?, offset?, limit?, timeout?}`` with OpenClaw's ten actions; schemas
   as captured from the npm packages (``tests/fixtures/openclaw/tool_schemas-2026.2.26.json``),
   native tool calls, arguments checked against them (:mod:`._openclaw_tools`);
+- errors as the model reads them: a call that fails the schema check is an ``isError`` result
+  (harnessgrid's ``format_error``); whatever a tool throws (missing parameters, a missing file,
+  edit text not found, a command not found or timed out, a blocked call) is a normal result
+  holding OpenClaw's ``{"status": "error", "tool": ..., "error": ...}`` JSON, recorded with
+  its ``error`` set;
 - the sectioned system prompt with the workspace bootstrap files (:mod:`._openclaw_prompt`);
 - session pruning of old tool results and compaction into a checkpoint
   (:mod:`._openclaw_context`);
 - the loop: a reply without tool calls ends the run (the episode's finish); an empty reply is
   answered with a nudge and counts as a format error (harnessgrid's choice: OpenClaw would end
   silently, which would waste an RL episode on a glitch);
-- JSONL session files (:meth:`OpenClawHarness.session_events`).
+- JSONL session files (:meth:`OpenClawHarness.session_events`);
+- in an embedding session, product tools as plugin tools (after the core tools, listed in the
+  prompt) and the approval callback as a ``before_tool_call`` hook: a denied call is blocked,
+  which the model reads as OpenClaw's error result (:mod:`._openclaw_plugins`); commands in
+  ``exec`` can call the product tools too.
 
 Emulated differently, and why: background exec sessions run to completion inside their
 ``exec`` call, because the sandbox ends leftover processes (``process`` then sees them as
@@ -38,7 +47,7 @@ emulated: skills, memory, messaging channels, heartbeats, sub-agents, images, we
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,6 +64,7 @@ from harnessgrid.errors import ConfigError
 from harnessgrid.harness import task_message
 from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.observations import observation_message
+from harnessgrid.plugins.adapters import _openclaw_plugins as plugins
 from harnessgrid.plugins.adapters._openclaw_context import (
     CompactionSettings,
     PruningSettings,
@@ -78,12 +88,17 @@ from harnessgrid.plugins.adapters._openclaw_tools import (
     WINDOW_KEY,
     ExecLimits,
     check_arguments,
+    describe,
+    missing_parameters,
+    normalize,
     run_call,
+    thrown_text,
     tool_specs,
 )
 from harnessgrid.plugins.adapters._openclaw_transcript import session_events, session_jsonl
 from harnessgrid.registrations import AdapterSpec
 from harnessgrid.tasks import Task
+from harnessgrid.tool_hooks import Denied, denied_result, gate
 from harnessgrid.tools import Environment, as_shell
 from harnessgrid.trajectory import Trajectory
 
@@ -131,12 +146,19 @@ class OpenClawHarness:
         self.bootstrap_max_chars = bootstrap_max_chars
         self.bootstrap_total_max_chars = bootstrap_total_max_chars
         self.exec_limits = ExecLimits(max_timeout_s=exec_max_timeout_s)
+        self._plugins: dict[str, ToolSpec] = {}  # product tools, see add_product_tools
 
     def __repr__(self) -> str:
         return f"OpenClawHarness(v{VERSION})"
 
     def tools(self) -> list[ToolSpec]:
-        return tool_specs()
+        return [*tool_specs(), *self._plugins.values()]
+
+    def add_product_tools(self, tools: Sequence[ToolSpec]) -> None:
+        """Present an embedding product's tools (:mod:`harnessgrid.product_tools`) as plugin
+        tools: after the core tools, under their own names (replacing any given before). A name
+        of a core tool is refused (OpenClaw would drop the plugin tool)."""
+        self._plugins = plugins.plugin_specs(SUMMARIES, tools)
 
     # ------------------------------------------------------------------------- prompt
 
@@ -144,7 +166,8 @@ class OpenClawHarness:
         files = load_bootstrap(task)
         soul = next(f for f in files if f.name == "SOUL.md")
         return system_prompt(
-            mount_path=task.mount_path, tools=list(SUMMARIES.items()),
+            mount_path=task.mount_path,
+            tools=[*SUMMARIES.items(), *plugins.prompt_lines(self._plugins)],
             context=project_context(files, self.bootstrap_max_chars,
                                     self.bootstrap_total_max_chars),
             has_soul=bool(soul.content and soul.content.strip()), now=_now_text(self.now),
@@ -247,36 +270,80 @@ class OpenClawHarness:
             state.append(nudge)
             state.consecutive_format_errors += 1
             return outcome, Decision(messages=[nudge], format_error=True)
-        for call in turn.tool_calls:
-            problem = check_arguments(call)
-            if problem is not None:
-                outcome.format_error = outcome.format_error or FormatError(problem, call=call)
-                state.append(self._result(call, problem, "format_error"))
+        schemas = {name: spec.parameters for name, spec in self._plugins.items()}
+        for asked in turn.tool_calls:
+            call = await self._approved(asked, env, state, outcome, schemas)
+            if call is None:
+                continue
+            if call.name in self._plugins:
+                text, result = await plugins.call_product(env, call.name, call.arguments)
+                outcome.executed.append(ExecutedCall(call, self._action(call), result))
+                state.append(self._result(asked, text, "observation"))
                 continue
             done = await run_call(call, env, state, self.exec_limits)
             outcome.executed.append(ExecutedCall(call, done.action, done.result))
-            state.append(self._result(call, done.text,
-                                      "tool_error" if done.is_error else "observation"))
+            state.append(self._result(asked, done.text, "observation"))
         failed = outcome.format_error is not None
         state.consecutive_format_errors = state.consecutive_format_errors + 1 if failed else 0
         return outcome, Decision(format_error=failed)
 
+    async def _approved(self, asked: ToolCall, env: Environment, state: EpisodeState,
+                        outcome: TurnOutcome, schemas: dict[str, dict[str, Any]]) -> (
+            ToolCall | None):
+        """The call to run: ``asked`` or the approval callback's modification of it, once its
+        arguments passed the check; None when it is refused (its answer already given)."""
+        def refuse(call: ToolCall, problem: str) -> None:
+            outcome.format_error = outcome.format_error or FormatError(problem, call=call)
+            state.append(self._result(asked, problem, "format_error"))
+
+        problem = check_arguments(asked, schemas)
+        if problem is not None:
+            refuse(asked, problem)
+            return None
+        # before_tool_call runs after the arguments' check, before the tool
+        checked = await gate(env, asked, self._action(asked))
+        if isinstance(checked, Denied):
+            outcome.executed.append(ExecutedCall(asked, self._action(asked),
+                                                 denied_result(checked)))
+            reason = checked.reason or "Tool call blocked by plugin hook"
+            state.append(self._result(asked, thrown_text(asked.name, reason),
+                                      "observation"))  # a normal result, not isError
+            return None
+        if checked is not asked and (problem := check_arguments(checked, schemas)) is not None:
+            refuse(checked, problem)
+            return None
+        return checked
+
+    def _action(self, call: ToolCall) -> Action:
+        """The abstract action of a call that passed :func:`check_arguments`."""
+        if call.name in self._plugins:
+            return plugins.action_of(call.name, call.arguments)
+        args = normalize(call.arguments)
+        return describe(call.name, args if missing_parameters(call.name, args) is None else {})
+
     @staticmethod
     def _result(call: ToolCall, text: str, kind: str) -> Message:
-        """A toolResult; ``kind`` ``tool_error`` / ``format_error`` marks OpenClaw's isError."""
+        """A toolResult; ``kind`` ``format_error`` marks OpenClaw's isError (a call the schema
+        check refused). A tool that threw is an ``observation``: OpenClaw answers it with a
+        normal result (:func:`._openclaw_tools.thrown_text`)."""
         return observation_message(call, text, native=True, kind=kind)
 
     def render_action(self, action: Action, call_id: str,
                       state: EpisodeState | None = None) -> ModelTurn:
         """The turn that performs ``action``: file actions map to read/write/edit, list and
-        search to ``exec`` (``ls``, ``grep -rn``), shell to exec, finish to a text-only reply
-        (``Done.`` when the message is empty, since an empty reply is not a finish here)."""
+        search to ``exec`` (``ls``, ``grep -rn``), shell to exec, a product tool to the plugin
+        tool, finish to a text-only reply (``Done.`` when the message is empty, since an empty
+        reply is not a finish here)."""
         a = action.args
 
         def call(name: str, **arguments: str) -> ModelTurn:
             return ModelTurn(tool_calls=(ToolCall(id=call_id, name=name, arguments=arguments),))
 
         match action.kind:
+            case "tool":  # the arguments may hold any key, so not through call()
+                return ModelTurn(tool_calls=(ToolCall(
+                    id=call_id, name=a["name"],
+                    arguments=plugins.arguments_of(a["arguments"])),))
             case "finish":
                 return ModelTurn(content=a["message"] if a["message"].strip() else "Done.")
             case "read":

@@ -16,17 +16,26 @@ Exact round trips (any command string, any finish message) rest on three rules:
 
 The round trip holds for every string, NUL and other control characters included; whether bash
 can run a command holding a NUL byte is the sandbox's concern, not the interface's.
+
+An embedding product's tools (:meth:`~harnessgrid.levels.ToolInterfaceLevel.add_product_tools`)
+are commands inside the sandbox that call back to the host
+(:class:`~harnessgrid.sandbox.HostTools`): the prompt lists them, a call of one is an ordinary
+command, and a ``tool`` action renders as the command :func:`~harnessgrid.tools.as_shell`
+writes for it. Parsing does not change at all.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from harnessgrid import hookimpl
 from harnessgrid.levels import FactorLevel, ToolInterfaceLevel
 from harnessgrid.models import Action, FormatError, ModelTurn, ToolCall, ToolSpec
+from harnessgrid.plugins.factors.tool_interface import _product
 from harnessgrid.tools import as_shell
 
 SENTINEL = "finish_task"
@@ -98,8 +107,11 @@ class BashOnly(ToolInterfaceLevel):
     name = "bash_only"
     description = "One shell command per turn in a ```bash block; finish with a finish_task block."
     native_tools = False
+    supports_product_tools = True
 
     def tools(self) -> list[ToolSpec]:
+        """The calls this interface parses: the shell and the finish sentinel (product tools
+        are commands run by the shell, so they are not listed here but in the prompt)."""
         def schema(arg: str) -> dict[str, object]:
             return {"type": "object", "properties": {arg: {"type": "string"}},
                     "required": [arg], "additionalProperties": False}
@@ -125,6 +137,28 @@ class BashOnly(ToolInterfaceLevel):
             f"`{SENTINEL}`, followed by a short summary on the next lines (nothing else runs "
             "in that block):\n"
             f"{example}"
+        ) + self._product_section()
+
+    def _product_section(self) -> str:
+        if not self.product_tools:
+            return ""
+        tools = _product.listing(self.product_tools, quote="`")
+        first = self.product_tools[0]
+        arguments = _product.example_arguments(first)
+        forms = [as_shell(_product.tool_action(first.name, arguments)).args["command"]]
+        flags = _flags(arguments)
+        if flags is not None:
+            forms.append(f"{first.name}{flags}")
+        return (
+            "\n\n## Application commands\n"
+            "These commands belong to the application you work in: they run outside the "
+            "sandbox, print their result, and exit non-zero when the call fails. Use them in "
+            "the block like any other command (in pipelines too).\n\n"
+            f"{tools}\n\n"
+            "Pass the arguments as one JSON object in single quotes, or as --name value "
+            "flags (use the JSON form for lists and objects); `NAME --help` shows what a "
+            "command does:\n"
+            + _fenced("\n".join(forms))
         )
 
     def supports(self, kind: str) -> bool:
@@ -170,6 +204,18 @@ class BashOnly(ToolInterfaceLevel):
         if command.startswith("\n") or _sentinel_lines(command):
             command = "\n" + command
         return ModelTurn(content=_fenced(command))
+
+
+def _flags(arguments: dict[str, object]) -> str | None:
+    """`` --key value`` for each argument, or None when one is a list or an object (the flag
+    form passes text; the host converts numbers and true/false)."""
+    out = ""
+    for key, value in arguments.items():
+        if isinstance(value, dict | list):
+            return None
+        text = value if isinstance(value, str) else json.dumps(value)
+        out += f" --{key} {shlex.quote(text)}"
+    return out
 
 
 @hookimpl

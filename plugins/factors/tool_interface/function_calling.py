@@ -4,10 +4,14 @@ The model sees the tools through the API's ``tools=`` parameter (or the chat tem
 format) and answers with structured calls, so there is no text syntax to get wrong; what can go
 wrong is the arguments, which are checked against each tool's JSON schema so the model hears
 exactly which field was wrong and what was expected.
+
+An embedding product's tools (:meth:`~harnessgrid.levels.ToolInterfaceLevel.add_product_tools`)
+are native tools too, with their schemas as given; a call of one becomes a ``tool`` action.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -15,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from harnessgrid import hookimpl
 from harnessgrid.levels import FactorLevel, ToolInterfaceLevel
 from harnessgrid.models import Action, ActionKind, FormatError, ModelTurn, ToolCall, ToolSpec
+from harnessgrid.plugins.factors.tool_interface import _product
 
 if TYPE_CHECKING:
     import jsonschema
@@ -109,19 +114,25 @@ class FunctionCalling(ToolInterfaceLevel):
     description = ("Native JSON tool calls: read_file, write_file, edit_file, list_directory, "
                    "search_files, run_command, finish.")
     native_tools = True
+    supports_product_tools = True
 
     def tools(self) -> list[ToolSpec]:
-        return [ToolSpec(name=t.name, description=t.description, parameters=t.schema())
-                for t in _TOOLS]
+        return [*(ToolSpec(name=t.name, description=t.description, parameters=t.schema())
+                  for t in _TOOLS), *self.product_tools]
 
     def prompt_section(self) -> str:
-        return ("You act through the tools attached to this conversation; call them with "
+        text = ("You act through the tools attached to this conversation; call them with "
                 "structured tool calls, one or more per reply. File paths are relative to the "
                 "workspace. When the task is done and checked, call `finish` with a short "
                 "summary.")
+        if not self.product_tools:
+            return text
+        names = ", ".join(f"`{t.name}`" for t in self.product_tools)
+        return (f"{text} Some tools belong to the application you work in and run outside "
+                f"the workspace: {names}; call them like the others.")
 
     def supports(self, kind: str) -> bool:
-        return kind in _BY_KIND
+        return kind in _BY_KIND or (kind == "tool" and bool(self.product_tools))
 
     def parse(self, turn: ModelTurn) -> list[ToolCall]:
         return list(turn.tool_calls)
@@ -129,8 +140,13 @@ class FunctionCalling(ToolInterfaceLevel):
     def to_action(self, call: ToolCall) -> Action:
         tool = _BY_NAME.get(call.name)
         if tool is None:
+            product = _product.by_name(self.product_tools).get(call.name)
+            if product is not None:
+                example = json.dumps(_product.example_arguments(product))
+                return _product.product_action(
+                    product, call, f"send a JSON object such as {example}")
             raise FormatError(f"unknown tool {call.name!r}; the tools are "
-                              f"{', '.join(t.name for t in _TOOLS)}", call=call)
+                              f"{', '.join(t.name for t in self.tools())}", call=call)
         if call.parse_error is not None:
             raw = call.raw_arguments if call.raw_arguments is not None else ""
             raw = raw if len(raw) <= 200 else raw[:200] + "..."
@@ -148,9 +164,23 @@ class FunctionCalling(ToolInterfaceLevel):
         return Action(kind=tool.kind, args={tool.params[p]: args[p] for p in tool.params})
 
     def render(self, action: Action, call_id: str) -> ModelTurn:
+        if action.kind == "tool":
+            return ModelTurn(tool_calls=(_native_call(action, call_id),))
         tool = _BY_KIND[action.kind]
         arguments = {p: action.args[a] for p, a in tool.params.items()}
         return ModelTurn(tool_calls=(ToolCall(id=call_id, name=tool.name, arguments=arguments),))
+
+
+def _native_call(action: Action, call_id: str) -> ToolCall:
+    """A product-tool action as the native call; arguments that are not a JSON object are
+    sent as written, the way an API passes on a model's broken JSON (the call then fails
+    parsing with the usual message)."""
+    name, text = action.args["name"], action.args["arguments"]
+    arguments = _product.action_arguments(action)
+    if arguments is not None:
+        return ToolCall(id=call_id, name=name, arguments=arguments)
+    return ToolCall(id=call_id, name=name, raw_arguments=text,
+                    parse_error="not a JSON object")
 
 
 @hookimpl

@@ -20,18 +20,27 @@ any case, calls anywhere in the text. Strict where a guess could run the wrong t
 start of a line that is not a tool (except reasoning tags such as ``<think>``, whose contents are
 ignored), a missing or unknown parameter, an unclosed tag. Those reject the whole reply with a
 :class:`FormatError` that shows the expected syntax.
+
+An embedding product's tools (:meth:`~harnessgrid.levels.ToolInterfaceLevel.add_product_tools`)
+share one more tag, ``<tool name="lookup_order">{"order_id": "A1"}</tool>``: the tool's name as
+the attribute, its arguments as one JSON object between the tags (escaped like any text
+between tags). An unknown name or text that is not a JSON object rejects the reply like any
+other malformed call; arguments that break the tool's schema fail that call only, as wrong
+arguments do in native tool calling. Without product tools ``<tool>`` is not a tag.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from harnessgrid import hookimpl
 from harnessgrid.levels import FactorLevel, ToolInterfaceLevel
 from harnessgrid.models import Action, ActionKind, FormatError, ModelTurn, ToolCall, ToolSpec
+from harnessgrid.plugins.factors.tool_interface import _product
 
 
 @dataclass(frozen=True)
@@ -139,8 +148,11 @@ def _snippet(text: str, at: int) -> str:
     return repr(shown + ("..." if len(text) > at + 40 else ""))
 
 
-def _tool_list() -> str:
-    return ", ".join(f"<{t.name}>" for t in _TAGS)
+def _tool_list(product: Mapping[str, ToolSpec] | None = None) -> str:
+    tags = ", ".join(f"<{t.name}>" for t in _TAGS)
+    if not product:
+        return tags
+    return f'{tags}, and <tool name="..."> for {", ".join(product)}'
 
 
 def _closing(text: str, name: str, start: int) -> re.Match[str] | None:
@@ -223,8 +235,39 @@ def _parse_call(text: str, at: int, tag: _Tag) -> tuple[dict[str, str], int]:
     return {**tag.defaults, **args}, at
 
 
-def parse_calls(text: str) -> list[ToolCall]:
-    """Every call in ``text``, in order; :class:`FormatError` for a call written wrongly."""
+def _product_example(spec: ToolSpec) -> str:
+    return _render_product(spec.name, _product.example_arguments(spec))
+
+
+def _product_call(text: str, at: int, product: Mapping[str, ToolSpec], index: int) -> tuple[
+        ToolCall, int]:
+    """One ``<tool name=...>`` call whose tag name ends at ``at``: (call, end of the call)."""
+    first = _product_example(next(iter(product.values())))
+    tag = _Tag("tool", "tool", "", first, attrs=("name",), body="arguments",
+               defaults={"arguments": ""})
+    args, end = _parse_call(text, at, tag)
+    spec = product.get(args["name"])
+    if spec is None:
+        raise FormatError(f"unknown tool {args['name']!r} in <tool name=...>; the application "
+                          f"tools are {', '.join(product)} (the others have tags of their "
+                          f"own: {_tool_list()})")
+    body = args["arguments"].strip()
+    try:
+        arguments = json.loads(body) if body else {}
+    except ValueError as exc:
+        raise FormatError(f"the arguments of <tool name=\"{spec.name}\"> are not valid JSON "
+                          f"({exc}); write one JSON object between the tags, e.g. "
+                          f"{_product_example(spec)!r}") from None
+    if not isinstance(arguments, dict):
+        raise FormatError(f"the arguments of <tool name=\"{spec.name}\"> must be one JSON "
+                          f"object ({{...}}), got a {type(arguments).__name__}; write it as "
+                          f"{_product_example(spec)!r}")
+    return ToolCall(id=f"xml_{index}", name=spec.name, arguments=arguments), end
+
+
+def parse_calls(text: str, product: Mapping[str, ToolSpec] | None = None) -> list[ToolCall]:
+    """Every call in ``text``, in order; :class:`FormatError` for a call written wrongly.
+    ``product`` (name → spec) makes ``<tool name=...>`` a tag calling those tools."""
     calls: list[ToolCall] = []
     at = 0
     while (m := _OPEN.search(text, at)) is not None:
@@ -237,8 +280,12 @@ def parse_calls(text: str) -> list[ToolCall]:
         elif name in _BY_NAME:
             args, at = _parse_call(text, m.end(), _BY_NAME[name])
             calls.append(ToolCall(id=f"xml_{len(calls)}", name=name, arguments=args))
+        elif name == "tool" and product:
+            call, at = _product_call(text, m.end(), product, len(calls))
+            calls.append(call)
         elif m.group("bol") is not None:
-            raise FormatError(f"unknown tool <{m.group('name')}>; the tools are {_tool_list()}")
+            raise FormatError(f"unknown tool <{m.group('name')}>; the tools are "
+                              f"{_tool_list(product)}")
         else:
             at = m.end()
     return calls
@@ -254,6 +301,14 @@ def _render_call(tag: _Tag, args: dict[str, str]) -> str:
     return f"<{tag.name}{attrs}/>"
 
 
+def _render_product(name: str, arguments: dict[str, Any] | str) -> str:
+    """A product-tool call; the JSON is written with its characters as they are (the
+    action's canonical text escapes non-ASCII), text that is not an object as written."""
+    body = arguments if isinstance(arguments, str) else json.dumps(arguments,
+                                                                   ensure_ascii=False)
+    return f'<tool name="{escape_attr(name)}">\n{escape_text(body)}\n</tool>'
+
+
 class XmlTags(ToolInterfaceLevel):
     """Tools described in the system prompt and called with XML-like tags in the text."""
 
@@ -261,14 +316,15 @@ class XmlTags(ToolInterfaceLevel):
     description = ("Calls written in the reply as tags: <view/>, <create>, <replace>, <ls/>, "
                    "<grep/>, <exec>, <done>.")
     native_tools = False
+    supports_product_tools = True
 
     def tools(self) -> list[ToolSpec]:
-        return [ToolSpec(name=t.name, description=t.summary, parameters={
+        return [*(ToolSpec(name=t.name, description=t.summary, parameters={
             "type": "object",
             "properties": {p: {"type": "string"} for p in t.params()},
             "required": [p for p in t.params() if p not in t.defaults],
             "additionalProperties": False,
-        }) for t in _TAGS]
+        }) for t in _TAGS), *self.product_tools]
 
     def prompt_section(self) -> str:
         tools = "\n".join(f"- {t.summary}:\n{_indent(t.syntax)}" for t in _TAGS)
@@ -287,19 +343,39 @@ class XmlTags(ToolInterfaceLevel):
             "for an `&` that would otherwise read as an entity such as `&lt;`; other "
             "characters (`<`, `>`, `&&`, quotes, newlines) may be written as they are.\n\n"
             f"Example — change one line of a file:\n{example}"
+        ) + self._product_section()
+
+    def _product_section(self) -> str:
+        if not self.product_tools:
+            return ""
+        tools = _product.listing(self.product_tools)
+        first = self.product_tools[0]
+        return (
+            "\n\n## Application tools\n"
+            "These tools belong to the application you work in and run outside the workspace. "
+            "Call one with a tag named tool: the tool's name in its name attribute, the "
+            "arguments as one JSON object between the tags (the syntax rules above "
+            "apply).\n\n"
+            f"{tools}\n\n"
+            f"Example — call {first.name}:\n{_product_example(first)}"
         )
 
     def supports(self, kind: str) -> bool:
-        return kind in _BY_KIND
+        return kind in _BY_KIND or (kind == "tool" and bool(self.product_tools))
 
     def parse(self, turn: ModelTurn) -> list[ToolCall]:
-        return parse_calls(turn.content)
+        return parse_calls(turn.content, _product.by_name(self.product_tools))
 
     def to_action(self, call: ToolCall) -> Action:
+        product = _product.by_name(self.product_tools)
+        spec = product.get(call.name)
+        if spec is not None:  # the exact name first: tag names match in any case
+            return _product.product_action(
+                spec, call, f"write it as {_product_example(spec)!r}")
         tag = _BY_NAME.get(call.name.lower())
         if tag is None:
-            raise FormatError(f"unknown tool <{call.name}>; the tools are {_tool_list()}",
-                              call=call)
+            raise FormatError(f"unknown tool <{call.name}>; the tools are "
+                              f"{_tool_list(product)}", call=call)
         args: dict[str, Any] = {**tag.defaults, **call.arguments}
         wrong = sorted(set(args) - set(tag.params()))
         missing = [p for p in tag.params() if p not in args]
@@ -312,6 +388,11 @@ class XmlTags(ToolInterfaceLevel):
         return Action(kind=tag.kind, args={p: args[p] for p in tag.params()})
 
     def render(self, action: Action, call_id: str) -> ModelTurn:
+        if action.kind == "tool":
+            arguments = _product.action_arguments(action)
+            return ModelTurn(content=_render_product(
+                action.args["name"], action.args["arguments"] if arguments is None
+                else arguments))
         return ModelTurn(content=_render_call(_BY_KIND[action.kind], dict(action.args)))
 
 

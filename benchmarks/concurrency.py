@@ -1,6 +1,7 @@
 """Many concurrent episodes against a model server with a fixed 50 ms latency: turns per second
-and host CPU per turn, for the ``litellm:`` and ``openai:`` schemes, in one process and spread
-over worker processes (``--workers``).
+and host CPU per turn, for the ``litellm:`` and ``openai:`` schemes (``openai-http``: ``openai:``
+with ``transport=http``, the lean built-in client), in one process and spread over worker
+processes (``--workers``).
 
 The server (this script with ``--serve``) runs in its own process, so its CPU is not counted as
 host CPU: an OpenAI-compatible ``/v1/chat/completions`` that answers every request after
@@ -17,7 +18,8 @@ of the measured episodes to the last one. Host CPU is the CPU time of the harnes
 processes (this one, and the workers with ``--workers``), read from ``/proc``; the sandboxes'
 own CPU (bwrap, the command server, the command) is shown apart. Every configuration runs once
 per round, rounds interleave the configurations, and the figures are medians over rounds;
-ratios (openai vs litellm, N workers vs 1) are medians of the per-round ratios.
+ratios (openai vs litellm, openai-http vs openai, N workers vs 1) are medians of the per-round
+ratios.
 
 ``--profile`` adds one cProfile run per scheme in this process at the highest concurrency and
 splits its CPU by where the time went: the model client (litellm / openai / httpx / aiohttp),
@@ -27,7 +29,7 @@ harnessgrid), pydantic, the event loop (asyncio, selectors) and other.
 Run from the repository root::
 
     python benchmarks/concurrency.py [--rounds 3] [--concurrency 1,8,32,64] [--workers 1,2]
-        [--schemes litellm,openai] [--turns 10] [--latency 0.05] [--profile]
+        [--schemes litellm,openai,openai-http] [--turns 10] [--latency 0.05] [--profile]
 """
 
 from __future__ import annotations
@@ -186,10 +188,20 @@ class Run:
         return self.concurrency / latency
 
 
+#: ``--schemes`` names: the policy spec and its options (besides the server's URL).
+SCHEMES: dict[str, tuple[str, dict[str, Any]]] = {
+    "litellm": ("litellm:openai/bench", {}),
+    "openai": ("openai:bench", {}),
+    "openai-http": ("openai:bench", {"transport": "http"}),  # the lean built-in HTTP client
+}
+
+
 def policy(scheme: str, url: str) -> tuple[str, dict[str, Any]]:
-    if scheme == "litellm":
-        return "litellm:openai/bench", {"api_base": url, "api_key": "none", "max_retries": 0}
-    return "openai:bench", {"base_url": url, "api_key": "none", "max_retries": 0}
+    if scheme not in SCHEMES:
+        raise SystemExit(f"unknown scheme {scheme!r}: choose from {', '.join(SCHEMES)}")
+    spec, options = SCHEMES[scheme]
+    where = {"api_base": url} if scheme == "litellm" else {"base_url": url}
+    return spec, {**where, "api_key": "none", "max_retries": 0, **options}
 
 
 def jobs(scheme: str, url: str, n: int, turns: int) -> list[Any]:
@@ -268,7 +280,7 @@ def measure(scheme: str, concurrency: int, workers: int, url: str, turns: int) -
 # -- the CPU profile split ----------------------------------------------------------------------
 
 BUCKETS = (
-    ("model client", ("litellm", "openai", "httpx", "httpcore", "aiohttp", "h11", "anyio",
+    ("model client", ("litellm", "openai", "raw_http", "httpx", "httpcore", "aiohttp", "h11", "anyio",
                       "/ssl.py", "tiktoken", "tokenizers", "yarl", "multidict", "aiohappyeyeballs",
                       "/http/")),
     ("sandbox", ("harnessgrid/sandbox", "core/sandbox", "core/tools", "harnessgrid/tools",
@@ -360,7 +372,7 @@ def main() -> None:
                     for s in schemes:
                         run = measure(s, c, w, url, args.turns)
                         results[s, c, w].append(run)
-                        print(f"  round {r + 1}: {s:<7} c={c:<3} workers={w}  "
+                        print(f"  round {r + 1}: {s:<11} c={c:<3} workers={w}  "
                               f"{run.rate:7.1f} turns/s  host "
                               f"{1000 * run.host_cpu / run.turns:5.2f} ms/turn  (load average "
                               f"{os.getloadavg()[0]:.1f})", flush=True)
@@ -385,12 +397,12 @@ def report(results: dict[tuple[str, int, int], list[Run]], latency: float,
            schemes: list[str], workers: list[int]) -> None:
     print("\nmedians over rounds; host = CPU of the harness processes per turn, sandbox = the "
           "sandboxes' own CPU per turn; split = means per turn of the trajectories' parts (ms)")
-    print(f"{'scheme':<8}{'c':>4}{'workers':>8}{'turns/s':>9}{'ideal':>7}{'% ideal':>9}"
+    print(f"{'scheme':<12}{'c':>4}{'workers':>8}{'turns/s':>9}{'ideal':>7}{'% ideal':>9}"
           f"{'host ms':>9}{'sandbox ms':>11}   model / tools / harness / wait ms")
     for (s, c, w), runs in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
         rate = med([r.rate for r in runs])
         parts = {k: med([r.parts[k] for r in runs]) * 1000 for k in runs[0].parts}
-        print(f"{s:<8}{c:>4}{w:>8}{rate:>9.1f}{c / latency:>7.0f}"
+        print(f"{s:<12}{c:>4}{w:>8}{rate:>9.1f}{c / latency:>7.0f}"
               f"{100 * rate * latency / c:>8.1f}%"
               f"{med([1000 * r.host_cpu / r.turns for r in runs]):>9.2f}"
               f"{med([1000 * r.sandbox_cpu / r.turns for r in runs]):>11.2f}   "
@@ -400,12 +412,15 @@ def report(results: dict[tuple[str, int, int], list[Run]], latency: float,
     levels = sorted({c for _, c, _ in results})
     for c in levels:
         line = []
-        if "litellm" in schemes and "openai" in schemes:
+        for new, old in (("openai", "litellm"), ("openai-http", "openai")):
             for w in workers:
-                a, b = results.get(("openai", c, w)), results.get(("litellm", c, w))
+                a, b = results.get((new, c, w)), results.get((old, c, w))
                 if a and b:
-                    line.append(f"openai/litellm (workers={w}) "
-                                f"{med([x.rate / y.rate for x, y in zip(a, b)]):.2f}x")
+                    cpu = med([(x.host_cpu / x.turns) / (y.host_cpu / y.turns)
+                               for x, y in zip(a, b)])
+                    line.append(f"{new}/{old} (workers={w}) "
+                                f"{med([x.rate / y.rate for x, y in zip(a, b)]):.2f}x turns/s, "
+                                f"{cpu:.2f}x host CPU/turn")
         for s in schemes:
             for w in workers[1:]:
                 a, b = results.get((s, c, w)), results.get((s, c, workers[0]))

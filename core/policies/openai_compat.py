@@ -15,6 +15,12 @@ those of :mod:`harnessgrid.policies.api`.
 One ``AsyncOpenAI`` client per policy (per event loop) keeps its HTTP connections pooled across
 turns and episodes; the SDK's own retries are off, ours count. The SDK is imported when the
 policy is created, never by importing this module.
+
+``transport=http`` (opt-in; ``sdk`` is the default) replaces the SDK with
+:mod:`harnessgrid.policies.raw_http`, a lean HTTP/1.1 client on asyncio streams that costs the
+host a fraction of the SDK's CPU per request (what matters with many episodes per core). The
+request body, the decoding, errors, retries, deadlines and streaming rules are the same code;
+it speaks no proxy, so it refuses to start when the environment sets one for ``base_url``.
 """
 
 from __future__ import annotations
@@ -39,9 +45,14 @@ from harnessgrid.policies.streaming import ChatChunks, TextSink
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from harnessgrid.policies.raw_http import HTTPClient
+
 #: The SDK's own variables, read the way the SDK reads them.
 KEY_VARIABLE = "OPENAI_API_KEY"
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: ``transport=``: the official SDK, or the lean client of :mod:`harnessgrid.policies.raw_http`.
+TRANSPORTS = ("sdk", "http")
 
 
 class OpenAIPolicy(APIPolicy):
@@ -51,7 +62,8 @@ class OpenAIPolicy(APIPolicy):
     ``OPENAI_BASE_URL`` when not given, OpenAI's own API when neither is). ``api_key`` defaults
     to ``OPENAI_API_KEY``; a server at ``base_url`` may need none. ``temperature=None`` sends
     no temperature (for models that reject one). ``extra`` goes into the request body as is
-    (e.g. ``{"top_p": 0.9}``, vLLM's ``{"top_k": 20}``).
+    (e.g. ``{"top_p": 0.9}``, vLLM's ``{"top_k": 20}``). ``transport`` is ``sdk`` (the official
+    async SDK) or ``http`` (the lean client; module docstring).
     """
 
     model_hint = ("check the model name the server serves (GET <base_url>/models lists them), "
@@ -60,7 +72,7 @@ class OpenAIPolicy(APIPolicy):
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  temperature: float | None = 0.0, max_tokens: int = 2048, max_retries: int = 4,
                  backoff_s: float = 1.0, timeout_s: float = 120.0,
-                 extra: dict[str, Any] | None = None) -> None:
+                 extra: dict[str, Any] | None = None, transport: str = "sdk") -> None:
         if not model.strip():
             raise ConfigError("the openai policy needs a model name",
                               hint="write openai:<model>, e.g. openai:gpt-4o-mini, or the name a "
@@ -82,17 +94,39 @@ class OpenAIPolicy(APIPolicy):
                                    "base_url=URL (e.g. http://127.0.0.1:8000/v1) needs no key")
         if not self._key_source and api_key:
             self._key_source = KEY_VARIABLE
+        if transport not in TRANSPORTS:
+            raise ConfigError(f"{self.spec}: unknown transport {transport!r}",
+                              hint="transport=sdk (the official openai SDK, the default) or "
+                                   "transport=http (the lean built-in HTTP/1.1 client)")
+        self.transport = transport
+        # The SDK refuses to send a request without a key; a local server ignores it.
+        key = api_key or "unused"
+        if transport == "http":
+            self._http = self._http_client(api_key)
+            return
         try:
             import openai
         except ImportError as exc:
             raise ConfigError("the openai policy needs the openai package",
                               API_INSTALL_HINT) from exc
         self._openai = openai
-        # The SDK refuses to send a request without a key; a local server ignores it.
-        key = api_key or "unused"
         self._client: PerLoopClient[AsyncOpenAI] = PerLoopClient(
             lambda: openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0,
                                        timeout=self.timeout_s))
+
+    def _http_client(self, api_key: str | None) -> PerLoopClient[HTTPClient]:
+        from harnessgrid.policies import raw_http
+
+        url = self.base_url or DEFAULT_BASE_URL
+        endpoint = raw_http.Endpoint(url)  # a bad URL fails here, not at the first turn
+        proxy = raw_http.proxy_for(url)
+        if proxy:
+            raise ConfigError(f"{self.spec}: transport=http does not go through proxies, and "
+                              f"the environment sets {proxy} for {url}",
+                              hint="use transport=sdk (it honours HTTPS_PROXY / HTTP_PROXY / "
+                                   "ALL_PROXY), or exempt the host with NO_PROXY")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        return PerLoopClient(lambda: raw_http.HTTPClient(endpoint, headers))
 
     async def act(self, request: PolicyRequest) -> ModelTurn:
         params: dict[str, Any] = {"model": self.model,
@@ -102,6 +136,8 @@ class OpenAIPolicy(APIPolicy):
             params["temperature"] = self.temperature
         if request.native_tools and request.tools:  # OpenAI rejects an empty tools list
             params["tools"] = [t.openai() for t in request.tools]
+        if self.transport == "http":
+            return await self._act_http(params, request)
         if self.extra:
             params["extra_body"] = self.extra
         client = self._client.get()
@@ -140,6 +176,36 @@ class OpenAIPolicy(APIPolicy):
             return chunks
 
         return await self._send(send, transient_stream, request.deadline, sink)
+
+    async def _act_http(self, params: dict[str, Any], request: PolicyRequest) -> ModelTurn:
+        """``act`` on the lean client: the body the SDK would send (``extra`` merged in at
+        the top level, as the SDK's ``extra_body``), its answer decoded by the same code."""
+        from contextlib import aclosing
+
+        from harnessgrid.policies.raw_http import TransportError
+
+        params.update(self.extra)
+        client = self._http.get()
+
+        def transient(exc: Exception) -> bool:
+            return isinstance(exc, TransportError) or transient_status(exc)
+
+        if request.on_text is None:
+            response = await self._send(lambda timeout: client.post("/chat/completions", params),
+                                        transient, request.deadline)
+            return openai_turn(self.spec, response)
+        params.update(stream=True, stream_options={"include_usage": True})
+        sink = TextSink(request.on_text)
+
+        async def send(timeout: float) -> ChatChunks:
+            chunks = ChatChunks(sink)
+            async with aclosing(client.stream("/chat/completions", params)) as events:
+                async for chunk in events:
+                    chunks.add(chunk)
+            chunks.check_complete()
+            return chunks
+
+        return chunks_turn(self.spec, await self._send(send, transient, request.deadline, sink))
 
     def _key_hint(self) -> str:
         if self._key_source == "api_key":

@@ -292,6 +292,25 @@ def test_openai_text_reply_tokens_and_request() -> None:
     assert "tools" not in body
 
 
+@pytest.mark.parametrize("transport", ["sdk", "http"])
+def test_openai_own_api_gets_max_completion_tokens(transport: str) -> None:
+    """OpenAI's reasoning models refuse ``max_tokens``: requests to OpenAI's own API (no
+    base_url, or its host) carry ``max_completion_tokens``; other servers keep ``max_tokens``.
+    The field name is checked per address; its use on the wire with the local server (which
+    cannot be api.openai.com here)."""
+    assert OpenAIPolicy("o4-mini", api_key="k").limit_field == "max_completion_tokens"
+    assert OpenAIPolicy("o4-mini", api_key="k", base_url="https://API.openai.com/v1/",
+                        transport=transport).limit_field == "max_completion_tokens"
+    for other in ("http://127.0.0.1:8000/v1", "https://api.openai.com.example.org/v1"):
+        assert OpenAIPolicy("m", api_key="k", base_url=other).limit_field == "max_tokens"
+    with OpenAICompatServer([openai_text("hi")]) as srv:
+        policy = openai_policy(srv, max_tokens=100, transport=transport)
+        policy.limit_field = "max_completion_tokens"  # as for OpenAI's own host
+        act(policy, request(native=False, max_tokens=50))
+    body = srv.requests[0].json
+    assert body["max_completion_tokens"] == 50 and "max_tokens" not in body
+
+
 def test_openai_tool_calls_wire_format_and_malformed_calls() -> None:
     calls = [openai_call("read_file", {"path": "b.txt"}, "call_9"),
              openai_call("read_file", '{"path": "a.txt"', "c1")]  # truncated JSON: kept

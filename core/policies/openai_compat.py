@@ -51,6 +51,17 @@ if TYPE_CHECKING:
 KEY_VARIABLE = "OPENAI_API_KEY"
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def _is_openai(base_url: str | None) -> bool:
+    """Whether requests go to OpenAI's own API (no base_url, or its host)."""
+    if base_url is None:
+        return True
+    from urllib.parse import urlsplit
+
+    return (urlsplit(base_url).hostname or "").lower() == "api.openai.com"
+
+
 #: ``transport=``: the official SDK, or the lean client of :mod:`harnessgrid.policies.raw_http`.
 TRANSPORTS = ("sdk", "http")
 
@@ -85,6 +96,10 @@ class OpenAIPolicy(APIPolicy):
         self.model = model
         self.base_url = base_url or os.environ.get(BASE_URL_VARIABLE) or None
         self.extra = dict(extra or {})
+        # OpenAI's own API takes the reply limit as ``max_completion_tokens`` (its reasoning
+        # models refuse ``max_tokens``); vLLM, SGLang and llama.cpp servers read ``max_tokens``.
+        self.limit_field = ("max_completion_tokens" if _is_openai(self.base_url)
+                            else "max_tokens")
         self._key_source = "api_key" if api_key else ""
         api_key = api_key or os.environ.get(KEY_VARIABLE) or None
         if not api_key and self.base_url is None:
@@ -131,7 +146,7 @@ class OpenAIPolicy(APIPolicy):
     async def act(self, request: PolicyRequest) -> ModelTurn:
         params: dict[str, Any] = {"model": self.model,
                                   "messages": [m.openai() for m in request.messages],
-                                  "max_tokens": self._max_tokens(request)}
+                                  self.limit_field: self._max_tokens(request)}
         if self.temperature is not None:
             params["temperature"] = self.temperature
         if request.native_tools and request.tools:  # OpenAI rejects an empty tools list

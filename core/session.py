@@ -414,8 +414,7 @@ class AsyncSession:
                                                tool_call_id=call.id, name=call.name,
                                                kind="tool_error"))
         sandbox = self._sandbox
-        if sandbox is not None and (getattr(sandbox, "_interrupted", False)
-                                    or not sandbox.alive()):
+        if sandbox is not None and not (sandbox.idle() and sandbox.alive()):
             await self._replace_sandbox()
 
     async def _replace_sandbox(self) -> None:

@@ -5,7 +5,6 @@ through a real harness step with a real sandbox."""
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import shlex
 from typing import Annotated, Any
@@ -237,7 +236,6 @@ def test_xml_tool_calls_mix_with_the_own_tags_in_order() -> None:
 
 # -- through a harness, with a real sandbox --------------------------------------------------
 
-HOST_TOOLS = "host_tools" in inspect.signature(Sandbox.run).parameters
 CODES = {"function_calling": "S0-T0-O0-C0-W0", "xml_tags": "S0-T1-O0-C0-W0",
          "bash_only": "S0-T2-O0-C0-W0"}
 
@@ -268,8 +266,6 @@ def run_turns(code: str, turns: list[ModelTurn | Action]) -> list[Any]:
 @pytest.mark.parametrize("interface", ["function_calling", "xml_tags", "bash_only"])
 def test_a_product_tool_runs_on_the_host_and_its_result_reaches_the_model(
         interface: str) -> None:
-    if interface == "bash_only" and not HOST_TOOLS:
-        pytest.skip("Sandbox.run has no host_tools yet (the sandbox callback is not built)")
     CALLS.clear()
     steps = run_turns(CODES[interface], [
         call_action(order_id="A17", count=2, tags=["gift"]),
@@ -286,8 +282,6 @@ def test_a_product_tool_runs_on_the_host_and_its_result_reaches_the_model(
 
 
 def test_bash_flag_form_runs_the_tool() -> None:
-    if not HOST_TOOLS:
-        pytest.skip("Sandbox.run has no host_tools yet (the sandbox callback is not built)")
     CALLS.clear()
     ((outcome, seen),) = run_turns(CODES["bash_only"], [ModelTurn(
         content="```bash\nlookup_order --order_id A9 --count 3 --express true | tr a-z A-Z\n```")])

@@ -169,15 +169,21 @@ def check_arguments(spec: ToolSpec, arguments: Any) -> str | None:
             f"It takes: {signature(spec)}")
 
 
+def undecodable(call: ToolCall, how: str) -> FormatError:
+    """The error for a call whose arguments were not valid JSON, showing (the start of)
+    what was sent and ending with ``how`` to write them."""
+    raw = call.raw_arguments if call.raw_arguments is not None else ""
+    raw = raw if len(raw) <= 200 else raw[:200] + "..."
+    return FormatError(f"the arguments of the {call.name!r} call were not valid JSON "
+                       f"({call.parse_error}): {raw!r}; {how}", call=call)
+
+
 def product_action(spec: ToolSpec, call: ToolCall, how: str) -> Action:
     """The action for a call of a product tool whose arguments were decoded into
     ``call.arguments``; :class:`FormatError` (ending with ``how``, the interface's way to
     write the call) for undecodable or schema-violating arguments."""
     if call.parse_error is not None:
-        raw = call.raw_arguments if call.raw_arguments is not None else ""
-        raw = raw if len(raw) <= 200 else raw[:200] + "..."
-        raise FormatError(f"the arguments of the {call.name!r} call were not valid JSON "
-                          f"({call.parse_error}): {raw!r}; {how}", call=call)
+        raise undecodable(call, how)
     problem = check_arguments(spec, call.arguments)
     if problem is not None:
         raise FormatError(problem, call=call)

@@ -148,12 +148,8 @@ class FunctionCalling(ToolInterfaceLevel):
             raise FormatError(f"unknown tool {call.name!r}; the tools are "
                               f"{', '.join(t.name for t in self.tools())}", call=call)
         if call.parse_error is not None:
-            raw = call.raw_arguments if call.raw_arguments is not None else ""
-            raw = raw if len(raw) <= 200 else raw[:200] + "..."
-            raise FormatError(
-                f"the arguments of the {call.name!r} call were not valid JSON "
-                f"({call.parse_error}): {raw!r}; send a JSON object such as "
-                f'{{"{next(iter(tool.params))}": "..."}}', call=call)
+            raise _product.undecodable(
+                call, f'send a JSON object such as {{"{next(iter(tool.params))}": "..."}}')
         import jsonschema  # here, not at import: loading plugins must stay cheap
 
         errors = sorted(jsonschema.Draft202012Validator(tool.schema()).iter_errors(call.arguments),

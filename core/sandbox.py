@@ -91,6 +91,7 @@ from pathlib import Path
 from types import CodeType, TracebackType
 from typing import IO, Any, NoReturn, Self, TypeVar
 
+from harnessgrid._sandbox_accounts import account_files, data_fd
 from harnessgrid.environments import ACTIVE_ENVIRONMENT, EnvironmentRecord
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.workspace import Workspace
@@ -126,7 +127,6 @@ _ETC_ALLOWLIST = (
     "alternatives",
     "ca-certificates",
     "ca-certificates.conf",
-    "group",
     "host.conf",
     "hosts",
     "inputrc",
@@ -138,14 +138,14 @@ _ETC_ALLOWLIST = (
     "mime.types",
     "nsswitch.conf",
     "os-release",
-    "passwd",
     "protocols",
     "services",
     "ssl",
     "timezone",
 )
 """/etc entries commands commonly need (dynamic linker, names, certificates, /usr/bin/awk links).
-The rest of the host's /etc (credentials, service configs) stays out."""
+The rest of the host's /etc (credentials, service configs) stays out; ``passwd`` and ``group``
+are the sandbox's own (:mod:`harnessgrid._sandbox_accounts`)."""
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID")
 """All the server needs, and only until it drops to the sandbox uid at startup."""
 
@@ -804,22 +804,30 @@ class Sandbox:
         }
         python = os.path.realpath(sys.executable)
         server = [python, "-I", "-S", "-c", _BOOTSTRAP]
-        argv = server if self.unsafe_no_sandbox else self._bwrap_argv(python) + server
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the sandbox
+        data_fds: list[int] = []  # --ro-bind-data sources, bwrap's to read at start
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._stderr,
-                env={"PATH": _PATH, "LANG": "C.UTF-8"},
-                cwd=root,
-                close_fds=True,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            self._release_host_state()
-            raise SandboxError(f"cannot launch the sandbox: {exc}", hint=INSTALL_HINT) from exc
+            if not self.unsafe_no_sandbox:
+                server = self._bwrap_argv(python, uid, data_fds) + server
+            self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - as long as the sandbox
+            try:
+                proc = subprocess.Popen(
+                    server,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=self._stderr,
+                    env={"PATH": _PATH, "LANG": "C.UTF-8"},
+                    cwd=root,
+                    close_fds=True,
+                    pass_fds=data_fds,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                self._release_host_state()
+                hint = INSTALL_HINT
+                raise SandboxError(f"cannot launch the sandbox: {exc}", hint=hint) from exc
+        finally:
+            for fd in data_fds:
+                os.close(fd)
         assert proc.stdin is not None and proc.stdout is not None
         self._proc = proc
         weakref.finalize(self, _kill_process, proc)
@@ -859,7 +867,9 @@ class Sandbox:
         path = f"{env_bin}:{_PATH}" if env_bin else _PATH
         return {"PATH": path, "HOME": "/tmp", "TMPDIR": "/tmp", "TERM": "dumb", **common}
 
-    def _bwrap_argv(self, python: str) -> list[str]:
+    def _bwrap_argv(self, python: str, uid: int | None, data_fds: list[int]) -> list[str]:
+        """bwrap's arguments; the descriptors of ``--ro-bind-data`` sources go to ``data_fds``
+        (passed to bwrap, closed by the caller)."""
         bwrap = shutil.which("bwrap") or "bwrap"
         args = [bwrap, *_namespace_flags(), "--die-with-parent", "--new-session", "--as-pid-1"]
         args += ["--hostname", "sandbox"]
@@ -870,7 +880,7 @@ class Sandbox:
         mounted: list[str] = []
         made: set[str] = set()
 
-        def mount(kind: str, src: str | None, dst: str) -> None:
+        def mount(kind: str, src: str | None, dst: str, perms: str | None = None) -> None:
             # bwrap makes missing parents mode 0700 as root; commands must be able to traverse.
             parts = dst.strip("/").split("/")[:-1]
             for depth in range(1, len(parts) + 1):
@@ -880,6 +890,7 @@ class Sandbox:
                 if parent not in made:
                     args.extend(["--perms", "0755", "--dir", parent])
                     made.add(parent)
+            args.extend(["--perms", perms] if perms is not None else [])
             args.extend([kind, dst] if src is None else [kind, src, dst])
             mounted.append(dst)
 
@@ -894,6 +905,10 @@ class Sandbox:
         for name in _ETC_ALLOWLIST:
             if os.path.exists(f"{rootfs}/etc/{name}"):
                 mount("--ro-bind", f"{rootfs}/etc/{name}", f"/etc/{name}")
+        ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())
+        for dst, data in account_files(Path(rootfs + "/etc"), *ids).items():
+            data_fds.append(data_fd(data))
+            mount("--ro-bind-data", str(data_fds[-1]), dst, perms="0644")
         mount("--proc", None, "/proc")
         mount("--dev", None, "/dev")
         # POSIX message queues live in the ipc namespace, not in a process: mounted, a reset
@@ -1142,17 +1157,21 @@ class Sandbox:
                 f"timeout_s={timeout_s!r} must be a positive number of seconds",
                 hint="pass e.g. timeout_s=30, or None for limits.wall_s",
             )
-        target = self.workspace.resolve(cwd if cwd is not None else ".")
-        if not target.is_dir():
-            raise HarnessgridError(
-                f"cwd {cwd!r} is not a directory in the workspace",
-                hint="pass an existing directory, relative to the workspace",
-            )
-        rel = self.workspace.relative(target)
-        if self.unsafe_no_sandbox:
-            sandbox_cwd = str(target)
+        if cwd is None:  # the workspace itself (most commands): nothing to resolve
+            root = self.workspace.root
+            sandbox_cwd = str(root) if self.unsafe_no_sandbox else self.workspace.mount_path
         else:
-            sandbox_cwd = self.workspace.mount_path + ("" if rel == "." else "/" + rel)
+            target = self.workspace.resolve(cwd)
+            if not target.is_dir():
+                raise HarnessgridError(
+                    f"cwd {cwd!r} is not a directory in the workspace",
+                    hint="pass an existing directory, relative to the workspace",
+                )
+            rel = self.workspace.relative(target)
+            if self.unsafe_no_sandbox:
+                sandbox_cwd = str(target)
+            else:
+                sandbox_cwd = self.workspace.mount_path + ("" if rel == "." else "/" + rel)
         extra = dict(env or {})
         for key, value in extra.items():
             bad_key = not isinstance(key, str) or not key or "=" in key or "\0" in key

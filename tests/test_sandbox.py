@@ -158,6 +158,24 @@ def test_commands_are_unprivileged(sb: Sandbox) -> None:
         assert sandbox_uid(sb) >= sandbox_module._UID_BASE
 
 
+def test_the_sandbox_uid_has_a_name_and_host_users_stay_out(sb: Sandbox, ws: Workspace) -> None:
+    """Commands run as a uid the host's /etc/passwd does not list; the sandbox's own account
+    files name it (``whoami``, ``id``, ``ls -l``, ``~``, ``getent``) - without an entry every
+    bash start also fell through to the next NSS module - and carry only the host's system
+    accounts, not its real users."""
+    uid = sandbox_uid(sb)
+    assert sb.run_sync("whoami").stdout == "agent\n"
+    assert sb.run_sync("id").stdout.startswith(f"uid={uid}(agent) gid=")
+    assert sb.run_sync("ls -l hello.txt").stdout.split()[2:4] == ["agent", "agent"]
+    assert sb.run_sync("echo ~; getent passwd agent | cut -d: -f3").stdout == f"/tmp\n{uid}\n"
+    assert sb.run_sync("getent group agent").ok
+    assert sb.run_sync("test -w /etc/passwd").exit_code == 1, "the account files are read-only"
+    inside = [line.split(":") for line in sb.run_sync("cat /etc/passwd").stdout.splitlines()]
+    real_users = [f[0] for f in inside if 1000 <= int(f[2]) < 65534 and int(f[2]) != uid]
+    assert real_users == []
+    assert ["root", "0"] == inside[0][:3:2], "system accounts are kept"
+
+
 def test_no_network(sb: Sandbox) -> None:
     """A server listening on the host's loopback cannot be reached from inside."""
     server = socket.socket()

@@ -46,6 +46,7 @@ from harnessgrid.runtime import EpisodeLimits
 
 if TYPE_CHECKING:
     from harnessgrid.policies import Policy
+    from harnessgrid.sandbox_pool import PoolsByKey, SandboxPool
     from harnessgrid.tasks import Task, TaskSuite
     from harnessgrid.trajectory import Trajectory
 
@@ -291,10 +292,12 @@ def _run_job_on_worker(job: EpisodeJob) -> dict[str, Any]:
 
 
 async def arun_job(job: EpisodeJob, *, task: Task | None = None,
-                   policy: Policy | None = None) -> Trajectory:
+                   policy: Policy | None = None,
+                   pool: SandboxPool | PoolsByKey | None = None) -> Trajectory:
     """Run one job in this process: what a Ray worker does, usable anywhere (tests, a local
     fallback). An exception out of the harness becomes an ``internal_error`` trajectory, the
-    evaluator's rule; a job that cannot be rebuilt here raises :class:`ConfigError`."""
+    evaluator's rule; a job that cannot be rebuilt here raises :class:`ConfigError`. ``pool``
+    lends it a pre-started (recycled) sandbox, as in :func:`~harnessgrid.runtime.run_episode`."""
     from harnessgrid.api import resolve_harness
     from harnessgrid.runtime import crashed_episode, run_episode
     from harnessgrid.space import FactorSpace
@@ -310,7 +313,7 @@ async def arun_job(job: EpisodeJob, *, task: Task | None = None,
     try:
         harness = resolve_harness(job.harness, space)
         name = harness.name
-        return await run_episode(harness, task, policy, job.limits,
+        return await run_episode(harness, task, policy, job.limits, pool=pool,
                                  episode_id=job.episode_id or uuid.uuid4().hex[:12])
     except Exception as exc:  # noqa: BLE001 - one broken episode must not stop the others
         return crashed_episode(name, task, policy, exc)

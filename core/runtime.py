@@ -35,9 +35,10 @@ from harnessgrid.sandbox import (
     Sandbox,
     SandboxLimits,
     check_bwrap,
+    off_loop_detached,
 )
-from harnessgrid.sandbox_pool import PoolKey, SandboxPool
-from harnessgrid.scratch import scratch_dir
+from harnessgrid.sandbox_pool import PoolKey, PoolsByKey, SandboxPool, finish_or_undo
+from harnessgrid.scratch import ScratchDir
 from harnessgrid.tasks import GraderError, Task, task_score, validate_scores
 from harnessgrid.tools import Environment
 from harnessgrid.trajectory import CallRecord, Termination, Trajectory, TurnRecord
@@ -106,11 +107,12 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
                       limits: EpisodeLimits | None = None, *,
                       workspace: Workspace | None = None,
                       episode_id: str | None = None,
-                      pool: SandboxPool | None = None) -> Trajectory:
+                      pool: SandboxPool | PoolsByKey | None = None) -> Trajectory:
     """Run one episode and return its trajectory; never raises for agent or infrastructure
     failures (they become the trajectory's ``termination`` and ``error``). With ``pool`` (and
     no ``workspace``) the episode takes a pre-started sandbox from it when its key matches,
-    and hands it back to be closed in the background (see :mod:`harnessgrid.sandbox_pool`)."""
+    and hands it back to be recycled or closed in the background (see
+    :mod:`harnessgrid.sandbox_pool`); a :class:`PoolsByKey` gives the pool of its key."""
     limits = _effective(limits or EpisodeLimits(), task)
     require_sandbox(limits)
     environment, warning = resolve_episode_environment(task.environment, limits.environment)
@@ -120,10 +122,12 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
     started = time.time()
     clock = time.perf_counter()
     pooled: Sandbox | None = None
+    key = PoolKey(task.mount_path, limits.sandbox, limits.unsafe_no_sandbox, environment)
+    if isinstance(pool, PoolsByKey):
+        pool = pool.get(key) if workspace is None else None
     if workspace is not None:
         ws = workspace
     elif pool is not None:
-        key = PoolKey(task.mount_path, limits.sandbox, limits.unsafe_no_sandbox, environment)
         ws, pooled = await pool.acquire(task.files, task.source_dir, key=key)
     else:
         ws = Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
@@ -391,10 +395,13 @@ async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[d
     """Grade on a copy of the final workspace, off the event loop, with a timeout."""
     assert task.grader is not None
     t0 = time.perf_counter()
-    with scratch_dir("hg-grade-") as tmp:
-        # Copying (up to the workspace quota) and walking it are disk work: off the event loop,
-        # where the other episodes run.
-        copy = await asyncio.to_thread(_grading_copy, ws, tmp / "ws")
+    # Making the scratch directory, copying (up to the workspace quota), walking and removing
+    # it are disk work: off the event loop, where the other episodes run.
+    made = off_loop_detached(lambda: ScratchDir("hg-grade-"))
+    await finish_or_undo(made, lambda scratch: scratch.remove())
+    scratch = made.result()
+    try:
+        copy = await asyncio.to_thread(_grading_copy, ws, scratch.path / "ws")
         try:
             scores = await asyncio.wait_for(
                 asyncio.to_thread(task.grader.grade, copy.root, transcript), timeout_s)
@@ -410,6 +417,8 @@ async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[d
             traj.grade_error = str(exc)
         except Exception as exc:  # noqa: BLE001 - a grader bug must not crash the run
             traj.grade_error = f"grader raised {type(exc).__name__}: {exc}"
+    finally:  # removed in its thread even when this episode is cancelled meanwhile
+        await asyncio.shield(off_loop_detached(scratch.remove))
     traj.grade_s = time.perf_counter() - t0
 
 

@@ -203,7 +203,7 @@ class SandboxPool:
             self.stats.fresh += 1
             made = off_loop_detached(lambda: Workspace.create(files, source_dir,
                                                               mount_path=key.mount_path))
-            await _finish_or_undo(made, lambda ws: self.release(ws, None))
+            await finish_or_undo(made, lambda ws: self.release(ws, None))
             return made.result(), None
         ws, sandbox = ready
         if sandbox in self._lent:  # cannot happen: the invariant the isolation rests on
@@ -223,7 +223,7 @@ class SandboxPool:
             return ws, sandbox
         filled = off_loop_detached(lambda: Workspace.create(files, source_dir,
                                                             mount_path=key.mount_path, into=ws))
-        await _finish_or_undo(filled, lambda _: self._discard(ws, sandbox),
+        await finish_or_undo(filled, lambda _: self._discard(ws, sandbox),
                               on_error=lambda: self._discard(ws, sandbox))
         return ws, sandbox
 
@@ -377,6 +377,41 @@ class SandboxPool:
         return future
 
 
+class PoolsByKey:
+    """Sandbox pools for a stream of episodes whose keys are not known up front (a worker
+    process, a long-lived event loop serving jobs as they come): one :class:`SandboxPool` of
+    ``size`` per key, made when an episode first asks for it (:meth:`get`). At most
+    ``max_keys`` pools; episodes with further keys start their own sandboxes, as without a
+    pool. Pass it as ``pool=`` to :func:`~harnessgrid.runtime.run_episode`; close it (``async
+    with``) on the loop that used it."""
+
+    def __init__(self, size: int, *, reuse: int = DEFAULT_REUSE, max_keys: int = 4) -> None:
+        SandboxPool(size, reuse=reuse)  # the same checks of size and reuse, nothing started
+        self.size, self.reuse, self.max_keys = size, reuse, max_keys
+        self._pools: dict[PoolKey, SandboxPool] = {}
+        self._closed = False
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    def get(self, key: PoolKey) -> SandboxPool | None:
+        """The pool for ``key`` (started now if it is new); None when closed or full."""
+        pool = self._pools.get(key)
+        if pool is None and not self._closed and len(self._pools) < self.max_keys:
+            pool = self._pools[key] = SandboxPool(self.size, key, reuse=self.reuse)
+            pool._refill()  # what `async with` does: its first sandboxes start now
+        return pool
+
+    async def close(self) -> None:
+        """Close every pool (see :meth:`SandboxPool.close`); idempotent."""
+        self._closed = True
+        await asyncio.gather(*(pool.close() for pool in self._pools.values()))
+
+
 _INLINE_FILES = 32
 _INLINE_BYTES = 256 * 1024
 
@@ -393,7 +428,7 @@ def _log_failure(future: asyncio.Future[object]) -> None:
         logger.debug("sandbox pool background step failed: %s", future.exception())
 
 
-async def _finish_or_undo(future: asyncio.Future[_T], undo: Callable[[_T], object], *,
+async def finish_or_undo(future: asyncio.Future[_T], undo: Callable[[_T], object], *,
                           on_error: Callable[[], object] | None = None) -> None:
     """Wait for a lifecycle step. Cancelled meanwhile, the step still completes in its thread and
     ``undo`` then cleans up what it made; ``on_error`` runs when the step itself failed."""

@@ -40,6 +40,7 @@ from typing import Any
 
 from harnessgrid.errors import ConfigError, HarnessgridError
 from harnessgrid.ray_episodes import EpisodeJob
+from harnessgrid.sandbox_pool import PoolsByKey
 from harnessgrid.trajectory import Trajectory
 
 #: How often a worker may be replaced after dying, per worker asked for, before the jobs left
@@ -222,6 +223,13 @@ def _worker_main(conn: Connection, share: int) -> None:
 
 
 async def _serve(conn: Connection, share: int) -> None:
+    # The worker's episodes take pre-started sandboxes, recycled between them, as a
+    # one-process run does (runtime.episode_pool): no sandbox start per episode.
+    async with PoolsByKey(share) as pools:
+        await _serve_jobs(conn, pools)
+
+
+async def _serve_jobs(conn: Connection, pools: PoolsByKey) -> None:
     from harnessgrid.ray_episodes import arun_job
     from harnessgrid.trajectory import trajectory_line
 
@@ -248,7 +256,7 @@ async def _serve(conn: Connection, share: int) -> None:
     async def run(head: dict[str, Any], body: bytes) -> None:
         job = EpisodeJob.model_validate_json(body)
         try:
-            traj = await arun_job(job)
+            traj = await arun_job(job, pool=pools)
         except HarnessgridError as exc:  # this process cannot rebuild the job
             await send(json.dumps({**head, "setup_error": exc.message,
                                    "hint": exc.hint}).encode() + b"\n")

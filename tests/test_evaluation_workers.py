@@ -208,3 +208,26 @@ def test_killed_evaluation_with_workers_resumes_exactly(tmp_path: Path) -> None:
     trajectories = [json.loads(line) for line in lines(out / TRAJECTORIES)]
     traj_keys = [tuple(t["meta"]["eval"][k] for k in ResultKey._fields) for t in trajectories]
     assert len(traj_keys) == len(set(traj_keys)) == 76
+
+
+def test_a_workers_episodes_run_on_recycled_sandboxes() -> None:
+    """A worker keeps a sandbox pool, as a one-process run does: its sequential episodes run on
+    sandboxes started once and recycled, not on a fresh start each. Each episode prints its
+    sandbox server's start time (PID 1's, in clock ticks); four episodes on one worker see at
+    most the pool's two sandboxes (with a start per episode they would see four)."""
+    from servers import OpenAICompatServer, openai_text
+
+    from harnessgrid.evaluation.workers import worker_episodes
+    from harnessgrid.ray_episodes import EpisodeJob
+
+    reply = "Looking.\n```bash\ncut -d' ' -f22 /proc/1/stat\n```"
+    with OpenAICompatServer([openai_text(reply) for _ in range(4)]) as server:
+        jobs = [EpisodeJob(harness="S0-T2-O0-C0-W0", suite="examples", task_id="upper",
+                           policy="openai:bench", limits=EpisodeLimits(max_turns=1),
+                           policy_options={"base_url": server.base_url, "api_key": "none"})
+                for _ in range(4)]
+        trajs = [traj for _, traj in worker_episodes(jobs, workers=1, concurrency=1)]
+    started = [call.result.output.strip() for traj in trajs for turn in traj.turns
+               for call in turn.calls if call.action.kind == "shell"]
+    assert len(started) == 4 and all(tick.isdigit() for tick in started), started
+    assert len(set(started)) <= 2, started

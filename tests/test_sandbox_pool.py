@@ -23,7 +23,7 @@ from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.registry import PluginManager
 from harnessgrid.runtime import EpisodeLimits, episode_pool, run_episode, run_episodes
 from harnessgrid.sandbox import Sandbox, sandbox_available
-from harnessgrid.sandbox_pool import PoolKey, SandboxPool
+from harnessgrid.sandbox_pool import PoolKey, PoolsByKey, SandboxPool
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import Task
 from harnessgrid.trajectory import Trajectory
@@ -490,3 +490,33 @@ def test_graded_episodes_are_graded_then_recycled(bash_harness: ComposedHarness)
     assert three.termination == "timeout"
     assert pool.stats.started == 1 and pool.stats.recycled == 2
     assert pool.stats.not_recycled == 1
+
+
+def test_pools_by_key_make_one_pool_per_key_when_first_needed(
+        bash_harness: ComposedHarness) -> None:
+    """PoolsByKey (a worker's pools): a pool per key, made by the first episode that needs
+    it, recycling between that key's episodes; a key beyond ``max_keys`` starts its own
+    sandbox; a closed PoolsByKey makes no more pools; sizes are checked like a pool's."""
+    default = [shell_task(f"d{i}", "ls -A", files={f"f{i}": "x"}) for i in range(3)]
+    elsewhere = shell_task("e", "pwd && ls -A", files={"g": "y"})
+    elsewhere = elsewhere.model_copy(update={"mount_path": "/testbed"})
+    third = elsewhere.model_copy(update={"mount_path": "/srv/code", "id": "s"})
+
+    async def main() -> tuple[list[Trajectory], PoolsByKey]:
+        async with PoolsByKey(1, max_keys=2) as pools:
+            assert pools.get(PoolKey()) is not None  # made on demand: the default key's
+            trajs = [await run_episode(bash_harness, t, ScriptedPolicy(), pool=pools)
+                     for t in (*default, elsewhere, third)]
+        return trajs, pools
+
+    trajs, pools = run(main())
+    assert [outputs(t)[0][1] for t in trajs] == [
+        "f0\n", "f1\n", "f2\n", "/testbed\ng\n", "/srv/code\ng\n"]
+    by_mount = {key.mount_path: pool for key, pool in pools._pools.items()}
+    assert set(by_mount) == {"/workspace", "/testbed"}, "the third key got no pool"
+    assert by_mount["/workspace"].stats.handed_out == 3
+    assert by_mount["/workspace"].stats.recycled >= 1
+    assert by_mount["/testbed"].stats.handed_out == 1
+    assert pools.get(PoolKey(mount_path="/opt/x")) is None, "closed: no new pool"
+    with pytest.raises(HarnessgridError, match="size"):
+        PoolsByKey(-1)

@@ -13,8 +13,9 @@ C / L turns per second.
 
 Each measured run starts with a warm-up batch (one one-turn episode per concurrency slot: the
 client's imports and connection pool, the workers' start-up), then 2 x concurrency (at least 8)
-measured episodes; the clock and the CPU counters run from the completion of the first quarter
-of the measured episodes to the last one. Host CPU is the CPU time of the harness
+measured episodes; the clock and the CPU counters run from the C-th completion (every slot
+busy with a measured episode) to the completion that lets the last episode start - exactly C
+episodes run throughout - and the turns counted are those that ended inside that window. Host CPU is the CPU time of the harness
 processes (this one, and the workers with ``--workers``), read from ``/proc``; the sandboxes'
 own CPU (bwrap, the command server, the command) is shown apart. Every configuration runs once
 per round, rounds interleave the configurations, and the figures are medians over rounds;
@@ -128,41 +129,50 @@ def _stat(pid: int) -> tuple[int, float, float] | None:
     return int(fields[1]), own, children
 
 
-def _workers() -> list[int]:
-    """The worker processes below this one (forkserver children, and the forkserver)."""
-    me, found = os.getpid(), []
-    parents: dict[int, int] = {}
+def _processes() -> dict[int, tuple[int, float, float]]:
+    """Every process's (parent pid, own CPU s, reaped children's CPU s)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             stat = _stat(int(entry.name))
             if stat is not None:
-                parents[int(entry.name)] = stat[0]
-    for pid in parents:
-        chain, p = 0, pid
-        while p in parents and p != me and chain < 6:
-            p, chain = parents[p], chain + 1
-        if p == me and pid != me:
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"multiprocessing" in cmdline:
-                found.append(pid)
+                found[int(entry.name)] = stat
     return found
 
 
+def _is_worker(pid: int) -> bool:
+    try:
+        return b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+#: The model server's pid: a child of this process whose CPU is neither harness nor sandbox.
+MODEL_SERVER: list[int] = []
+
+
 def cpu_now() -> tuple[float, float]:
-    """(harness CPU s, sandbox CPU s) so far: this process and its workers; what their reaped
-    children (the sandboxes) used. The model server is never reaped while it runs."""
+    """(harness CPU s, sandbox CPU s) so far. Harness: this process and its worker processes.
+    Sandbox: what they reaped (closed sandboxes) plus the live sandboxes below them - pooled
+    ones stay up across episodes, so their bwrap, command server and the commands it reaped
+    are read from /proc while they run. The model server is left out."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = usage.ru_utime + usage.ru_stime
     sandbox = children.ru_utime + children.ru_stime
-    for pid in _workers():
-        stat = _stat(pid)
-        if stat is not None:
-            own += stat[1]
-            sandbox += stat[2]
+    me, table = os.getpid(), _processes()
+    for pid, (parent, cpu, reaped) in table.items():
+        chain, p, path = 0, pid, [pid]
+        while p in table and p != me and chain < 8:
+            p, chain = table[p][0], chain + 1
+            path.append(p)
+        if p != me or pid == me or set(path) & set(MODEL_SERVER):
+            continue
+        if _is_worker(pid):
+            own += cpu
+            sandbox += reaped
+        else:  # a live sandbox process: its own CPU and its reaped commands'
+            sandbox += cpu + reaped
     return own, sandbox
 
 
@@ -219,15 +229,18 @@ def in_process(batch: list[Any], concurrency: int,
     """Run ``batch``, ``concurrency`` at once on one event loop; ``done(index, trajectory)`` is
     called on the loop as each episode ends (when it ends, not when a consumer gets to it)."""
     from harnessgrid.ray_episodes import arun_job
+    from harnessgrid.sandbox_pool import PoolsByKey
 
     async def run_all() -> None:
         sem = asyncio.Semaphore(concurrency)
 
         async def one(i: int) -> None:
             async with sem:
-                done(i, await arun_job(batch[i]))
+                done(i, await arun_job(batch[i], pool=pools))
 
-        await asyncio.gather(*(one(i) for i in range(len(batch))))
+        # Pre-started sandboxes, recycled between episodes, as in a worker (and run_episodes).
+        async with PoolsByKey(concurrency) as pools:
+            await asyncio.gather(*(one(i) for i in range(len(batch))))
 
     _LOOP.run_until_complete(run_all())
 
@@ -244,36 +257,39 @@ def measure(scheme: str, concurrency: int, workers: int, url: str, turns: int) -
     real = jobs(scheme, url, max(8, 2 * concurrency), turns)
     batch = warm + real
     run = Run(scheme, concurrency, workers)
-    # The rate is taken between the completions of the first quarter and the last of the
-    # measured episodes: the start (workers importing, pools filling) is left out.
-    skip, count = len(real) // 4, [0]
-    start: list[float] = []
-    sums: dict[str, float] = defaultdict(float)
+    # The window: from the C-th completion (the warm-up done, every slot running a measured
+    # episode) to the one that lets the last episode start; throughout it exactly C episodes
+    # run. Turns are counted by when they ended (the trajectory's start plus its turns' wall
+    # times), not by whole episodes when they complete: episodes started together finish
+    # together, and counting all their turns at the end would overstate the rate.
+    first, last = concurrency, len(batch) - concurrency
+    count = [0]
+    marks: list[tuple[float, float, float]] = []  # (time, harness CPU, sandbox CPU)
+    ends: list[tuple[float, Any]] = []  # (when each measured turn ended, the turn)
 
     def done(index: int, traj: Any) -> None:
         if traj.infra_failure:
             raise SystemExit(f"{scheme} episode failed: {traj.termination}: {traj.error}")
-        if index < len(warm):
-            return
         count[0] += 1
-        if count[0] == skip:
-            start.extend([time.perf_counter(), *cpu_now()])
-        if count[0] <= skip:
-            return
-        run.turns += len(traj.turns)
-        for part in ("model_s", "tools_s", "harness_s", "wait_s"):
-            sums[part] += getattr(traj, part)
-        if count[0] == len(real):  # the last one: read the CPU before the workers stop
-            run.seconds = time.perf_counter() - start[0]
-            cpu, sandbox = cpu_now()
-            run.host_cpu, run.sandbox_cpu = cpu - start[1], sandbox - start[2]
+        if count[0] in (first, last):  # read the CPU right here, before the workers stop
+            marks.append((time.time(), *cpu_now()))
+        if index >= len(warm):
+            clock = traj.started_at
+            for turn in traj.turns:
+                clock += turn.wall_s
+                ends.append((clock, turn))
 
     if workers == 1:
         in_process(batch, concurrency, done)
     else:
         for index, traj in worker_episodes(batch, workers=workers, concurrency=concurrency):
             done(index, traj)
-    run.parts = {k: v / run.turns for k, v in sums.items()}
+    (t0, cpu0, sandbox0), (t1, cpu1, sandbox1) = marks
+    inside = [turn for when, turn in ends if t0 <= when <= t1]
+    run.turns, run.seconds = len(inside), t1 - t0
+    run.host_cpu, run.sandbox_cpu = cpu1 - cpu0, sandbox1 - sandbox0
+    run.parts = {part: sum(getattr(t, part) for t in inside) / max(1, len(inside))
+                 for part in ("model_s", "tools_s", "harness_s", "wait_s")}
     return run
 
 
@@ -360,6 +376,7 @@ def main() -> None:
     workers = [int(w) for w in args.workers.split(",")]
     schemes = args.schemes.split(",")
     server, url = start_server(args.latency)
+    MODEL_SERVER.append(server.pid)
     print(f"server {url}, latency {args.latency * 1000:.0f} ms, {args.turns} turns per episode, "
           f"{os.cpu_count()} CPUs, {args.rounds} round(s)", flush=True)
     results: dict[tuple[str, int, int], list[Run]] = defaultdict(list)

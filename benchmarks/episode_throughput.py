@@ -17,7 +17,7 @@ Both sides play the same N tasks; each episode issues the same K shell commands 
   ``LocalEnvironment``). Sandboxes come from a ``SandboxPool`` (as in ``run_episodes``,
   evaluation and training: started ahead, and recycled - reset between episodes - rather
   than closed and started again); ``--no-recycle`` adds rows whose pool closes each sandbox
-  after its episode (``SandboxPool(reuse=1)``, a start per episode, off the critical path),
+  after its episode (``episode_pool(..., reuse=1)``, a start per episode, off the critical path),
   ``--fresh`` rows that start and close one on each episode's critical path instead.
 
 Timing is in paired rounds: each round runs every mode once, interleaved, so load from other
@@ -316,7 +316,6 @@ def run_harnessgrid(side: HarnessgridSide, tasks: Sequence[BenchTask], concurren
                     sandbox: bool, pooled: bool = True, recycle: bool = True
                     ) -> tuple[float, list[EpisodeRun]]:
     from harnessgrid.runtime import episode_pool, run_episode, run_episodes
-    from harnessgrid.sandbox_pool import SandboxPool
 
     hg_tasks = [side.task(t) for t in tasks]  # building Task values is not timed (nor is mini's)
     limits = side.limits(sandbox)
@@ -324,9 +323,7 @@ def run_harnessgrid(side: HarnessgridSide, tasks: Sequence[BenchTask], concurren
     async def main() -> list[Any]:
         if not recycle:  # as run_episodes, with a pool that closes each sandbox after use
             gate = asyncio.Semaphore(concurrency)
-            key = episode_pool(limits, hg_tasks, concurrency).key  # (starts nothing)
-            async with SandboxPool(min(concurrency, len(hg_tasks)), key,
-                                   expected=len(hg_tasks), reuse=1) as closing_pool:
+            async with episode_pool(limits, hg_tasks, concurrency, reuse=1) as closing_pool:
                 async def one_closing(task: Any) -> Any:
                     async with gate:
                         return await run_episode(side.harness, task, side.policy, limits,

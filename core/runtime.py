@@ -37,7 +37,13 @@ from harnessgrid.sandbox import (
     check_bwrap,
     off_loop_detached,
 )
-from harnessgrid.sandbox_pool import PoolKey, PoolsByKey, SandboxPool, finish_or_undo
+from harnessgrid.sandbox_pool import (
+    DEFAULT_REUSE,
+    PoolKey,
+    PoolsByKey,
+    SandboxPool,
+    finish_or_undo,
+)
 from harnessgrid.scratch import ScratchDir
 from harnessgrid.tasks import GraderError, Task, task_score, validate_scores
 from harnessgrid.tools import Environment
@@ -468,10 +474,11 @@ async def run_episodes(jobs: Iterable[tuple[Harness, Task]], policy: Policy,
 
 
 def episode_pool(limits: EpisodeLimits | None, tasks: Iterable[Task],
-                 concurrency: int) -> SandboxPool:
+                 concurrency: int, *, reuse: int = DEFAULT_REUSE) -> SandboxPool:
     """A sandbox pool for running ``tasks`` at ``concurrency`` (use it with ``async with``):
     keyed like most of them (the others start their own sandbox), starting no more sandboxes
-    than there are tasks. Evaluation and the trainer's rollouts use it too."""
+    than there are tasks, each serving up to ``reuse`` episodes (1: closed after one).
+    Evaluation and the trainer's rollouts use it too."""
     limits = limits or EpisodeLimits()
     keys: list[PoolKey] = []
     environments: dict[str | None, Any] = {}
@@ -487,4 +494,4 @@ def episode_pool(limits: EpisodeLimits | None, tasks: Iterable[Task],
     key = max(set(keys), key=keys.count) if keys else PoolKey(
         limits=limits.sandbox, unsafe_no_sandbox=limits.unsafe_no_sandbox)
     wanted = keys.count(key)
-    return SandboxPool(min(concurrency, wanted), key, expected=wanted)
+    return SandboxPool(min(concurrency, wanted), key, expected=wanted, reuse=reuse)

@@ -380,14 +380,15 @@ class SandboxPool:
 class PoolsByKey:
     """Sandbox pools for a stream of episodes whose keys are not known up front (a worker
     process, a long-lived event loop serving jobs as they come): one :class:`SandboxPool` of
-    ``size`` per key, made when an episode first asks for it (:meth:`get`). At most
-    ``max_keys`` pools; episodes with further keys start their own sandboxes, as without a
-    pool. Pass it as ``pool=`` to :func:`~harnessgrid.runtime.run_episode`; close it (``async
+    ``size`` per key, made when an episode first asks for it (:meth:`get`); ``expected`` and
+    ``reuse`` are each pool's (see :class:`SandboxPool`). At most ``max_keys`` pools; episodes
+    with further keys start their own sandboxes, as without a pool. Pass it as ``pool=`` to :func:`~harnessgrid.runtime.run_episode`; close it (``async
     with``) on the loop that used it."""
 
-    def __init__(self, size: int, *, reuse: int = DEFAULT_REUSE, max_keys: int = 4) -> None:
-        SandboxPool(size, reuse=reuse)  # the same checks of size and reuse, nothing started
-        self.size, self.reuse, self.max_keys = size, reuse, max_keys
+    def __init__(self, size: int, *, expected: int | None = None, reuse: int = DEFAULT_REUSE,
+                 max_keys: int = 4) -> None:
+        SandboxPool(size, expected=expected, reuse=reuse)  # the same checks; starts nothing
+        self.size, self.expected, self.reuse, self.max_keys = size, expected, reuse, max_keys
         self._pools: dict[PoolKey, SandboxPool] = {}
         self._closed = False
 
@@ -402,7 +403,8 @@ class PoolsByKey:
         """The pool for ``key`` (started now if it is new); None when closed or full."""
         pool = self._pools.get(key)
         if pool is None and not self._closed and len(self._pools) < self.max_keys:
-            pool = self._pools[key] = SandboxPool(self.size, key, reuse=self.reuse)
+            pool = self._pools[key] = SandboxPool(self.size, key, expected=self.expected,
+                                                  reuse=self.reuse)
             pool._refill()  # what `async with` does: its first sandboxes start now
         return pool
 

@@ -96,7 +96,7 @@ def worker_episodes(jobs: Sequence[EpisodeJob], *, workers: int, concurrency: in
     encoded = [job.model_dump_json().encode() for job in jobs]
     try:
         for share in shares(concurrency, min(workers, max(1, len(jobs)))):
-            pool.append(_start(context, share))
+            pool.append(_start(context, share, len(jobs)))
         while todo or any(w.held for w in pool):
             for w in pool:  # hand out work up to each worker's share
                 while todo and len(w.held) < w.share:
@@ -117,7 +117,7 @@ def worker_episodes(jobs: Sequence[EpisodeJob], *, workers: int, concurrency: in
                     _close(w)
                     if todo and respawns > 0:
                         respawns -= 1
-                        pool.append(_start(context, w.share))
+                        pool.append(_start(context, w.share, len(jobs)))
             if todo and not pool:  # every replacement died too: give the rest up
                 while todo:
                     index = todo.popleft()
@@ -132,9 +132,9 @@ def _context() -> Any:
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _start(context: Any, share: int) -> _Worker:
+def _start(context: Any, share: int, jobs: int) -> _Worker:
     parent, child = context.Pipe(duplex=True)
-    process = context.Process(target=_worker_main, args=(child, share),
+    process = context.Process(target=_worker_main, args=(child, share, jobs),
                               name="harnessgrid-worker", daemon=True)
     # A started process re-runs the caller's main script unless it is guarded by
     # ``if __name__ == "__main__"``; workers need nothing from it, so they are not shown it.
@@ -215,17 +215,18 @@ def _stop(pool: list[_Worker]) -> None:
 # -- the worker side ---------------------------------------------------------------------------
 
 
-def _worker_main(conn: Connection, share: int) -> None:
-    """A worker process: its own event loop, ``share`` episodes at once, until its pipe ends."""
+def _worker_main(conn: Connection, share: int, jobs: int) -> None:
+    """A worker process: its own event loop, ``share`` episodes at once, until its pipe ends;
+    ``jobs`` (all of the run's) bounds how many sandboxes its pools start."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    asyncio.run(_serve(conn, share))
+    asyncio.run(_serve(conn, share, jobs))
 
 
-async def _serve(conn: Connection, share: int) -> None:
+async def _serve(conn: Connection, share: int, jobs: int) -> None:
     # The worker's episodes take pre-started sandboxes, recycled between them, as a
     # one-process run does (runtime.episode_pool): no sandbox start per episode.
-    async with PoolsByKey(share) as pools:
+    async with PoolsByKey(min(share, jobs), expected=jobs) as pools:
         await _serve_jobs(conn, pools)
 
 

@@ -45,6 +45,7 @@ from harnessgrid.errors import ConfigError, HarnessgridError
 from harnessgrid.runtime import EpisodeLimits
 
 if TYPE_CHECKING:
+    from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
     from harnessgrid.sandbox_pool import PoolsByKey, SandboxPool
     from harnessgrid.tasks import Task, TaskSuite
@@ -268,6 +269,8 @@ _SUITES: dict[str, TaskSuite] = {}
 _POLICIES: dict[str, Policy] = {}
 _MAX_POLICIES = 4  # oldest dropped first
 _HARNESSES: set[str] = set()  # harness addresses already resolved once on this node
+_COMPOSED: dict[str, Harness] = {}  # composed harnesses by (address, space), see _harness
+_MAX_COMPOSED = 256  # the 243 configurations of the paper's grid fit
 _LOOP: asyncio.AbstractEventLoop | None = None
 
 
@@ -298,9 +301,7 @@ async def arun_job(job: EpisodeJob, *, task: Task | None = None,
     fallback). An exception out of the harness becomes an ``internal_error`` trajectory, the
     evaluator's rule; a job that cannot be rebuilt here raises :class:`ConfigError`. ``pool``
     lends it a pre-started (recycled) sandbox, as in :func:`~harnessgrid.runtime.run_episode`."""
-    from harnessgrid.api import resolve_harness
     from harnessgrid.runtime import crashed_episode, run_episode
-    from harnessgrid.space import FactorSpace
 
     if task is None or policy is None:
         try:
@@ -308,15 +309,33 @@ async def arun_job(job: EpisodeJob, *, task: Task | None = None,
         except _SetupError as exc:
             raise ConfigError(f"cannot run episode {job.describe()}: {exc.message}",
                               hint=exc.hint) from None
-    space = FactorSpace.from_levels(job.space) if job.space is not None else None
     name = job.harness
     try:
-        harness = resolve_harness(job.harness, space)
+        harness = _harness(job)
         name = harness.name
         return await run_episode(harness, task, policy, job.limits, pool=pool,
                                  episode_id=job.episode_id or uuid.uuid4().hex[:12])
     except Exception as exc:  # noqa: BLE001 - one broken episode must not stop the others
         return crashed_episode(name, task, policy, exc)
+
+
+def _harness(job: EpisodeJob) -> Harness:
+    """The job's harness: a composed one is built once per process and shared by its episodes
+    (it holds no episode state; ``run_episodes`` shares one too); an adapter is made fresh for
+    each episode (adapters keep per-session state)."""
+    from harnessgrid.api import resolve_harness
+    from harnessgrid.space import FactorSpace
+
+    if job.harness.strip().startswith("adapter:"):
+        return resolve_harness(job.harness)
+    key = json.dumps([job.harness, job.space], sort_keys=True)
+    harness = _COMPOSED.get(key)
+    if harness is None:
+        if len(_COMPOSED) >= _MAX_COMPOSED:
+            _COMPOSED.pop(next(iter(_COMPOSED)))
+        space = FactorSpace.from_levels(job.space) if job.space is not None else None
+        harness = _COMPOSED[key] = resolve_harness(job.harness, space)
+    return harness
 
 
 def _rebuild(job: EpisodeJob) -> tuple[Task, Policy]:

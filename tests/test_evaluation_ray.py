@@ -293,6 +293,25 @@ def test_a_job_runs_from_plain_specs_in_process() -> None:
         asyncio.run(arun_job(job.model_copy(update={"task_id": "nosuch"})))
 
 
+def test_a_process_builds_a_composed_harness_once_and_each_adapter_fresh() -> None:
+    """A worker's jobs share one composed harness per (address, space) - it holds no episode
+    state - and each get a fresh adapter (adapters keep per-session state); a job whose
+    space differs gets its own harness."""
+    from harnessgrid.ray_episodes import _harness
+
+    job = EpisodeJob(harness="S1-T2-O0-C1-W0", suite="examples", task_id="upper",
+                     policy="scripted")
+    assert _harness(job) is _harness(job.model_copy(update={"task_id": "config"}))
+    small = {"system_prompt": ["minimal", "guidelines"], "tool_interface": ["function_calling",
+             "xml_tags", "bash_only"], "observation": ["raw", "structured"],
+             "context": ["full", "window"], "workflow": ["react"]}
+    other = job.model_copy(update={"space": small})
+    assert _harness(other) is not _harness(job)
+    assert _harness(other).name == _harness(job).name == "S1-T2-O0-C1-W0"
+    shell = job.model_copy(update={"harness": "adapter:claude-code"})
+    assert _harness(shell) is not _harness(shell)
+
+
 def test_a_policy_object_cannot_go_to_a_cluster(tmp_path: Path) -> None:
     from harnessgrid.evaluation.run import EvalConfig, evaluate
     from harnessgrid.policies.scripted import ScriptedPolicy

@@ -151,16 +151,25 @@ def _is_worker(pid: int) -> bool:
 MODEL_SERVER: list[int] = []
 
 
-def cpu_now() -> tuple[float, float]:
-    """(harness CPU s, sandbox CPU s) so far. Harness: this process and its worker processes.
-    Sandbox: what they reaped (closed sandboxes) plus the live sandboxes below them - pooled
-    ones stay up across episodes, so their bwrap, command server and the commands it reaped
-    are read from /proc while they run. The model server is left out."""
+def machine_busy() -> float:
+    """CPU seconds the whole machine has been busy (all cores, /proc/stat: not idle or
+    iowait): with the per-process figures it shows what no process was charged for."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / TICKS
+
+
+def cpu_now() -> tuple[float, float, float]:
+    """(harness CPU s, sandbox CPU s, model server CPU s) so far. Harness: this process and
+    its worker processes. Sandbox: what they reaped (closed sandboxes) plus the live sandboxes
+    below them - pooled ones stay up across episodes, so their bwrap, command server and the
+    commands it reaped are read from /proc while they run. The model server shares the
+    machine's cores, so its CPU is shown too, apart."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = usage.ru_utime + usage.ru_stime
     sandbox = children.ru_utime + children.ru_stime
     me, table = os.getpid(), _processes()
+    server = sum(table[pid][1] for pid in MODEL_SERVER if pid in table)
     for pid, (parent, cpu, reaped) in table.items():
         chain, p, path = 0, pid, [pid]
         while p in table and p != me and chain < 8:
@@ -173,7 +182,7 @@ def cpu_now() -> tuple[float, float]:
             sandbox += reaped
         else:  # a live sandbox process: its own CPU and its reaped commands'
             sandbox += cpu + reaped
-    return own, sandbox
+    return own, sandbox, server
 
 
 # -- one measured run ---------------------------------------------------------------------------
@@ -188,6 +197,8 @@ class Run:
     seconds: float = 0.0
     host_cpu: float = 0.0
     sandbox_cpu: float = 0.0
+    server_cpu: float = 0.0
+    machine_cpu: float = 0.0
     parts: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -264,7 +275,7 @@ def measure(scheme: str, concurrency: int, workers: int, url: str, turns: int) -
     # together, and counting all their turns at the end would overstate the rate.
     first, last = concurrency, len(batch) - concurrency
     count = [0]
-    marks: list[tuple[float, float, float]] = []  # (time, harness CPU, sandbox CPU)
+    marks: list[tuple[float, ...]] = []  # (time, harness, sandbox, server, machine CPU)
     ends: list[tuple[float, Any]] = []  # (when each measured turn ended, the turn)
 
     def done(index: int, traj: Any) -> None:
@@ -272,7 +283,7 @@ def measure(scheme: str, concurrency: int, workers: int, url: str, turns: int) -
             raise SystemExit(f"{scheme} episode failed: {traj.termination}: {traj.error}")
         count[0] += 1
         if count[0] in (first, last):  # read the CPU right here, before the workers stop
-            marks.append((time.time(), *cpu_now()))
+            marks.append((time.time(), *cpu_now(), machine_busy()))
         if index >= len(warm):
             clock = traj.started_at
             for turn in traj.turns:
@@ -284,10 +295,11 @@ def measure(scheme: str, concurrency: int, workers: int, url: str, turns: int) -
     else:
         for index, traj in worker_episodes(batch, workers=workers, concurrency=concurrency):
             done(index, traj)
-    (t0, cpu0, sandbox0), (t1, cpu1, sandbox1) = marks
+    (t0, cpu0, sandbox0, server0, all0), (t1, cpu1, sandbox1, server1, all1) = marks
     inside = [turn for when, turn in ends if t0 <= when <= t1]
     run.turns, run.seconds = len(inside), t1 - t0
     run.host_cpu, run.sandbox_cpu = cpu1 - cpu0, sandbox1 - sandbox0
+    run.server_cpu, run.machine_cpu = server1 - server0, all1 - all0
     run.parts = {part: sum(getattr(t, part) for t in inside) / max(1, len(inside))
                  for part in ("model_s", "tools_s", "harness_s", "wait_s")}
     return run
@@ -413,16 +425,21 @@ def med(values: list[float]) -> float:
 def report(results: dict[tuple[str, int, int], list[Run]], latency: float,
            schemes: list[str], workers: list[int]) -> None:
     print("\nmedians over rounds; host = CPU of the harness processes per turn, sandbox = the "
-          "sandboxes' own CPU per turn; split = means per turn of the trajectories' parts (ms)")
+          "sandboxes' own CPU per turn, server = the model server's (same cores), machine = all "
+          "CPU the machine spent per turn, charged to a process or not; split = means per turn "
+          "of the trajectories' parts (ms)")
     print(f"{'scheme':<12}{'c':>4}{'workers':>8}{'turns/s':>9}{'ideal':>7}{'% ideal':>9}"
-          f"{'host ms':>9}{'sandbox ms':>11}   model / tools / harness / wait ms")
+          f"{'host ms':>9}{'sandbox ms':>11}{'server ms':>10}{'machine ms':>11}"
+          "   model / tools / harness / wait ms")
     for (s, c, w), runs in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
         rate = med([r.rate for r in runs])
         parts = {k: med([r.parts[k] for r in runs]) * 1000 for k in runs[0].parts}
         print(f"{s:<12}{c:>4}{w:>8}{rate:>9.1f}{c / latency:>7.0f}"
               f"{100 * rate * latency / c:>8.1f}%"
               f"{med([1000 * r.host_cpu / r.turns for r in runs]):>9.2f}"
-              f"{med([1000 * r.sandbox_cpu / r.turns for r in runs]):>11.2f}   "
+              f"{med([1000 * r.sandbox_cpu / r.turns for r in runs]):>11.2f}"
+              f"{med([1000 * r.server_cpu / r.turns for r in runs]):>10.2f}"
+              f"{med([1000 * r.machine_cpu / r.turns for r in runs]):>11.2f}   "
               + " / ".join(f"{parts[k]:.1f}" for k in ("model_s", "tools_s", "harness_s",
                                                         "wait_s")))
     print("\npaired ratios (median of per-round ratios of turns/s):")

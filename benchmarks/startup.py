@@ -6,7 +6,10 @@ first (one untimed run of each), as they are after the first use of an install; 
 ``PYTHONDONTWRITEBYTECODE=1`` every run compiles from source and pays ~0.2 s more.
 
 Ratios printed: ``run`` of one ``grid-bench`` task (a generated suite of 14,272 tasks) over
-``run`` of an ``examples`` task (a two-task suite), i.e. what loading a big suite costs.
+``run`` of an ``examples`` task (a two-task suite), i.e. what loading a big suite costs. Also
+printed: the memory a fresh process gains loading the generated ``grid`` suite without
+iterating it (resident set after ``load_suite("grid")`` minus before; issue 13 item 3 asks for
+< 20 MiB), and after building every task of it, for comparison.
 
     python benchmarks/startup.py [--rounds 7]
 """
@@ -43,6 +46,33 @@ def once(args: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
+#: Run in a fresh interpreter: resident memory (MiB) before and after loading ``grid``, and after
+#: building all its tasks. Resident set (statm), not the peak: what the process holds now.
+MEMORY_PROBE = """
+import os, gc
+from harnessgrid.tasks import load_suite
+import harnessgrid.registry
+harnessgrid.registry.get_registry()  # plugins loaded: the suite's cost is what follows
+def rss():
+    gc.collect()
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+before = rss()
+suite = load_suite("grid")
+loaded = rss()
+built = sum(1 for split in suite.splits.values() for _ in split)
+print(before, loaded, rss(), built)
+"""
+
+
+def memory(env: dict[str, str]) -> tuple[float, float, int]:
+    """(MiB gained loading ``grid``, MiB gained building all its tasks, how many tasks)."""
+    out = subprocess.run([sys.executable, "-c", MEMORY_PROBE], env=env, capture_output=True,
+                         text=True, check=True)
+    before, loaded, iterated, built = out.stdout.split()
+    return float(loaded) - float(before), float(iterated) - float(before), int(built)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -63,6 +93,9 @@ def main() -> None:
     grid = statistics.median(samples["run grid-bench task (scripted)"])
     small = statistics.median(samples["run examples task (scripted)"])
     print(f"run of a grid-bench task / run of an examples task: {grid / small:.2f}x")
+    lazy, full, built = memory(env)
+    print(f"memory of loading the grid suite, not iterated: {lazy:.1f} MiB "
+          f"(building all {built:,} of its tasks: {full:.1f} MiB)")
 
 
 if __name__ == "__main__":

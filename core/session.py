@@ -43,7 +43,7 @@ from harnessgrid.events import (
     ToolResultEvent,
     UserMessage,
 )
-from harnessgrid.models import Message
+from harnessgrid.models import Message, ToolCall
 from harnessgrid.trajectory import Termination, Trajectory, TurnRecord
 
 if TYPE_CHECKING:
@@ -406,13 +406,19 @@ class AsyncSession:
         history = self._state.history
         last = next((i for i in range(len(history) - 1, -1, -1)
                      if history[i].role == "assistant"), None)
+        pending: list[ToolCall] = []
         if last is not None and history[last].tool_calls:
             answered = {m.tool_call_id for m in history[last + 1:]}
-            for call in history[last].tool_calls:
-                if call.id not in answered:
-                    self._state.append(Message(role="tool", content=CANCELLED_CALL,
-                                               tool_call_id=call.id, name=call.name,
-                                               kind="tool_error"))
+            pending = [call for call in history[last].tool_calls if call.id not in answered]
+        # A harness that emulates a product may record the interruption its own way (the
+        # optional ``interrupted_messages``); otherwise each pending call gets a plain answer.
+        own = getattr(self.harness, "interrupted_messages", None)
+        if callable(own):
+            self._state.append(*own(pending))
+        else:
+            self._state.append(*(Message(role="tool", content=CANCELLED_CALL,
+                                         tool_call_id=call.id, name=call.name,
+                                         kind="tool_error") for call in pending))
         sandbox = self._sandbox
         if sandbox is not None and not (sandbox.idle() and sandbox.alive()):
             await self._replace_sandbox()

@@ -30,9 +30,16 @@ from harnessgrid.events import (
     UserMessage,
 )
 from harnessgrid.models import Action, ModelTurn
+from harnessgrid.plugins.adapters.claude_code import (
+    COMMAND_ABORTED,
+    INTERRUPTED,
+    INTERRUPTED_FOR_TOOL_USE,
+    NOT_STARTED,
+)
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.runtime import EpisodeLimits
 from harnessgrid.sandbox import SandboxLimits, sandbox_available
+from harnessgrid.session import CANCELLED_CALL
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap")
 
@@ -282,10 +289,19 @@ def test_cancel_during_a_long_command_ends_it_within_a_second(project: Path,
         assert (session.workspace / "after.txt").read_text() == "fine"
         time.sleep(0.2)
         assert not (session.workspace / "late.txt").exists()
-    # Native calls left without an answer got one (APIs refuse such a history).
+    # Native calls left without an answer got one (APIs refuse such a history), in the form
+    # of the harness: Claude Code's own (its Bash result for an aborted command, then the
+    # user's interruption marker, as cli.js records them), a plain one elsewhere.
+    answered = {m.tool_call_id: m for m in traj.history if m.role == "tool"}
+    assert all(c.id in answered for m in traj.history for c in m.tool_calls)
+    shell_call = next(c for m in traj.history for c in m.tool_calls)
+    answer = answered[shell_call.id]
+    added = traj.history[traj.history.index(answer) + 1:]  # (traj: taken before the follow-up)
     if harness.startswith("adapter"):
-        answered = {m.tool_call_id for m in traj.history if m.role == "tool"}
-        assert all(c.id in answered for m in traj.history for c in m.tool_calls)
+        assert answer.content == COMMAND_ABORTED and answer.kind == "tool_error"
+        assert [(m.role, m.content) for m in added] == [("user", INTERRUPTED_FOR_TOOL_USE)]
+    else:
+        assert answer.content == CANCELLED_CALL and added == [], "nothing but the answer"
 
 
 def test_asyncio_cancellation_of_run_cancels_the_run(project: Path) -> None:
@@ -473,6 +489,43 @@ def test_cancel_during_a_slow_model_call_is_prompt_and_the_session_goes_on(proje
         assert time.monotonic() - started < 3.0
         second = session.send("now answer")
         assert second.termination == "finished" and second.text == "second"
+
+
+def test_claude_code_records_an_interruption_as_cli_js_does(project: Path) -> None:
+    """Claude Code's own record of an interruption (cli.js 1.0.98): calls that had not
+    started are answered with its "doesn't want to take this action" text, the running Bash
+    command as aborted, then "[Request interrupted by user for tool use]"; an interrupted
+    reply leaves "[Request interrupted by user]". The next request is a valid Anthropic
+    conversation (the marker and the follow-up merge into one user turn)."""
+    from servers import AnthropicCompatServer, anthropic_message, anthropic_text
+
+    marker = "hg-cc-interrupt"
+    two_calls = anthropic_message([
+        {"type": "tool_use", "id": None, "name": "Bash",
+         "input": {"command": long_command(marker), "description": "Run the long job"}},
+        {"type": "tool_use", "id": None, "name": "Read",
+         "input": {"file_path": "/workspace/notes.txt"}}])
+    with AnthropicCompatServer([two_calls, anthropic_text("resumed")]) as server, hg.Session(
+            project, harness="adapter:claude-code", policy="anthropic:claude-test",
+            policy_options={"base_url": server.base_url, "max_retries": 0},
+            limits=LIMITS) as session:
+        threading.Timer(1.5, session.cancel).start()
+        assert session.run("do two things").termination == "cancelled"
+        history = session.trajectory().history
+        calls = [c for m in history for c in m.tool_calls]
+        answers = {m.tool_call_id: m.content for m in history if m.role == "tool"}
+        assert [answers[c.id] for c in calls] == [COMMAND_ABORTED, NOT_STARTED]
+        assert history[-1].role == "user" and history[-1].content == INTERRUPTED_FOR_TOOL_USE
+        assert session.send("go on").text == "resumed"
+        sent = server.requests[-1].json["messages"]
+        assert sent[-1]["role"] == "user" and sent[-2]["role"] == "assistant"
+        texts = [b.get("text") for b in sent[-1]["content"] if b.get("type") == "text"]
+        assert INTERRUPTED_FOR_TOOL_USE in texts and "go on" in " ".join(map(str, texts))
+    assert processes_with(marker) == []
+
+    harness = hg.resolve_harness("adapter:claude-code")
+    assert [(m.role, m.content) for m in harness.interrupted_messages([])] == [
+        ("user", INTERRUPTED)]
 
 
 def test_context_rewrites_are_announced_before_the_turn_that_sees_them(project: Path) -> None:

@@ -26,7 +26,9 @@ waits until half the room left after the summary is used, so it does not fire ev
 In an embedding session (:mod:`harnessgrid.session`): product tools are the tools of an MCP
 server (``mcp__product__<name>``, after the built-in tools) and an approval callback is the
 SDK's ``canUseTool``: a denied call is answered, unrun, with the permission-denied result
-(``_claude_code_mcp``); commands in Bash can call the product tools too.
+(``_claude_code_mcp``); commands in Bash can call the product tools too. A cancelled run is
+recorded as cli.js records an interruption (:meth:`ClaudeCodeHarness.interrupted_messages`),
+except that a killed command's partial output is lost with its sandbox.
 
 Not emulated: Task (subagents), WebFetch, WebSearch, NotebookRead/NotebookEdit, ExitPlanMode,
 background shells (BashOutput/KillBash; ``run_in_background`` is accepted and the command
@@ -102,6 +104,17 @@ from harnessgrid.workspace import WorkspaceError
 
 if TYPE_CHECKING:
     from harnessgrid.tasks import Task
+
+#: What cli.js records when the user interrupts (1.0.96 and 1.0.98): a tool call not started
+#: yet is answered ``mx`` (is_error); a Bash command killed while running gets its output and
+#: this ``<error>`` line (the Bash tool's ``mapToolResultToToolResultBlockParam`` with
+#: ``interrupted``), and the turn ends with a user message: ``aU`` after tool use, ``ge``
+#: when the reply itself was interrupted.
+NOT_STARTED = ("The user doesn't want to take this action right now. STOP what you are doing "
+               "and wait for the user to tell you how to proceed.")
+COMMAND_ABORTED = "<error>Command was aborted before completion</error>"
+INTERRUPTED_FOR_TOOL_USE = "[Request interrupted by user for tool use]"
+INTERRUPTED = "[Request interrupted by user]"
 
 #: Every emulated release, newest first; ``claude-code`` is the first.
 VERSIONS: tuple[str, ...] = tuple(RELEASES)
@@ -219,6 +232,19 @@ class ClaudeCodeHarness:
         session = session_of(state)
         session.budget = budget
         return [state.history[0], *state.history[session.boundary:]]
+
+    def interrupted_messages(self, pending: Sequence[ToolCall]) -> list[Message]:
+        """What a cancelled run leaves in the conversation (see :data:`NOT_STARTED`): the
+        first pending call was running - a Bash command is answered as aborted (its output
+        went with the killed sandbox) -, the others had not started; then the user's
+        interruption marker."""
+        answers = []
+        for index, call in enumerate(pending):
+            aborted = index == 0 and call.name == "Bash"
+            answers.append(Message(role="tool", content=COMMAND_ABORTED if aborted else NOT_STARTED,
+                                   tool_call_id=call.id, name=call.name, kind="tool_error"))
+        marker = INTERRUPTED_FOR_TOOL_USE if pending else INTERRUPTED
+        return [*answers, Message(role="user", content=marker, kind="interrupted")]
 
     # ------------------------------------------------------------------ one turn
 

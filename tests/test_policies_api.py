@@ -394,6 +394,63 @@ def test_openai_keys_and_server_address(monkeypatch: pytest.MonkeyPatch) -> None
     assert srv.requests[-1].headers["authorization"] == "Bearer secret"
 
 
+@pytest.mark.parametrize("transport", ["sdk", "http"])
+def test_the_users_openai_key_goes_only_to_openai_or_openai_base_url(
+        monkeypatch: pytest.MonkeyPatch, transport: str) -> None:
+    """OPENAI_API_KEY is the user's OpenAI key: it reaches OpenAI's API or the server
+    OPENAI_BASE_URL names (set together), never a base_url passed as an option - a local or
+    third-party server would receive it. Such a server's key comes from api_key or
+    api_key_env; a refusal says so."""
+    monkeypatch.setenv("OPENAI_API_KEY", "the-users-openai-key")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with OpenAICompatServer([openai_text("a"), openai_text("b"), openai_text("c")]) as srv:
+        url = srv.base_url + "/v1"
+        act(make_policy("openai:m", {"base_url": url, "transport": transport}))
+        monkeypatch.setenv("MY_SERVER_KEY", "server-key")
+        act(make_policy("openai:m", {"base_url": url, "transport": transport,
+                                     "api_key_env": "MY_SERVER_KEY"}))
+        monkeypatch.setenv("OPENAI_BASE_URL", url + "/")  # the pair, as a user exports it
+        act(make_policy("openai:m", {"base_url": url, "transport": transport}))
+    sent = [r.headers.get("authorization") for r in srv.requests]
+    assert sent[0] in (None, "Bearer unused"), "the OpenAI key did not leave for the option's URL"
+    assert sent[1:] == ["Bearer server-key", "Bearer the-users-openai-key"]
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    with OpenAICompatServer([openai_text("x")], api_key="needed") as srv:
+        with pytest.raises(PolicyError, match="HTTP 401") as excinfo:
+            act(make_policy("openai:m", {"base_url": srv.base_url + "/v1", "max_retries": 0,
+                                         "transport": transport}))
+    hint = excinfo.value.hint or ""
+    assert "OPENAI_API_KEY is not sent" in hint and "api_key_env=NAME" in hint
+    with pytest.raises(ConfigError, match="api_key_env='NO_SUCH_VAR'"):
+        make_policy("openai:m", {"base_url": "http://127.0.0.1:1/v1",
+                                 "api_key_env": "NO_SUCH_VAR"})
+    with pytest.raises(ConfigError, match="not both"):
+        make_policy("openai:m", {"api_key": "k", "api_key_env": "MY_SERVER_KEY"})
+    # OpenAI's own API, named or not, gets the key.
+    assert OpenAIPolicy("m", base_url="https://api.openai.com/v1")._key.value == \
+        "the-users-openai-key"
+
+
+def test_the_users_anthropic_credentials_stay_off_other_servers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same rule for ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN (which the SDK would
+    otherwise read by itself): a base_url passed as an option gets neither."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "the-users-anthropic-key")
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "the-users-token")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    with AnthropicCompatServer([anthropic_text("a"), anthropic_text("b")]) as srv:
+        act(make_policy("anthropic:claude-test", {"base_url": srv.base_url}))
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
+        act(make_policy("anthropic:claude-test", {"base_url": srv.base_url}))
+    # (the SDK sends a key as x-api-key or as a bearer token, depending on its version)
+    first, paired = ({h.get("x-api-key"), h.get("authorization")}
+                     for h in (srv.requests[0].headers, srv.requests[1].headers))
+    users = {"the-users-anthropic-key", "Bearer the-users-anthropic-key",
+             "Bearer the-users-token"}
+    assert not first & users, first
+    assert paired & {"the-users-anthropic-key", "Bearer the-users-anthropic-key"}, paired
+
+
 def test_openai_option_validation() -> None:
     with pytest.raises(ConfigError, match="model name"):
         make_policy("openai:", {"base_url": "http://127.0.0.1:1/v1"})
@@ -471,7 +528,7 @@ def test_anthropic_retries_transient_errors(status: int) -> None:
     assert turn.content == "done" and len(srv.requests) == 2
 
 
-@pytest.mark.parametrize(("status", "hint"), [(400, "model name"), (401, "ANTHROPIC_API_KEY")])
+@pytest.mark.parametrize(("status", "hint"), [(400, "model name"), (401, "key passed as api_key")])
 def test_anthropic_rejections_fail_at_once(status: int, hint: str) -> None:
     script = [anthropic_error(status, "nope"), anthropic_text("unused")]
     with AnthropicCompatServer(script) as srv, pytest.raises(PolicyError) as excinfo:

@@ -51,8 +51,10 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from urllib.parse import urlsplit
 
 from harnessgrid.errors import ConfigError, PolicyError
 from harnessgrid.models import Message, ModelTurn, ToolCall
@@ -564,16 +566,28 @@ class AnthropicPolicy(APIPolicy):
                   "options; the API's message says what it rejected")
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 temperature: float | None = None, max_tokens: int = 2048, max_retries: int = 4,
-                 backoff_s: float = 1.0, timeout_s: float = 120.0) -> None:
+                 api_key_env: str | None = None, temperature: float | None = None,
+                 max_tokens: int = 2048, max_retries: int = 4, backoff_s: float = 1.0,
+                 timeout_s: float = 120.0) -> None:
+        from harnessgrid.policies.keys import resolve_key
+
         if not model.strip():
             raise ConfigError("the anthropic policy needs a model name",
                               hint="write anthropic:<model>, e.g. anthropic:claude-sonnet-4-5")
         super().__init__(f"anthropic:{model}", temperature=temperature, max_tokens=max_tokens,
                          max_retries=max_retries, backoff_s=backoff_s, timeout_s=timeout_s)
-        self._key_source = "api_key" if api_key else ""
-        api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        # The user's Anthropic credentials go to Anthropic's API or ANTHROPIC_BASE_URL's
+        # server, never to a base_url given as an option (harnessgrid.policies.keys).
+        own = base_url is not None and (urlsplit(base_url).hostname or "") == "api.anthropic.com"
+        self._key = resolve_key(self.spec, api_key=api_key, api_key_env=api_key_env,
+                                variable="ANTHROPIC_API_KEY", base_url=base_url, own_api=own,
+                                base_variable="ANTHROPIC_BASE_URL")
+        self._key_source, api_key = self._key.source, self._key.value
         token = os.environ.get("ANTHROPIC_AUTH_TOKEN")  # the SDK's other credential
+        if not self._key.paired:
+            if token and not api_key and self._key.withheld is None:
+                self._key = replace(self._key, withheld="ANTHROPIC_AUTH_TOKEN")
+            token = None
         # A compatible server (base_url, or the SDK's ANTHROPIC_BASE_URL) may need no key.
         local = base_url is not None or bool(os.environ.get("ANTHROPIC_BASE_URL"))
         if not api_key and not token and not local:
@@ -593,6 +607,7 @@ class AnthropicPolicy(APIPolicy):
         self.model = model
         self.base_url = base_url
         # The SDK refuses to send a request without a credential; a local server ignores it.
+        # (Any credential passed explicitly also stops the SDK reading its variables.)
         self._api_key = api_key or (None if token else "unused")
         self._anthropic = anthropic
         self._client: PerLoopClient[AsyncAnthropic] = PerLoopClient(
@@ -647,12 +662,16 @@ class AnthropicPolicy(APIPolicy):
         return await self._send(send, transient_stream, request.deadline, sink)
 
     def _key_hint(self) -> str:
+        from harnessgrid.policies.keys import withheld_hint
+
         if self._key_source == "api_key":
-            return "check the key passed as api_key (ANTHROPIC_API_KEY is read when none is)"
+            return "check the key passed as api_key"
         if self._key_source:
             return f"check the key in {self._key_source}, or pass --policy-opt api_key=..."
-        return (f"the server at {self.base_url or os.environ.get('ANTHROPIC_BASE_URL')} wants a "
-                "key: set ANTHROPIC_API_KEY or pass --policy-opt api_key=...")
+        where = self.base_url or os.environ.get("ANTHROPIC_BASE_URL")
+        return withheld_hint(self._key, where) or (
+            f"the server at {where} wants a key: set ANTHROPIC_API_KEY, or pass --policy-opt "
+            "api_key_env=NAME (the variable holding it) or api_key=...")
 
 
 #: ``error`` events inside an Anthropic stream worth a retry (the API's own type names).

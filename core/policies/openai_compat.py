@@ -40,6 +40,7 @@ from harnessgrid.policies.api import (
     openai_turn,
     transient_status,
 )
+from harnessgrid.policies.keys import resolve_key, withheld_hint
 from harnessgrid.policies.streaming import ChatChunks, TextSink
 
 if TYPE_CHECKING:
@@ -70,8 +71,10 @@ class OpenAIPolicy(APIPolicy):
     """A chat policy on the Chat Completions API of any OpenAI-compatible server.
 
     ``base_url`` is the server's API root (``http://127.0.0.1:8000/v1`` for a local vLLM;
-    ``OPENAI_BASE_URL`` when not given, OpenAI's own API when neither is). ``api_key`` defaults
-    to ``OPENAI_API_KEY``; a server at ``base_url`` may need none. ``temperature=None`` sends
+    ``OPENAI_BASE_URL`` when not given, OpenAI's own API when neither is). ``api_key`` (or
+    ``api_key_env``, the name of a variable holding it) defaults to ``OPENAI_API_KEY`` for
+    OpenAI's API and ``OPENAI_BASE_URL``'s server, never for a ``base_url`` given here (see
+    :mod:`harnessgrid.policies.keys`); a local server may need none. ``temperature=None`` sends
     no temperature (for models that reject one). ``extra`` goes into the request body as is
     (e.g. ``{"top_p": 0.9}``, vLLM's ``{"top_k": 20}``). ``transport`` is ``sdk`` (the official
     async SDK) or ``http`` (the lean client; module docstring).
@@ -81,7 +84,7 @@ class OpenAIPolicy(APIPolicy):
                   "base_url and the options; the server's message says what it rejected")
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 temperature: float | None = 0.0, max_tokens: int = 2048, max_retries: int = 4,
+                 api_key_env: str | None = None, temperature: float | None = 0.0, max_tokens: int = 2048, max_retries: int = 4,
                  backoff_s: float = 1.0, timeout_s: float = 120.0,
                  extra: dict[str, Any] | None = None, transport: str = "sdk") -> None:
         if not model.strip():
@@ -100,15 +103,17 @@ class OpenAIPolicy(APIPolicy):
         # models refuse ``max_tokens``); vLLM, SGLang and llama.cpp servers read ``max_tokens``.
         self.limit_field = ("max_completion_tokens" if _is_openai(self.base_url)
                             else "max_tokens")
-        self._key_source = "api_key" if api_key else ""
-        api_key = api_key or os.environ.get(KEY_VARIABLE) or None
-        if not api_key and self.base_url is None:
+        self._key = resolve_key(self.spec, api_key=api_key, api_key_env=api_key_env,
+                                variable=KEY_VARIABLE, base_url=base_url,
+                                own_api=base_url is not None and _is_openai(base_url),
+                                base_variable=BASE_URL_VARIABLE)
+        self._key_source = self._key.source
+        api_key = self._key.value
+        if not api_key and _is_openai(self.base_url):
             raise ConfigError(f"{self.spec}: no API key for OpenAI: {KEY_VARIABLE} is not set",
                               hint=f"export {KEY_VARIABLE}=... (or pass --policy-opt "
                                    "api_key=...); a local OpenAI-compatible server at "
                                    "base_url=URL (e.g. http://127.0.0.1:8000/v1) needs no key")
-        if not self._key_source and api_key:
-            self._key_source = KEY_VARIABLE
         if transport not in TRANSPORTS:
             raise ConfigError(f"{self.spec}: unknown transport {transport!r}",
                               hint="transport=sdk (the official openai SDK, the default) or "
@@ -224,8 +229,9 @@ class OpenAIPolicy(APIPolicy):
 
     def _key_hint(self) -> str:
         if self._key_source == "api_key":
-            return f"check the key passed as api_key ({KEY_VARIABLE} is read when none is)"
+            return "check the key passed as api_key"
         if self._key_source:
             return f"check the key in {self._key_source}, or pass --policy-opt api_key=..."
-        return (f"the server at {self.base_url} wants a key: set {KEY_VARIABLE} or pass "
-                "--policy-opt api_key=...")
+        return withheld_hint(self._key, self.base_url) or (
+            f"the server at {self.base_url} wants a key: pass --policy-opt api_key_env=NAME "
+            f"(the variable holding it) or api_key=...")

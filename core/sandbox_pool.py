@@ -224,7 +224,7 @@ class SandboxPool:
         filled = off_loop_detached(lambda: Workspace.create(files, source_dir,
                                                             mount_path=key.mount_path, into=ws))
         await finish_or_undo(filled, lambda _: self._discard(ws, sandbox),
-                              on_error=lambda: self._discard(ws, sandbox))
+                             on_error=lambda: self._discard(ws, sandbox))
         return ws, sandbox
 
     def release(self, ws: Workspace, sandbox: Sandbox | None) -> None:
@@ -382,8 +382,9 @@ class PoolsByKey:
     process, a long-lived event loop serving jobs as they come): one :class:`SandboxPool` of
     ``size`` per key, made when an episode first asks for it (:meth:`get`); ``expected`` and
     ``reuse`` are each pool's (see :class:`SandboxPool`). At most ``max_keys`` pools; episodes
-    with further keys start their own sandboxes, as without a pool. Pass it as ``pool=`` to :func:`~harnessgrid.runtime.run_episode`; close it (``async
-    with``) on the loop that used it."""
+    with further keys start their own sandboxes, as without a pool. Pass it as ``pool=`` to
+    :func:`~harnessgrid.runtime.run_episode`; close it (``async with``) on the loop that used
+    it."""
 
     def __init__(self, size: int, *, expected: int | None = None, reuse: int = DEFAULT_REUSE,
                  max_keys: int = 4) -> None:
@@ -431,7 +432,7 @@ def _log_failure(future: asyncio.Future[object]) -> None:
 
 
 async def finish_or_undo(future: asyncio.Future[_T], undo: Callable[[_T], object], *,
-                          on_error: Callable[[], object] | None = None) -> None:
+                         on_error: Callable[[], object] | None = None) -> None:
     """Wait for a lifecycle step. Cancelled meanwhile, the step still completes in its thread and
     ``undo`` then cleans up what it made; ``on_error`` runs when the step itself failed."""
     try:

@@ -218,13 +218,20 @@ def test_anthropic_auth_errors_are_not_retried(status: int) -> None:
 
 
 def test_anthropic_key_from_the_environment_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment's key goes to the server ANTHROPIC_BASE_URL names (the variables set
+    together); refused, the hint names the variable. A base_url passed as an option never gets
+    it: the hint says it was withheld (tests/test_policies_api.py has the rule itself)."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-env-wrong")
-    with AnthropicCompatServer([anthropic_text("unused")], api_key="sk-right") as srv:
-        policy = AnthropicPolicy("claude-test", base_url=srv.base_url, **SLOW_RETRIES)
+    with AnthropicCompatServer([anthropic_text("unused")] * 2, api_key="sk-right") as srv:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
         with pytest.raises(PolicyError) as excinfo:
-            act(policy)
-    assert len(srv.requests) == 1
-    assert "check the key in ANTHROPIC_API_KEY" in (excinfo.value.hint or "")
+            act(AnthropicPolicy("claude-test", **SLOW_RETRIES))
+        assert "check the key in ANTHROPIC_API_KEY" in (excinfo.value.hint or "")
+        monkeypatch.delenv("ANTHROPIC_BASE_URL")
+        with pytest.raises(PolicyError) as excinfo:
+            act(AnthropicPolicy("claude-test", base_url=srv.base_url, **SLOW_RETRIES))
+        assert "ANTHROPIC_API_KEY is not sent" in (excinfo.value.hint or "")
+    assert len(srv.requests) == 2
 
 
 def test_transient_errors_are_still_retried() -> None:

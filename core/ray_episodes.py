@@ -341,20 +341,17 @@ def _harness(job: EpisodeJob) -> Harness:
 def _rebuild(job: EpisodeJob) -> tuple[Task, Policy]:
     """The task and policy of a job, from this process's registry; what cannot be rebuilt here
     raises :class:`_SetupError` (a node problem, not an episode result)."""
-    from harnessgrid.api import resolve_harness
     from harnessgrid.policies import make_policy
     from harnessgrid.runtime import require_sandbox
-    from harnessgrid.space import FactorSpace
 
     try:
         require_sandbox(job.limits)
         task = _task(job)
-        # Resolve once here so a level or adapter missing on this node is a setup error; the
-        # episode builds its own fresh harness (adapters keep per-session state).
+        # Resolve once here so a level or adapter missing on this node is a setup error (a
+        # composed harness is built and kept for the episodes; see _harness).
         checked = json.dumps([job.harness, job.space], sort_keys=True)
         if checked not in _HARNESSES:
-            resolve_harness(job.harness,
-                            FactorSpace.from_levels(job.space) if job.space else None)
+            _harness(job)
             _HARNESSES.add(checked)
         key = json.dumps([job.policy, job.policy_options], sort_keys=True, default=str)
         if key not in _POLICIES:

@@ -35,15 +35,10 @@ from harnessgrid.sandbox import (
     Sandbox,
     SandboxLimits,
     check_bwrap,
+    finish_or_undo,
     off_loop_detached,
 )
-from harnessgrid.sandbox_pool import (
-    DEFAULT_REUSE,
-    PoolKey,
-    PoolsByKey,
-    SandboxPool,
-    finish_or_undo,
-)
+from harnessgrid.sandbox_pool import DEFAULT_REUSE, PoolKey, PoolsByKey, SandboxPool
 from harnessgrid.scratch import ScratchDir
 from harnessgrid.tasks import GraderError, Task, task_score, validate_scores
 from harnessgrid.tools import Environment

@@ -186,6 +186,27 @@ def off_loop_detached(action: Callable[[], _T]) -> asyncio.Future[_T]:
     runs to its end even if whoever awaits the future is cancelled."""
     return asyncio.get_running_loop().run_in_executor(_LIFECYCLE, action)
 
+async def finish_or_undo(future: asyncio.Future[_T], undo: Callable[[_T], object], *,
+                         on_error: Callable[[], object] | None = None) -> None:
+    """Wait for a lifecycle step. Cancelled meanwhile, the step still completes in its thread and
+    ``undo`` then cleans up what it made; ``on_error`` runs when the step itself failed."""
+    try:
+        await asyncio.shield(future)
+    except asyncio.CancelledError:
+        def after(done: asyncio.Future[_T]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                if on_error is not None:
+                    on_error()
+            else:
+                undo(done.result())
+        future.add_done_callback(after)
+        raise
+    except BaseException:
+        if on_error is not None:
+            on_error()
+        raise
+
+
 # ---------------------------------------------------------------------------- public data types
 
 

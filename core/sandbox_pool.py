@@ -36,15 +36,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Self
 
 from harnessgrid.environments import EnvironmentRecord
 from harnessgrid.errors import HarnessgridError
-from harnessgrid.sandbox import Sandbox, SandboxLimits, mount_conflict, off_loop_detached
+from harnessgrid.sandbox import (
+    Sandbox,
+    SandboxLimits,
+    finish_or_undo,
+    mount_conflict,
+    off_loop_detached,
+)
 from harnessgrid.workspace import DEFAULT_MOUNT_PATH, Workspace
 
 logger = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 _Ready = tuple[Workspace, Sandbox]
 
@@ -429,24 +434,3 @@ def _small(files: Mapping[str, str | bytes] | None) -> bool:
 def _log_failure(future: asyncio.Future[object]) -> None:
     if not future.cancelled() and future.exception() is not None:
         logger.debug("sandbox pool background step failed: %s", future.exception())
-
-
-async def finish_or_undo(future: asyncio.Future[_T], undo: Callable[[_T], object], *,
-                         on_error: Callable[[], object] | None = None) -> None:
-    """Wait for a lifecycle step. Cancelled meanwhile, the step still completes in its thread and
-    ``undo`` then cleans up what it made; ``on_error`` runs when the step itself failed."""
-    try:
-        await asyncio.shield(future)
-    except asyncio.CancelledError:
-        def after(done: asyncio.Future[_T]) -> None:
-            if done.cancelled() or done.exception() is not None:
-                if on_error is not None:
-                    on_error()
-            else:
-                undo(done.result())
-        future.add_done_callback(after)
-        raise
-    except BaseException:
-        if on_error is not None:
-            on_error()
-        raise

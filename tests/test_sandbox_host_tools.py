@@ -54,6 +54,21 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
         yield ws
 
 
+def slow_handler(started: asyncio.Event, cancelled: asyncio.Event) -> Handler:
+    """A host tool that answers only after a minute; it sets ``started`` when called and
+    ``cancelled`` when it is cancelled meanwhile."""
+    async def handler(name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return True, "never"
+
+    return handler
+
+
 def run(ws: Workspace, episode: Callable[[Sandbox], Awaitable[None]], *,
         limits: SandboxLimits = FAST, unsafe: bool = False) -> None:
     async def main() -> None:
@@ -294,15 +309,8 @@ def test_concurrent_calls_each_get_their_own_reply(ws: Workspace) -> None:
 
 
 def test_the_wall_limit_runs_on_while_the_host_answers(ws: Workspace) -> None:
-    cancelled = asyncio.Event()
-
-    async def handler(name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return True, "too late"
+    started, cancelled = asyncio.Event(), asyncio.Event()
+    handler = slow_handler(started, cancelled)
 
     async def episode(sb: Sandbox) -> None:
         result = await sb.run("lookup_order", host_tools=tools(handler), timeout_s=1)
@@ -316,15 +324,7 @@ def test_the_wall_limit_runs_on_while_the_host_answers(ws: Workspace) -> None:
 @pytest.mark.skipif(not IS_ROOT, reason="the private uid exists only when run as root")
 def test_cancelled_while_the_handler_runs_leaves_no_process(ws: Workspace) -> None:
     started, cancelled = asyncio.Event(), asyncio.Event()
-
-    async def handler(name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
-        started.set()
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return True, "never"
+    handler = slow_handler(started, cancelled)
 
     async def episode() -> int:
         sb = Sandbox(ws, FAST)

@@ -54,7 +54,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
-from urllib.parse import urlsplit
 
 from harnessgrid.errors import ConfigError, PolicyError
 from harnessgrid.models import Message, ModelTurn, ToolCall
@@ -569,7 +568,7 @@ class AnthropicPolicy(APIPolicy):
                  api_key_env: str | None = None, temperature: float | None = None,
                  max_tokens: int = 2048, max_retries: int = 4, backoff_s: float = 1.0,
                  timeout_s: float = 120.0) -> None:
-        from harnessgrid.policies.keys import resolve_key
+        from harnessgrid.policies.keys import at_host, resolve_key
 
         if not model.strip():
             raise ConfigError("the anthropic policy needs a model name",
@@ -578,9 +577,9 @@ class AnthropicPolicy(APIPolicy):
                          max_retries=max_retries, backoff_s=backoff_s, timeout_s=timeout_s)
         # The user's Anthropic credentials go to Anthropic's API or ANTHROPIC_BASE_URL's
         # server, never to a base_url given as an option (harnessgrid.policies.keys).
-        own = base_url is not None and (urlsplit(base_url).hostname or "") == "api.anthropic.com"
         self._key = resolve_key(self.spec, api_key=api_key, api_key_env=api_key_env,
-                                variable="ANTHROPIC_API_KEY", base_url=base_url, own_api=own,
+                                variable="ANTHROPIC_API_KEY", base_url=base_url,
+                                own_api=at_host(base_url, "api.anthropic.com"),
                                 base_variable="ANTHROPIC_BASE_URL")
         self._key_source, api_key = self._key.source, self._key.value
         token = os.environ.get("ANTHROPIC_AUTH_TOKEN")  # the SDK's other credential

@@ -29,6 +29,11 @@ class Key:
     paired: bool = True
 
 
+def at_host(base_url: str | None, host: str) -> bool:
+    """Whether ``base_url`` points at ``host`` (a provider's own API)."""
+    return base_url is not None and (urlsplit(base_url).hostname or "").lower() == host
+
+
 def same_server(a: str | None, b: str | None) -> bool:
     """Whether two API roots name the same server and path (case of scheme and host, and a
     trailing slash, aside)."""

@@ -40,7 +40,7 @@ from harnessgrid.policies.api import (
     openai_turn,
     transient_status,
 )
-from harnessgrid.policies.keys import resolve_key, withheld_hint
+from harnessgrid.policies.keys import at_host, resolve_key, withheld_hint
 from harnessgrid.policies.streaming import ChatChunks, TextSink
 
 if TYPE_CHECKING:
@@ -56,11 +56,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 def _is_openai(base_url: str | None) -> bool:
     """Whether requests go to OpenAI's own API (no base_url, or its host)."""
-    if base_url is None:
-        return True
-    from urllib.parse import urlsplit
-
-    return (urlsplit(base_url).hostname or "").lower() == "api.openai.com"
+    return base_url is None or at_host(base_url, "api.openai.com")
 
 
 #: ``transport=``: the official SDK, or the lean client of :mod:`harnessgrid.policies.raw_http`.
@@ -105,7 +101,7 @@ class OpenAIPolicy(APIPolicy):
                             else "max_tokens")
         self._key = resolve_key(self.spec, api_key=api_key, api_key_env=api_key_env,
                                 variable=KEY_VARIABLE, base_url=base_url,
-                                own_api=base_url is not None and _is_openai(base_url),
+                                own_api=at_host(base_url, "api.openai.com"),
                                 base_variable=BASE_URL_VARIABLE)
         self._key_source = self._key.source
         api_key = self._key.value

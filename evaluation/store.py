@@ -47,6 +47,7 @@ from typing import IO, Self
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.results import META_KEY, EvalResult, ResultKey
+from harnessgrid.paths import require_output_dir
 from harnessgrid.trajectory import Trajectory, TrajectoryStore, read_trajectory_line
 
 RESULTS = "results.jsonl"
@@ -233,7 +234,8 @@ class EvalStore:
         self.close()
 
     def open(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        require_output_dir(self.dir, "the evaluation directory").mkdir(parents=True,
+                                                                        exist_ok=True)
         self._acquire_lock()
         repair_tail(self.trajectories.path)
         repair_tail(self.results_path)

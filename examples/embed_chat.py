@@ -9,6 +9,16 @@ conversation goes on); an empty line or Ctrl-D ends the chat.
     python examples/embed_chat.py ./my-project --policy openai:gpt-4o-mini
     python examples/embed_chat.py ./my-project --policy openai:qwen3 \\
         --policy-opt base_url=http://127.0.0.1:8000/v1 --harness adapter:claude-code
+
+Without an API key, try it with the tiny offline model (built in seconds; it writes nonsense,
+but the whole loop runs on CPU)::
+
+    harnessgrid model tiny ./tiny-model
+    python examples/embed_chat.py ./my-project --policy hf:./tiny-model \\
+        --policy-opt max_new_tokens=32
+
+``--policy-opt`` values are read as ``harnessgrid run`` reads them: JSON when they are JSON
+(numbers, booleans), else text.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import json
 import sys
 
 import harnessgrid as hg
+from harnessgrid.cli.run_cmd import parse_options
 
 NOTES: list[str] = []
 CHANGES = {"write", "edit", "shell"}  # abstract actions that change the workspace
@@ -92,8 +103,8 @@ def main() -> int:
     parser.add_argument("--in-place", action="store_true",
                         help="work on the directory itself, not a copy")
     args = parser.parse_args()
-    options = dict(opt.split("=", 1) for opt in args.policy_opt)
     try:
+        options = parse_options(args.policy_opt)
         session = hg.Session(args.directory, harness=args.harness, policy=args.policy,
                              policy_options=options, tools=[save_note], on_tool_call=approve,
                              in_place=args.in_place)

@@ -5,7 +5,9 @@
 #   bash scripts/demo.sh              default (see README for its time)
 #   bash scripts/demo.sh --quick      a first look in a few minutes
 #   bash scripts/demo.sh --full       all five conditions, three seeds
-# Extra arguments go to `harnessgrid demo` (e.g. --out DIR).
+# Extra arguments go to `harnessgrid demo` (e.g. --out DIR). Each profile writes its own folder,
+# OUT/PROFILE (runs/demo/default/report.html, results.json, well-formed.png, ...), so the
+# profiles share an --out without mixing; re-running a command reuses its finished stages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -129,3 +130,15 @@ def test_module_import_is_light() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_a_usage_mistake_says_error_like_every_other_mistake() -> None:
+    """Found: ``design show --kind single --config`` (no value) printed click's "Error:",
+    where every other mistake prints "error:" with a hint."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    for args in (["--kind", "single", "--config"], ["--bogus"], ["--kind", "single"]):
+        done = subprocess.run([sys.executable, "-m", "harnessgrid", "design", "show", *args],
+                              capture_output=True, text=True, timeout=120, env=env,
+                              check=False)
+        assert done.returncode == 2, done.stderr
+        assert "error:" in done.stderr and "Error:" not in done.stderr, (args, done.stderr)

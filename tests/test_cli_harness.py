@@ -55,3 +55,20 @@ def test_show_bad_code_is_a_clear_error() -> None:
     out = hg_cli("harness", "show", "S0-T99-O0-C0-W0")
     assert out.returncode == 2 and "factor tool_interface has levels 0.." in out.stderr
     assert "got 99" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_show_titles_the_harness_and_lists_its_levels_whole() -> None:
+    """Found: the title was the code followed by a Python dict cut off at the terminal's
+    width ("{'system_prompt': 'minimal', 'tool_interface': 'function_ca…"). Now the rule is
+    the code and the levels follow in full, as the level list --harness takes."""
+    import os
+
+    out = subprocess.run([sys.executable, "-m", "harnessgrid", "harness", "show",
+                          "S0-T0-O0-C0-W0"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    assert "{'" not in out.stdout and "…" not in out.stdout.splitlines()[0]
+    levels = ("system_prompt=minimal,tool_interface=function_calling,observation=raw,"
+              "context=full,workflow=react")
+    assert f"levels: {levels}" in out.stdout
+    assert hg_cli("harness", "show", levels, "--json").returncode == 0  # it reads back

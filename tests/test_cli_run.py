@@ -157,3 +157,47 @@ def test_hf_policy_episode_through_the_cli(tmp_path: Path) -> None:
         if cur.segment == prev.segment:
             assert cur.prompt_ids[: len(prev.prompt_ids) + len(prev.completion_ids)] == (
                 prev.prompt_ids + prev.completion_ids)
+
+
+def test_embed_chat_takes_policy_options_as_run_does(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Found: ``examples/embed_chat.py --policy hf:DIR --policy-opt max_new_tokens=32`` passed
+    "32" as a string and died with ``TypeError: '<' not supported between instances of 'str'
+    and 'int'``; it now reads options with ``run``'s parser. Its docstring says how to try it
+    without an API key."""
+    example = TESTS.parent / "examples" / "embed_chat.py"
+    doc = example.read_text()
+    assert "harnessgrid model tiny" in doc and "--policy hf:" in doc
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("hello\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, str(example), str(project), "--policy",
+                           f"hf:{tiny_model_dir}", "--policy-opt", "max_new_tokens=32",
+                           "--policy-opt", "seed=1", "--harness", "S0-T1-O0-C0-W0"],
+                          input="hello\n\n", capture_output=True, text=True, timeout=300,
+                          env=env, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "turns," in done.stdout, done.stdout
+    bad = subprocess.run([sys.executable, str(example), str(project), "--policy", "null",
+                          "--policy-opt", "novalue"], capture_output=True, text=True,
+                         timeout=120, env=env, check=False)
+    assert bad.returncode == 2 and "bad option 'novalue'" in bad.stderr, bad.stderr
+
+
+def test_a_missing_workspace_hints_at_the_command_line(plugin_env: dict[str, str],
+                                                       tmp_path: Path) -> None:
+    """Found: ``run --workspace /nope`` hinted at the Python call ``Workspace.create()``."""
+    out = hg_cli(plugin_env, "run", "--instruction", "x", "--workspace", str(tmp_path / "nope"),
+                 "--harness", PROBE, "--policy", "null")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert f"--workspace {tmp_path / 'nope'} does not exist" in out.stderr
+    assert "Workspace.create" not in out.stderr and "mkdir" in out.stderr
+
+
+def test_policy_help_names_every_built_in_backend(plugin_env: dict[str, str]) -> None:
+    """Found: ``--policy``'s help omitted ``openai:``."""
+    for command in ("run", "eval"):
+        out = hg_cli({**plugin_env, "COLUMNS": "200"}, command, "--help")
+        assert out.returncode == 0, out.stderr
+        for scheme in ("scripted", "null", "openai:", "anthropic:", "litellm:", "hf:", "vllm:"):
+            assert scheme in out.stdout, (command, scheme)

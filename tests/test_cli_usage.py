@@ -178,3 +178,57 @@ def test_unsafe_mode_warns_exactly_once(command: list[str], tmp_path: Path) -> N
     warning_lines = [ln for ln in done.stderr.splitlines() if "sandbox" in ln.lower()]
     assert len(warning_lines) == 1, done.stderr
     assert warning_lines[0].startswith("warning: ") and "WITHOUT a sandbox" in warning_lines[0]
+
+
+def test_help_paragraphs_wrap_at_the_terminal_not_at_the_source() -> None:
+    """Found: at 80 columns, help broke sentences mid-line: typer kept the docstrings' line
+    breaks ("re-run the same command to resume (with or" / "without --ray)") and wrapped
+    again at the terminal's width."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "80"}
+    for args in (["eval", "--help"], ["--help"], ["run", "--help"]):
+        done = subprocess.run([sys.executable, "-m", "harnessgrid", *args], capture_output=True,
+                              text=True, timeout=120, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        description = done.stdout.split("╭", 1)[0].splitlines()
+        for line, after in zip(description, description[1:]):
+            # a line cut short although its paragraph goes on
+            assert not (line.strip() and after.strip() and len(line.strip()) < 50), (
+                args, line, after)
+
+
+def test_usage_errors_read_like_the_others() -> None:
+    """Click's "Error: ..." becomes "error: ..." with a hint, as every other mistake."""
+    code, output = hg("design", "show", "--no-such-flag")
+    assert code == 2 and "error: No such option: --no-such-flag" in output, output
+    assert "hint: see " in output and "design show --help" in output, output
+    assert "Error:" not in output
+
+
+def test_an_unknown_config_key_suggests_the_field_and_blames_its_source(tmp_path: Path) -> None:
+    """Found: an unknown key listed all 44 top-level keys, with no "did you mean", and blamed
+    the YAML file for a key that came from ``--set``."""
+    example = str(Path(__file__).resolve().parents[1] / "examples" / "tiny-sft.yaml")
+    code, output = hg("train", example, "--set", "learnin_rate=0.1")
+    assert code == 2, output
+    assert ("error: --set learnin_rate=0.1: unknown key 'learnin_rate' (did you mean "
+            "'learning_rate'?)") in output
+    assert "tiny-sft.yaml" not in output and "rollout_backend" not in output  # no 44 keys
+    config = tmp_path / "c.yaml"
+    config.write_text("model: tiny:tiny\nsft: {batchsize: 3}\n")
+    code, output = hg("train", str(config), "--set", "steps=x")
+    assert code == 2, output
+    assert f"{config}: unknown key 'sft.batchsize' (did you mean 'sft.batch_size'?)" in output
+    assert "--set steps=x: steps:" in output
+    code, output = hg("train", str(config).replace("c.yaml", "c.yaml"), "--set", "qqqq=1")
+    assert "unknown key 'qqqq'" in output and "hint: top-level keys: model," in output
+
+
+def test_readme_says_to_activate_the_environment_and_lists_config() -> None:
+    """Found: after ``bash scripts/demo.sh``, ``harnessgrid --help`` said "command not
+    found": README never said to activate the environment; ``--config`` was missing from its
+    command table."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    two_commands = readme.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    assert ". .venv/bin/activate" in two_commands
+    table = readme.split("## Command line", 1)[1].split("\n\n", 2)[1]
+    assert "--config CODE" in table

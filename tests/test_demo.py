@@ -11,7 +11,17 @@ from typing import Any
 
 import pytest
 
-from harnessgrid.trainer.demo import CONDITIONS, design_codes, format_table, single_harness, table
+from harnessgrid.trainer.demo import (
+    CONDITIONS,
+    PROFILES,
+    Profile,
+    Stages,
+    design_codes,
+    format_table,
+    run_demo,
+    single_harness,
+    table,
+)
 
 
 def test_conditions_train_on_their_designs_and_single_is_never_held_out() -> None:
@@ -153,6 +163,170 @@ def test_table_is_mean_and_spread_over_seeds() -> None:
     assert formed["oa-18"]["out-of-space"]["mean"] is None
 
 
+def test_one_seed_is_reported_without_a_spread() -> None:
+    """One seed has no spread: its cells show the value alone, not ``± 0.0`` (issue 28)."""
+    runs = [{"condition": "oa-18", "seed": 0,
+             "scores": {"in-space": 0.25, "out-of-space": 0.0, "original": None}}]
+    t = table(runs, ["oa-18"])
+    assert t["oa-18"]["in-space"] == {"mean": 0.25, "spread": None, "seeds": 1}
+    md = format_table({"table": t})
+    assert "| oa-18 | 25.0 | 0.0 | - |" in md and "±" not in md
+    runs.append({"condition": "oa-18", "seed": 1,
+                 "scores": {"in-space": 0.75, "out-of-space": None, "original": None}})
+    mixed = format_table({"table": table(runs, ["oa-18"])})
+    assert "| oa-18 | 50.0 ± 25.0 | 0.0 (1 seed) | - |" in mixed
+
+
+class FakeStages(Stages):
+    """The demo's stages without training (a fake: even the micro model's smallest budget
+    takes minutes, too slow for the fast suite); the bookkeeping around them is the real one.
+    The model is one file; SFT and GRPO write ``final/config.json`` with the config's steps and
+    turns; the evaluation stores its parameters and, like the evaluation store, refuses to
+    continue a folder evaluated with other ones. Fixed scores: Pass@1 0 everywhere,
+    well-formed turns 50 %. Instances pickle (the runs happen in worker processes)."""
+
+    def build_model(self, path: Path) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "weights.txt").write_text("micro")
+        return path
+
+    def model_parameters(self, path: Path) -> int:
+        return 1
+
+    def prepare_worker(self) -> None:
+        pass
+
+    def train(self, config: Any, *, resume: bool, on_log: Any = None) -> None:
+        final = Path(config.output_dir) / "final"
+        final.mkdir(parents=True, exist_ok=True)
+        (final / "config.json").write_text(json.dumps(
+            {"steps": config.steps, "max_turns": config.max_turns, "resume": resume}))
+
+    def evaluate(self, config: Any, out: Path) -> dict[str, Any]:
+        from harnessgrid.errors import ConfigError
+
+        params = config.model_dump_json(exclude={"policy"})
+        stored = out / "params.json"
+        if stored.is_file() and stored.read_text() != params:
+            raise ConfigError(f"{out} holds an evaluation with different parameters")
+        out.mkdir(parents=True, exist_ok=True)
+        stored.write_text(params)
+        settings = ("in-space", "out-of-space", "original")
+        return {"scores": dict.fromkeys(settings, 0.0),
+                "well_formed": dict.fromkeys(settings, 0.5),
+                "in_space_per_config": {"S0-T0-O0-C0-W0": 0.0, "S1-T1-O1-C1-W1": 0.0}}
+
+
+TINY = Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=2, sft_steps=2,
+               sft_batch=2, sft_lr=1e-3, grpo_steps=1, tasks_per_step=1, rollouts=2,
+               grpo_lr=1e-5, eval_tasks=1, max_turns=4)
+
+
+def _final(out: Path, profile: str, run: str, stage: str) -> dict[str, Any]:
+    return dict(json.loads((out / profile / run / stage / "final" / "config.json").read_text()))
+
+
+def test_quick_then_default_into_one_out_do_not_share_stages(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 1: ``demo --quick --out D`` then ``demo --out D`` reused the quick models
+    and stopped on the evaluation store's diff. Each profile now has its own folder: the
+    second trains and evaluates its own models, without an error, and leaves the first's."""
+    monkeypatch.setitem(PROFILES, "quick", TINY)
+    monkeypatch.setitem(PROFILES, "default", Profile(**{**TINY.__dict__, "sft_steps": 3,
+                                                        "max_turns": 8}))
+    out = tmp_path / "demo"
+    quick = run_demo(out, "quick", workers=1, stages=FakeStages())
+    default = run_demo(out, "default", workers=1, stages=FakeStages())
+    for summary in (quick, default):
+        assert [r["stages_run"] for r in summary["runs"]] == [["SFT", "GRPO", "evaluation"]] * 2
+        assert not any(r["redone"] for r in summary["runs"])
+    for run in ("single-seed0", "oa-18-seed0"):
+        assert _final(out, "quick", run, "sft")["steps"] == 2
+        assert _final(out, "default", run, "sft")["steps"] == 3
+        assert _final(out, "default", run, "grpo")["max_turns"] == 8
+    assert (out / "quick" / "results.json").is_file()
+    assert (out / "default" / "report.md").is_file()
+    assert "redoing" not in capfd.readouterr().err
+    again = run_demo(out, "quick", workers=1, stages=FakeStages())
+    assert again["all_reused"] and not any(r["stages_run"] for r in again["runs"])
+
+
+def test_a_stage_made_with_other_parameters_is_redone_with_a_reason(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A profile whose budget changed (issue 26 changes them) redoes the stages the change
+    reaches, each with a line saying why, and reuses the others; never the store's diff."""
+    out = tmp_path / "demo"
+    run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
+    capfd.readouterr()
+    more_tasks = Profile(**{**TINY.__dict__, "eval_tasks": 2})
+    summary = run_demo(out, "default", workers=1, profile=more_tasks, stages=FakeStages())
+    assert [r["stages_run"] for r in summary["runs"]] == [["evaluation"]] * 2
+    err = capfd.readouterr().err
+    assert "single seed 0: redoing evaluation: its parameters changed: limit 1 → 2" in err
+    assert err.count("redoing") == 2
+    longer = Profile(**{**more_tasks.__dict__, "sft_steps": 5})
+    summary = run_demo(out, "default", workers=1, profile=longer, stages=FakeStages())
+    assert [r["stages_run"] for r in summary["runs"]] == [["SFT", "GRPO", "evaluation"]] * 2
+    err = capfd.readouterr().err
+    assert "oa-18 seed 0: redoing SFT: its parameters changed: steps 2 → 5" in err
+    assert "redoing GRPO: its parameters changed: the SFT model it starts from changed" in err
+    assert "redoing evaluation: its parameters changed: the GRPO model it evaluates changed" \
+        in err
+    assert _final(out, "default", "oa-18-seed0", "sft") == {"steps": 5, "max_turns": 4,
+                                                             "resume": False}
+    # A stage with no record (made by an earlier demo version) is not trusted.
+    (out / "default" / "single-seed0" / "grpo.stage.json").unlink()
+    summary = run_demo(out, "default", workers=1, profile=longer, stages=FakeStages())
+    assert [r["stages_run"] for r in summary["runs"]] == [["GRPO", "evaluation"], []]
+    assert "single seed 0: redoing GRPO: no record of the parameters it was made with" in \
+        capfd.readouterr().err
+
+
+def test_a_rerun_keeps_the_measured_time_of_the_run_that_computed_the_numbers(
+        tmp_path: Path) -> None:
+    """Issue 28 item 7: a re-run that only reads finished stages replaced the report's time
+    (36.5 min became 0.3 min). It keeps the computing run's time; each stage's own time is
+    recorded when it ran and survives re-runs."""
+    out = tmp_path / "demo"
+    first = run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
+    assert not first["all_reused"] and first["stages_run"] == first["stages"] == 7
+    record = json.loads((out / "default" / "oa-18-seed0" / "sft.stage.json").read_text())
+    assert record["finished"] and record["seconds"] >= 0
+    report = (out / "default" / "report.md").read_text()
+    again = run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
+    assert again["all_reused"]
+    for key in ("seconds", "measured_at", "stages_run", "stages", "stage_seconds"):
+        assert again[key] == first[key], key
+    assert json.loads((out / "default" / "oa-18-seed0" / "sft.stage.json").read_text()) \
+        == record
+    assert (out / "default" / "report.md").read_text() == report
+    assert f"{first['seconds'] / 60:.1f} min on" in report
+    # Redoing part of the stages says the time is that part's.
+    partial = run_demo(out, "default", workers=1, stages=FakeStages(),
+                       profile=Profile(**{**TINY.__dict__, "eval_tasks": 2}))
+    assert partial["stages_run"] == 2 and partial["seconds"] != first["seconds"]
+    assert "computing 2 of the 7 stages" in (out / "default" / "report.md").read_text()
+
+
+def test_report_writes_pngs_and_skips_all_zero_plots(tmp_path: Path) -> None:
+    """Issue 28 item 7: two of three plots were flat zero lines, no PNG reached the disk and
+    the HTML showed literal backticks. Here Pass@1 is 0 everywhere (the fake's scores)."""
+    out = tmp_path / "demo"
+    run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
+    root = out / "default"
+    png = (root / "well-formed.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+    assert not (root / "pass1.png").exists() and not (root / "configurations.png").exists()
+    html = (root / "report.html").read_text()
+    assert "`" not in html and "<code>default</code>" in html
+    assert html.count("data:image/png;base64,") == 1
+    assert "not drawn: Pass@1 is 0" in html
+    report = (root / "report.md").read_text()
+    assert "![Well-formed turns by condition and setting](well-formed.png)" in report
+    assert "Pass@1 (%), 1 seed (no spread):" in report and "± 0.0" not in report
+
+
 @pytest.mark.slow
 def test_quick_demo_completes_with_a_well_formed_report(tmp_path: Path) -> None:
     out = tmp_path / "demo"
@@ -161,7 +335,7 @@ def test_quick_demo_completes_with_a_well_formed_report(tmp_path: Path) -> None:
                           check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| single |" in done.stdout and "| oa-18 |" in done.stdout
-    results = json.loads((out / "results.json").read_text())
+    results = json.loads((out / "quick" / "results.json").read_text())
     assert {r["condition"] for r in results["runs"]} == {"single", "oa-18"}
     for run in results["runs"]:
         assert set(run["scores"]) == {"in-space", "out-of-space", "original"}
@@ -169,14 +343,17 @@ def test_quick_demo_completes_with_a_well_formed_report(tmp_path: Path) -> None:
         assert set(run["well_formed"]) == set(run["scores"])
         assert all(v is not None and 0.0 <= v <= 1.0 for v in run["well_formed"].values())
         assert len(run["in_space_per_config"]) == 18  # every held-out configuration evaluated
-    html = (out / "report.html").read_text()
-    assert "<table" in html and "data:image/png;base64," in html
-    report = (out / "report.md").read_text()
+    html = (out / "quick" / "report.html").read_text()
+    assert "<table" in html and "`" not in html
+    for png, plotted in (("well-formed.png", "well-formed turns"), ("pass1.png", "Pass@1")):
+        assert (out / "quick" / png).is_file() or f"not drawn: {plotted} is 0" in html
+    report = (out / "quick" / "report.md").read_text()
     assert report.count("| oa-18 |") == 2 and "Well-formed turns" in report
     assert "Well-formed turns" in done.stdout
     again = subprocess.run([sys.executable, "-m", "harnessgrid", "demo", "--quick", "--out",
                             str(out)], capture_output=True, text=True, timeout=600,
                            check=False)
     assert again.returncode == 0  # resumes: every stage is found done
-    rerun = json.loads((out / "results.json").read_text())["runs"]
-    assert [r["scores"] for r in rerun] == [r["scores"] for r in results["runs"]]
+    rerun = json.loads((out / "quick" / "results.json").read_text())
+    assert rerun["all_reused"] and rerun["seconds"] == results["seconds"]
+    assert [r["scores"] for r in rerun["runs"]] == [r["scores"] for r in results["runs"]]

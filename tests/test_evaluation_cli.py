@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 from test_evaluation import ORIGINAL, install_plugin
-from test_evaluation_store import CLI
+from test_evaluation_store import CLI, HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def hg(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a fresh process; ``HANG_S`` only guards against a hang (load-proof)."""
     return subprocess.run([sys.executable, "-c", CLI, *args], env={**env, "COLUMNS": "300"},
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=HANG_S, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +129,8 @@ def test_report_renders_in_headless_chromium(runs: tuple[Path, Path], tmp_path: 
     _, new = runs
     shot = tmp_path / "report.png"
     out = subprocess.run(["bash", str(ROOT / "scripts" / "screenshot_report.sh"), str(new),
-                          str(shot)], capture_output=True, text=True, timeout=180, check=False)
+                          str(shot)], capture_output=True, text=True, timeout=HANG_S,
+                         check=False)
     assert out.returncode == 0, out.stderr
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

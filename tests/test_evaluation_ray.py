@@ -78,13 +78,19 @@ def harnessgrid_policies():
                                                       opts["log"]))
 '''
 
+#: Seconds after which a CLI process or a wait counts as hung. Only a guard against a hang:
+#: under load (issue 28: load 5-14 on 2 cores) starting Python and importing Ray alone took
+#: more than the 60 s these tests once allowed. What each test checks is the outcome (exit
+#: status, message, stored results), never how fast it came.
+HANG_S = 600.0
+
 HARNESSES = "S0-T0-O0-C0-W0,S1-T1-O1-C1-W1,S2-T2-O2-C2-W2,S0-T2-O1-C2-W1"
 #: Fields that differ between any two runs of the same episode (ids, clocks, file offsets).
 VOLATILE = {"episode_id", "traj_offset", "finished_at", "wall_s", "model_s", "tools_s",
             "harness_s", "wait_s", "grade_s"}
 
 
-def hg(env: dict[str, str], *args: str, timeout: float = 180,
+def hg(env: dict[str, str], *args: str, timeout: float = HANG_S,
        prelude: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", prelude + CLI, *args],
                           env={**env, "COLUMNS": "300"}, capture_output=True, text=True,
@@ -182,7 +188,7 @@ def test_killed_worker_node_loses_no_episode(cluster: tuple[Any, dict[str, str]]
     try:
         victim = _wait_for_episode_on(worker.node_id, log, out, proc)
         _kill_node(head, worker)
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -240,7 +246,7 @@ def _wait_for_episode_on(node_id: str, log: Path, out: Path,
                          proc: subprocess.Popen[str]) -> tuple[str, str]:
     """(task, harness) of an episode that just started on ``node_id`` (its first turn is
     logged: several 0.2 s turns are still ahead of it)."""
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         stored = {(r.task, r.harness) for r in read_results(out)} if out.exists() else set()
@@ -324,6 +330,9 @@ def test_a_policy_object_cannot_go_to_a_cluster(tmp_path: Path) -> None:
 
 
 def test_unreachable_cluster_is_a_message_not_a_traceback(tmp_path: Path) -> None:
+    """Nothing listens at the address: the CLI fails fast with advice. "cannot reach" is the
+    probe's message, which comes before ``ray.init`` (that one would retry for minutes and
+    then say "cannot connect"), so the message itself shows that the failure was fast."""
     pytest.importorskip("ray")
     with socket.socket() as s:  # a port with nothing listening
         s.bind(("127.0.0.1", 0))
@@ -331,20 +340,20 @@ def test_unreachable_cluster_is_a_message_not_a_traceback(tmp_path: Path) -> Non
     out = tmp_path / "x"
     result = hg({**os.environ, **RAY_ENV}, "eval", "--policy", "scripted", "--suites",
                 "examples", "--settings", "in-space", "--out", str(out), "--ray",
-                f"127.0.0.1:{port}", timeout=60)
+                f"127.0.0.1:{port}")
     assert result.returncode == 2, result.stderr
     assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in result.stderr
     assert "ray start --head" in result.stderr and "Traceback" not in result.stderr
     assert not out.exists()  # a wrong address leaves nothing behind
     bad = hg({**os.environ, **RAY_ENV}, "eval", "--policy", "scripted", "--suites",
-             "examples", "--out", str(out), "--ray", "headnode", timeout=60)
+             "examples", "--out", str(out), "--ray", "headnode")
     assert bad.returncode == 2 and "'headnode' is not HOST:PORT" in bad.stderr, bad.stderr
 
 
 def test_missing_ray_says_how_to_install_it(tmp_path: Path) -> None:
     result = hg(dict(os.environ), "eval", "--policy", "scripted", "--suites", "examples",
                 "--out", str(tmp_path / "x"), "--ray", "127.0.0.1:6379",
-                prelude="import sys\nsys.modules['ray'] = None\n", timeout=60)
+                prelude="import sys\nsys.modules['ray'] = None\n")
     assert result.returncode == 2, result.stderr
     assert "Ray is not installed" in result.stderr
     assert "pip install 'harnessgrid[ray]'" in result.stderr

@@ -39,11 +39,23 @@ def lines(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines() if path.exists() else []
 
 
-def wait_for_results(out: Path, n: int, proc: subprocess.Popen[str], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while len(lines(out / RESULTS)) < n:
+#: Seconds a process may take, or a running evaluation may store nothing new, before it
+#: counts as hung. Only a guard against a hang (issue 28: under load 5-14 on 2 cores an
+#: evaluation stored its first results only after the 60 s these tests once allowed).
+HANG_S = 600.0
+
+
+def wait_for_results(out: Path, n: int, proc: subprocess.Popen[str],
+                     stall_s: float = HANG_S) -> None:
+    """Until ``out`` holds at least ``n`` results. Fails when ``proc`` ends first, or when it
+    stores no new result for ``stall_s`` seconds (it hangs): progress, not speed, is checked."""
+    stored, progressed = -1, time.monotonic()
+    while (count := len(lines(out / RESULTS))) < n:
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the evaluation stored too few results"
+        if count != stored:
+            stored, progressed = count, time.monotonic()
+        assert time.monotonic() - progressed < stall_s, (
+            f"the evaluation stored no new result for {stall_s:g}s ({count} of {n}): it hangs")
         time.sleep(0.02)
 
 
@@ -65,7 +77,7 @@ def test_killed_evaluation_resumes_with_exactly_one_result_per_key(tmp_path: Pat
     proc = start()
     wait_for_results(out, 8, proc)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 130, err
     assert "re-run the same command to resume" in err
     first = lines(out / RESULTS)
@@ -78,7 +90,7 @@ def test_killed_evaluation_resumes_with_exactly_one_result_per_key(tmp_path: Pat
     second = lines(out / RESULTS)
     assert second[:len(first)] == first and len(second) < 76
 
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120,
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=HANG_S,
                           check=False)
     assert done.returncode == 0, done.stderr
     final = lines(out / RESULTS)

@@ -43,6 +43,14 @@ MESSAGES = (Message(role="system", content="You are terse."),
             Message(role="user", content="What is in a.txt?"))
 LONG = "The file a.txt holds one line; I will read it now and then report what it says."
 FAST = {"backoff_s": 0.01, "timeout_s": 10.0}
+#: Seconds after which a child process counts as hung: only a guard against a hang (issue 28).
+HANG_S = 600
+#: How long a "slow" answer takes: far longer than any limit the tests set, so an answer that
+#: is cut arrives never, and one that is not cut shows in what the call returns.
+SLOW_S = 120.0
+#: A time limit the tests set: long enough that a local request and a fast answer fit in it
+#: under any load, short enough to keep the tests quick.
+LIMIT_S = 2.0
 
 
 class Pieces(list[str]):
@@ -199,23 +207,27 @@ def test_no_choices_is_a_policy_error() -> None:
 
 
 def test_the_deadline_cuts_a_slow_answer() -> None:
-    slow = Canned(body=openai_text("too late").body, delay_s=3.0)
+    """The request was sent (one request) and its answer would come after SLOW_S, but the
+    deadline ends the call: an error naming the wall limit, not the answer. The attempt
+    timeout is longer than SLOW_S, so only the deadline can have cut it."""
+    slow = Canned(body=openai_text("too late").body, delay_s=SLOW_S)
     with OpenAICompatServer([slow, openai_text("unused")]) as srv:
-        started = time.monotonic()
         with pytest.raises(PolicyError, match="wall limit"):
-            act(make(srv.base_url + "/v1", timeout_s=60.0), request(seconds_left=0.5))
-        assert time.monotonic() - started < 1.5
+            act(make(srv.base_url + "/v1", timeout_s=2 * SLOW_S),
+                request(seconds_left=LIMIT_S))
     assert len(srv.requests) == 1
 
 
 def test_timeout_s_cuts_an_attempt_and_the_retry_succeeds() -> None:
-    slow = Canned(body=openai_text("too late").body, delay_s=1.0)
+    """Each call's first attempt gets an answer that would take SLOW_S; timeout_s cuts it and
+    the retry gets the fast "ok" (were it not cut, the call would return "too late")."""
+    slow = Canned(body=openai_text("too late").body, delay_s=SLOW_S)
     with OpenAICompatServer([slow, openai_text("ok"), slow, openai_text("ok")]) as srv:
-        started = time.monotonic()
-        assert act(make(srv.base_url + "/v1", timeout_s=0.3)).content == "ok"
+        assert act(make(srv.base_url + "/v1", timeout_s=LIMIT_S)).content == "ok"
         pieces = Pieces()
-        assert act(make(srv.base_url + "/v1", timeout_s=0.3), request(pieces)).content == "ok"
-        assert time.monotonic() - started < 2.0 and pieces == ["ok"]
+        assert act(make(srv.base_url + "/v1", timeout_s=LIMIT_S),
+                   request(pieces)).content == "ok"
+        assert pieces == ["ok"] and len(srv.requests) == 4
 
 
 def test_an_unreachable_server_is_retried_then_reported() -> None:
@@ -384,7 +396,7 @@ def test_https_with_the_server_name_checked(tmp_path: Path,
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                         "-subj", f"/CN={name}", "-addext", f"subjectAltName=DNS:{name}",
                         "-keyout", str(key), "-out", str(cert)],
-                       check=True, capture_output=True, timeout=60)
+                       check=True, capture_output=True, timeout=HANG_S)
         server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         server.load_cert_chain(cert, key)
         client = ssl.create_default_context(cafile=str(cert))
@@ -455,7 +467,7 @@ def test_the_http_transport_imports_neither_the_sdk_nor_httpx() -> None:
                 "task=s, state=s, new_segment=False); "
                 "assert asyncio.run(p.act(r)).content == 'light'; "
                 "sys.exit(bool({'openai', 'httpx', 'litellm'} & set(sys.modules)))")
-        done = subprocess.run([sys.executable, "-c", code], check=False, timeout=60,
+        done = subprocess.run([sys.executable, "-c", code], check=False, timeout=HANG_S,
                               env={**os.environ, "OPENAI_API_KEY": ""})
     assert done.returncode == 0
 

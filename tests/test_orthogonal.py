@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from collections import Counter
@@ -11,9 +12,18 @@ import numpy as np
 import oapackage
 import pytest
 
-from harnessgrid.designs import candidate_run_sizes, gwlp, orthogonal_design
+from harnessgrid.designs import (
+    candidate_run_sizes,
+    gwlp,
+    holdout,
+    nearly_orthogonal_design,
+    orthogonal_design,
+)
+from harnessgrid.designs import orthogonal as orthogonal_module
 from harnessgrid.designs.design import pair_distances
+from harnessgrid.designs.known_arrays import KNOWN_ARRAYS
 from harnessgrid.errors import ConfigError
+from harnessgrid.plugins.micro import MICRO_SPACE
 from harnessgrid.space import FactorSpace
 
 SPACE = FactorSpace.default()
@@ -133,12 +143,36 @@ def test_too_many_runs_lists_the_run_sizes_that_would_work() -> None:
 
 
 def test_search_running_out_of_time_fails_with_run_sizes() -> None:
+    """5^5 is in no table, so it is searched; OA(25, 5^5, 2) takes seconds, far more than a
+    budget of 10 ms on any machine."""
     five = SPACE
     for f in ("system_prompt", "tool_interface", "observation", "context", "workflow"):
-        five = five.extend(f, "x").extend(f, "y")  # 5^5: OA(25, 5^5, 2) takes seconds
-    with pytest.raises(ConfigError, match=r"within 0.5s") as exc:
-        orthogonal_design(five, time_budget_s=0.5)
-    assert "[25, 50, 75," in (exc.value.hint or "")
+        five = five.extend(f, "x").extend(f, "y")
+    with pytest.raises(ConfigError, match=r"within 0.01s") as exc:
+        orthogonal_design(five, time_budget_s=0.01)
+    hint = exc.value.hint or ""
+    assert "[25, 50, 75," in hint
+    assert "time_budget_s" in hint and "--kind nearly-orthogonal --runs N" in hint
+
+
+@pytest.mark.parametrize("key", sorted(KNOWN_ARRAYS),
+                         ids=lambda k: f"{''.join(map(str, k[0]))}-t{k[1]}-{k[2]}")
+def test_known_arrays_are_orthogonal_and_what_the_search_finds(
+        key: tuple[tuple[int, ...], int, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every tabled array is an OA of its strength, and exactly (rows and their order) what
+    the search returns when it has all the time it needs: no time slice or budget cuts it
+    short here, so the comparison does not depend on the machine's speed."""
+    sizes, t, variant = key
+    rows = KNOWN_ARRAYS[key]
+    assert all(len(r) == len(sizes) and all(0 <= v < s for v, s in zip(r, sizes)) for r in rows)
+    for cols in combinations(range(len(sizes)), t):
+        counts = Counter(tuple(r[c] for c in cols) for r in rows)
+        cells = math.prod(sizes[c] for c in cols)
+        assert len(counts) == cells and set(counts.values()) == {len(rows) // cells}, cols
+    monkeypatch.setattr(orthogonal_module, "KNOWN_ARRAYS", {})
+    monkeypatch.setattr(orthogonal_module, "COMPLETE_SLICE_S", 600.0)
+    found, info = orthogonal_module._find(sizes, t, variant, None, 600.0)  # type: ignore[arg-type]
+    assert found == rows and info == {"search": "complete"}
 
 
 def test_other_strengths_and_bad_arguments() -> None:
@@ -151,3 +185,46 @@ def test_other_strengths_and_bad_arguments() -> None:
         orthogonal_design(SPACE, strength=6)
     with pytest.raises(ConfigError, match="variant 'best'"):
         orthogonal_design(SPACE, variant="best")  # type: ignore[arg-type]
+
+
+def test_the_designs_in_use_do_not_depend_on_the_search_finishing_in_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: under load `harnessgrid eval` failed with "no strength-2 orthogonal array over
+    level counts (3, 3, 3, 3, 3) was found within 15s". The paper's array, the micro space's
+    and every array the repo's tests and examples use come from a table: a search that always
+    runs out of time (a mock: no machine is reliably that slow) changes none of them, nor the
+    held-out and nearly-orthogonal designs built from them."""
+    def uses() -> dict[str, list[str]]:
+        return {
+            "paper": orthogonal_design(SPACE).codes,
+            "local": orthogonal_design(SPACE, variant="local").codes,
+            "micro": orthogonal_design(MICRO_SPACE).codes,
+            "strength3": orthogonal_design(SPACE, strength=3).codes,
+            "mixed": orthogonal_design(MIXED).codes,
+            "mixed_local": orthogonal_design(MIXED, variant="local").codes,
+            "capped": orthogonal_design(SPACE, max_runs=18).codes,
+            "holdout": holdout(orthogonal_design(SPACE), 18, 1).codes,
+            "holdout_mixed": holdout(orthogonal_design(MIXED), 36, 0).codes,
+            "nearly": nearly_orthogonal_design(SPACE, 18).codes,
+        }
+
+    expected = uses()
+    assert expected["paper"] == MIN_ABERRATION
+    assert orthogonal_design(MICRO_SPACE).rows() == orthogonal_design(SPACE).rows()
+    searches: list[object] = []
+
+    def out_of_time(*args: object) -> tuple[list[list[list[int]]], str]:
+        searches.append(args)
+        return [], "timeout"
+
+    monkeypatch.setattr(orthogonal_module, "_cache", {})
+    monkeypatch.setattr(orthogonal_module, "_run_worker", out_of_time)
+    assert uses() == expected
+    assert orthogonal_design(SPACE, time_budget_s=0.0).codes == MIN_ABERRATION
+    assert holdout(orthogonal_design(SPACE), 18, 1).params["method"] == "relabelled_oa"
+    assert searches == []  # no search ran at all
+    # Mixed spaces the table does not cover fall back to the product of tabled arrays,
+    # which needs no search either: (3,3,4,4,3) -> OA(9, 3^3) x 4^2.
+    product = orthogonal_design(MIXED.extend("context", "digest"), time_budget_s=0.0)
+    assert len(product) == 144 and product.params["search"] == "product"
+    assert product.diagnostics().strength == 2

@@ -14,6 +14,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,13 @@ pytestmark = pytest.mark.skipif(not sandbox_available(), reason=f"no sandbox: {c
 
 FAST = SandboxLimits(wall_s=10, cpu_s=5, max_procs=64, memory_mb=512, workspace_mb=64)
 IS_ROOT = os.geteuid() == 0
+#: Seconds after which something that must end counts as hung: only a guard against a hang.
+#: The tests check which limit acted (its message, ``killed``), never how fast (issue 28: under
+#: load 5-14 on 2 cores, "< 3 s" and "< 1 s" failed although every limit worked).
+HANG_S = 600
+#: FAST with wall and CPU limits no test reaches, for tests of another limit: were that one not
+#: to act, the command would run on (and the test fail) instead of being cut by these.
+PATIENT = replace(FAST, wall_s=HANG_S, cpu_s=HANG_S)
 
 
 @pytest.fixture
@@ -282,52 +290,49 @@ def test_a_workspace_cannot_shadow_what_the_sandbox_runs(tmp_path: Path, where: 
 # ---------------------------------------------------------------- limits
 
 
-def test_infinite_loop_times_out(sb: Sandbox) -> None:
-    """A command past its wall-clock limit is killed and reported as timed out, promptly."""
-    start = time.monotonic()
-    result = sb.run_sync("while :; do :; done", timeout_s=1)
-    assert result.timed_out and result.killed == "timeout" and result.exit_code is None
-    assert "time limit" in result.stderr
-    assert time.monotonic() - start < 3
-    assert sb.run_sync("echo next").stdout == "next\n"
+def test_infinite_loop_times_out(ws: Workspace) -> None:
+    """A command past its wall-clock limit is killed and reported as timed out: by the call's
+    ``timeout_s`` (its message names 1 s), not the sandbox's own limit (HANG_S)."""
+    with Sandbox(ws, PATIENT) as sb:
+        result = sb.run_sync("while :; do :; done", timeout_s=1)
+        assert result.timed_out and result.killed == "timeout" and result.exit_code is None
+        assert "longer than the 1 s time limit" in result.stderr, result.stderr
+        assert sb.run_sync("echo next").stdout == "next\n"
 
 
 def test_cpu_limit(ws: Workspace) -> None:
-    """RLIMIT_CPU stops a busy process before the (longer) wall-clock limit."""
-    with Sandbox(ws, SandboxLimits(cpu_s=1, wall_s=20)) as sb:
+    """RLIMIT_CPU stops a busy process before the (much longer) wall-clock limit: ``killed``
+    says which limit acted, so a loaded machine (less CPU per second) changes nothing."""
+    with Sandbox(ws, SandboxLimits(cpu_s=1, wall_s=HANG_S)) as sb:
         result = sb.run_sync("python3 -c 'while True: pass'")
     assert result.killed == "cpu" and result.exit_code == 128 + signal.SIGXCPU
-    assert result.duration_s < 10
 
 
 def test_fork_bomb_is_contained(ws: Workspace) -> None:
-    """RLIMIT_NPROC (on a uid of the sandbox's own) stops a fork bomb; the host stays
-    responsive, the command ends with a clear result at its timeout, nothing survives."""
-    with Sandbox(ws, FAST) as sb:
+    """RLIMIT_NPROC (on a uid of the sandbox's own) stops a fork bomb; the host can still
+    start processes, the command ends with a clear result at its timeout (its message names
+    3 s, not the sandbox's HANG_S), nothing survives."""
+    with Sandbox(ws, PATIENT) as sb:
         uid = sandbox_uid(sb)
-        start = time.monotonic()
         result = sb.run_sync("bomb() { bomb | bomb & }; bomb; sleep 100", timeout_s=3)
-        assert time.monotonic() - start < 8
-        assert result.timed_out
+        assert result.timed_out and "longer than the 3 s time limit" in result.stderr
         # sh says "Cannot fork", bash "fork: retry: Resource temporarily unavailable"
         assert "Cannot fork" in result.stderr or "fork: retry" in result.stderr
-        host_start = time.monotonic()
-        subprocess.run(["true"], check=True)
-        assert time.monotonic() - host_start < 1, "host can still start processes"
+        subprocess.run(["true"], check=True, timeout=HANG_S)  # the host can still fork
         assert sb.run_sync("echo alive").stdout == "alive\n"
         if IS_ROOT:
             assert processes_of(uid) == [sb.server_pid]
 
 
-def test_huge_output_is_truncated_with_bounded_memory(sb: Sandbox) -> None:
-    """1 GB of output: the first output_bytes are kept, the command is killed, and neither
-    the server nor the host buffers the rest."""
+def test_huge_output_is_truncated_with_bounded_memory(ws: Workspace) -> None:
+    """1 GB of output: the first output_bytes are kept, the command is killed (``killed``
+    says by the output limit; the wall limit is out of reach), and neither the server nor the
+    host buffers the rest."""
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.monotonic()
-    result = sb.run_sync("head -c 1000000000 /dev/zero | tr '\\0' a")
+    with Sandbox(ws, PATIENT) as sb:
+        result = sb.run_sync("head -c 1000000000 /dev/zero | tr '\\0' a")
     assert result.truncated and result.killed == "output_limit"
     assert len(result.stdout) == FAST.output_bytes
-    assert time.monotonic() - start < 10
     grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
     assert grown_kb < 50_000, f"host RSS grew {grown_kb} kB"
 
@@ -342,15 +347,15 @@ def test_moderate_overflow_is_truncated_but_runs_to_completion(sb: Sandbox) -> N
 
 def test_memory_hog_is_stopped(ws: Workspace) -> None:
     """One process is held by RLIMIT_AS; several together by the polled RSS limit."""
-    with Sandbox(ws, SandboxLimits(memory_mb=200, wall_s=20)) as sb:
+    with Sandbox(ws, SandboxLimits(memory_mb=200, wall_s=HANG_S)) as sb:
         single = sb.run_sync("python3 -c 'b = bytearray(400 << 20)'")
         assert single.exit_code != 0 and "MemoryError" in single.stderr
-        hog = "python3 -c 'import time; b = b\"x\" * (90 << 20); time.sleep(30)'"
-        start = time.monotonic()
+        # Each hog holds its memory until the wall limit: however slowly they start, they
+        # are together over the limit, and only the RSS check can end them before HANG_S.
+        hog = f"python3 -c 'import time; b = b\"x\" * (90 << 20); time.sleep({HANG_S})'"
         many = sb.run_sync(f"for i in 1 2 3 4; do {hog} & done; wait")
         assert many.killed == "memory" and many.exit_code is None
         assert "memory" in many.stderr
-        assert time.monotonic() - start < 10
 
 
 def test_disk_filling_is_contained(ws: Workspace) -> None:
@@ -439,8 +444,10 @@ def test_killed_server_during_async_command(ws: Workspace) -> None:
 
     async def episode() -> None:
         async with Sandbox(ws, FAST) as sb:
-            pending = asyncio.create_task(sb.run("sleep 5"))
-            await asyncio.sleep(0.3)
+            pending = asyncio.create_task(sb.run("touch started && sleep 5"))
+            deadline = time.monotonic() + HANG_S
+            while not (ws.root / "started").exists() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)  # until the command runs: a condition, not a delay
             os.kill(sb.server_pid or 0, signal.SIGKILL)
             with pytest.raises(SandboxError):
                 await pending
@@ -502,7 +509,8 @@ def test_unsafe_mode_warns_and_still_limits(
     (reward / "check.sh").write_text("echo graded\n")
     monkeypatch.setattr(sandbox_module, "_warned_unsafe", False)
     with pytest.warns(RuntimeWarning, match="WITHOUT a sandbox"):
-        sb = Sandbox(ws, FAST, unsafe_no_sandbox=True, extra_ro_binds={reward: "/workspace/reward"})
+        sb = Sandbox(ws, PATIENT, unsafe_no_sandbox=True,
+                     extra_ro_binds={reward: "/workspace/reward"})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Sandbox(ws, FAST, unsafe_no_sandbox=True)  # only the first one warns
@@ -516,9 +524,10 @@ def test_unsafe_mode_warns_and_still_limits(
         code = "import os, time; open('pids', 'a').write(f'{os.getpid()}\\n'); time.sleep(300)"
         daemon = f"python3 -c {shlex.quote(code)}"
         started = sb.run_sync(
-            # Wait (bounded) for both to start: python start-up is slow on a loaded machine.
+            # Wait (bounded by HANG_S) for both to start: python start-up is slow on a loaded
+            # machine.
             f"setsid {daemon} & {daemon} & "
-            "for i in $(seq 200); do [ \"$(wc -l < pids 2>/dev/null)\" = 2 ] && break; "
+            f"for i in $(seq {HANG_S * 10}); do [ \"$(wc -l < pids 2>/dev/null)\" = 2 ] && break; "
             "sleep 0.05; done; for p in $(cat pids); do kill -0 $p && echo alive; done"
         )
         assert started.stdout == "alive\nalive\n", "both were running while the command ran"
@@ -582,7 +591,9 @@ def test_a_cancelled_command_leaves_no_process_of_the_uid(ws: Workspace) -> None
         await sb.start()
         uid = int((await sb.run("id -u")).stdout)
         running = asyncio.create_task(sb.run("sleep 30"))
-        await asyncio.sleep(0.2)
+        deadline = time.monotonic() + HANG_S
+        while len(processes_of(uid)) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)  # until the command runs beside the server
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running
@@ -598,15 +609,17 @@ def test_the_sandbox_dies_with_bwrap(ws: Workspace) -> None:
     """bwrap killed from outside (its host process died: --die-with-parent) takes the server and
     its running command along, although the server changed uid (which clears the parent-death
     signal bwrap set)."""
-    with Sandbox(ws, FAST) as sb:
+    with Sandbox(ws, PATIENT) as sb:
         uid = sandbox_uid(sb)
         assert sb._proc is not None
-        busy = threading.Thread(target=lambda: _ignore(sb.run_sync, "sleep 30"))
+        busy = threading.Thread(target=lambda: _ignore(sb.run_sync, f"sleep {HANG_S}"))
         busy.start()  # the server is busy with a command, not reading its (host) stdin
-        while len(processes_of(uid)) < 2:
+        deadline = time.monotonic() + HANG_S
+        while len(processes_of(uid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
         os.kill(sb._proc.pid, signal.SIGKILL)
-        assert _gone(uid)
+        # Generous, yet far less than the command's HANG_S: survivors would still be there.
+        assert _gone(uid, within_s=HANG_S / 5)
         busy.join()
 
 

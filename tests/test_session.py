@@ -10,7 +10,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,15 @@ from harnessgrid.session import CANCELLED_CALL
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap")
 
-LIMITS = EpisodeLimits(max_turns=8, wall_s=60, sandbox=SandboxLimits(wall_s=30))
+#: Seconds after which a wait for something that must happen counts as hung: only a guard
+#: against a hang. The tests check what happened, never how fast (issue 28: under load 5-14 on
+#: 2 cores, "within a second" failed although nothing was wrong).
+HANG_S = 600.0
+#: How long the "long" commands and replies take: far longer than a prompt cancellation under
+#: any load, and shorter than the limits below, so a cancellation that *waited* for one would
+#: let it finish (and write late.txt) instead of being cut short by a limit.
+LONG_S = 120
+LIMITS = EpisodeLimits(max_turns=8, wall_s=600, sandbox=SandboxLimits(wall_s=300))
 HARNESSES = ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W0", "S2-T2-O2-C2-W0", "adapter:claude-code",
              "adapter:openclaw"]
 
@@ -260,25 +269,69 @@ def processes_with(marker: str) -> list[int]:
     return pids
 
 
+def unique(marker: str) -> str:
+    """``marker`` made unique to this call: other test runs on the machine (a shared checkout)
+    use the same markers, and their processes must not count as this test's."""
+    return f"{marker}-{uuid.uuid4().hex[:12]}"
+
+
+def runs_as(marker: str) -> bool:
+    """Whether a process named ``marker`` runs (argv[0], the ``exec -a`` of long_command): the
+    command got as far as its long sleep. (Its shell's command line holds ``marker`` too, from
+    before it wrote ``pid``, so :func:`processes_with` would say so too early.)"""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().split(b"\0", 1)[0] == marker.encode():
+                    return True
+            except OSError:
+                pass
+    return False
+
+
 def long_command(marker: str) -> str:
-    """A 30 s command findable on the host by ``marker`` in its command line."""
-    return f"echo $$ > pid; (exec -a {marker} sleep 30) && echo late > late.txt"
+    """A ``LONG_S`` command findable on the host by ``marker`` in its command line, which
+    writes late.txt if it is allowed to finish."""
+    return f"echo $$ > pid; (exec -a {marker} sleep {LONG_S}) && echo late > late.txt"
+
+
+def cancel_once(session: hg.Session, ready: Callable[[], object]) -> Callable[[], None]:
+    """Cancel ``session`` as soon as ``ready()`` holds (e.g. the command runs on the host): a
+    condition, not a delay, so a slow start under load cannot make it cancel too early.
+    Returns ``done``, to call once the run has returned: it stops the watch (a run that ended
+    by itself is then not cancelled, and the test fails at once rather than after HANG_S)."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + HANG_S
+        while not ready():
+            if stop.wait(0.02) or time.monotonic() > deadline:
+                return
+        session.cancel()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+
+    def done() -> None:
+        stop.set()
+        thread.join()
+
+    return done
 
 
 @pytest.mark.parametrize("harness", ["S0-T0-O0-C0-W0", "adapter:claude-code"])
-def test_cancel_during_a_long_command_ends_it_within_a_second(project: Path,
-                                                              harness: str) -> None:
-    marker = f"hg-cancel-{harness.replace(':', '-')}"
+def test_cancel_during_a_long_command_ends_it(project: Path, harness: str) -> None:
+    """Cancelled while the command runs, the command is killed rather than waited for: it
+    never writes late.txt (it would, finishing well within the sandbox's limit) and its
+    process is gone when ``run`` returns."""
+    marker = unique(f"hg-cancel-{harness.replace(':', '-')}")
     policy = PlanPolicy([Action.of("shell", command=long_command(marker))],
                         [write("after.txt", "fine")])
     with hg.Session(project, harness=harness, policy=policy, limits=LIMITS) as session:
-        timer = threading.Timer(1.5, session.cancel)
-        started = time.monotonic()
-        timer.start()
+        done = cancel_once(session, lambda: runs_as(marker))
         reply = session.run("run the long job")
-        cancelled_after = time.monotonic() - started - 1.5
+        done()
         assert reply.termination == "cancelled"
-        assert cancelled_after < 1.0, f"cancel took {cancelled_after:.2f} s"
         assert (session.workspace / "pid").exists() and not (session.workspace / "late.txt").exists()
         assert processes_with(marker) == [], "the cancelled command is gone"
         traj = session.trajectory()
@@ -305,16 +358,17 @@ def test_cancel_during_a_long_command_ends_it_within_a_second(project: Path,
 
 
 def test_asyncio_cancellation_of_run_cancels_the_run(project: Path) -> None:
-    marker = "hg-asyncio-cancel"
+    marker = unique("hg-asyncio-cancel")
 
     async def main() -> tuple[str, list[int], list[int]]:
         policy = PlanPolicy([Action.of("shell", command=long_command(marker))])
         async with hg.AsyncSession(project, harness="S0-T2-O0-C0-W0", policy=policy,
                                    limits=LIMITS) as session:
             run = asyncio.ensure_future(session.run("sleep"))
-            for _ in range(200):  # until the command runs
+            deadline = time.monotonic() + HANG_S
+            while time.monotonic() < deadline:  # until the command runs
                 await asyncio.sleep(0.05)
-                if processes_with(marker):
+                if runs_as(marker):
                     break
             running = processes_with(marker)
             run.cancel()
@@ -387,14 +441,17 @@ def test_mistakes_are_clear_errors(project: Path, tmp_path: Path) -> None:
 
 
 def test_events_of_an_iterator_left_early_cancel_the_run(project: Path) -> None:
-    policy = PlanPolicy([Action.of("shell", command="sleep 30")])
+    """Leaving the event iterator cancels the run: the running command is killed, not waited
+    for (it would write late.txt, finishing well within the sandbox's limit)."""
+    marker = unique("hg-iterator-left")
+    policy = PlanPolicy([Action.of("shell", command=long_command(marker))])
     with hg.Session(project, harness="S0-T0-O0-C0-W0", policy=policy, limits=LIMITS) as s:
-        started = time.monotonic()
         for event in s.stream("sleep"):
             if isinstance(event, ToolCallStarted):
                 break
-        assert time.monotonic() - started < 10
         assert s.trajectory().termination == "cancelled"
+        assert not (s.workspace / "late.txt").exists()
+        assert processes_with(marker) == [], "the command of the cancelled run is gone"
 
 
 @pytest.fixture
@@ -448,7 +505,7 @@ def test_embed_chat_example_against_a_local_server(project: Path) -> None:
         out = subprocess.run(
             [sys.executable, str(example), str(project), "--policy", "openai:test-model",
              "--policy-opt", f"base_url={server.base_url}/v1", "--harness", "S0-T0-O0-C0-W0"],
-            input="write x.txt please\nn\n\n", capture_output=True, text=True, timeout=120,
+            input="write x.txt please\nn\n\n", capture_output=True, text=True, timeout=HANG_S,
             env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}, check=False)
         requests = [r.json for r in server.requests]
     assert out.returncode == 0, out.stderr[-2000:]
@@ -476,17 +533,19 @@ def test_cancel_during_a_slow_model_call_is_prompt_and_the_session_goes_on(proje
 
     from servers import openai_completion
 
-    slow = replace(openai_completion(content="<done>\nlate\n</done>"), delay_s=20)
+    slow = replace(openai_completion(content="<done>\nlate\n</done>"), delay_s=LONG_S)
     script = [slow, openai_text("<done>\nsecond\n</done>")]
     with OpenAICompatServer(script) as server, hg.Session(
             project, harness="S0-T1-O0-C0-W0", policy="openai:test-model",
             policy_options={"base_url": server.base_url + "/v1", "max_retries": 0},
             limits=LIMITS) as session:
-        threading.Timer(1.0, session.cancel).start()
+        done = cancel_once(session, lambda: server.requests)  # the call is under way
         started = time.monotonic()
         first = session.run("answer slowly")
+        done()
         assert first.termination == "cancelled" and first.turns == []
-        assert time.monotonic() - started < 3.0
+        # Not waited for: the reply would have taken LONG_S (a bound no load reaches).
+        assert time.monotonic() - started < LONG_S
         second = session.send("now answer")
         assert second.termination == "finished" and second.text == "second"
 
@@ -499,7 +558,7 @@ def test_claude_code_records_an_interruption_as_cli_js_does(project: Path) -> No
     conversation (the marker and the follow-up merge into one user turn)."""
     from servers import AnthropicCompatServer, anthropic_message, anthropic_text
 
-    marker = "hg-cc-interrupt"
+    marker = unique("hg-cc-interrupt")
     two_calls = anthropic_message([
         {"type": "tool_use", "id": None, "name": "Bash",
          "input": {"command": long_command(marker), "description": "Run the long job"}},
@@ -509,8 +568,10 @@ def test_claude_code_records_an_interruption_as_cli_js_does(project: Path) -> No
             project, harness="adapter:claude-code", policy="anthropic:claude-test",
             policy_options={"base_url": server.base_url, "max_retries": 0},
             limits=LIMITS) as session:
-        threading.Timer(1.5, session.cancel).start()
-        assert session.run("do two things").termination == "cancelled"
+        done = cancel_once(session, lambda: runs_as(marker))  # Bash runs
+        interrupted = session.run("do two things")
+        done()
+        assert interrupted.termination == "cancelled"
         history = session.trajectory().history
         calls = [c for m in history for c in m.tool_calls]
         answers = {m.tool_call_id: m.content for m in history if m.role == "tool"}

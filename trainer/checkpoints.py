@@ -5,6 +5,11 @@ file by file, and a kill -9 part-way leaves a folder that looks like a checkpoin
 checkpoint, it saves the trainer's own extra state (:meth:`save_extra_state`), then writes
 ``harnessgrid_state.json`` last, atomically; only then are older checkpoints rotated away.
 Resume picks the newest folder that has the state file (:func:`latest_checkpoint`).
+
+It also keeps two transformers habits from misleading the user: resuming does not warn that a
+tied weight is missing (a checkpoint stores a shared tensor once: ``lm_head.weight`` of a model
+with tied embeddings is ``embed_tokens.weight``), and no model card naming a base model of
+``None`` is written for a local run.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ class CompleteCheckpoints:
 
     args: Any
     state: Any
+    model: Any
 
     def checkpoint_state(self) -> dict[str, Any]:
         """What the state file records besides the step (fingerprints to check on resume)."""
@@ -55,6 +61,33 @@ class CompleteCheckpoints:
                 rotate_checkpoints(output_dir=run_dir, save_total_limit=limit,
                                    best_model_checkpoint=self.state.best_model_checkpoint,
                                    use_mtime=True)
+
+
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        """transformers' missing/unexpected-key warning, without the tied names whose twin
+        loaded; other missing or unexpected keys are still reported."""
+        from types import SimpleNamespace
+
+        missing = set(load_result.missing_keys)
+        names: dict[int, list[str]] = {}
+        for name, param in self.model.named_parameters(remove_duplicate=False):
+            names.setdefault(id(param), []).append(name)
+        loaded_twin = {name for group in names.values() for name in group
+                       if any(other not in missing for other in group)}
+        parent: Any = super()
+        parent._issue_warnings_after_load(SimpleNamespace(
+            missing_keys=[k for k in load_result.missing_keys if k not in loaded_twin],
+            unexpected_keys=list(load_result.unexpected_keys)))
+
+    def create_model_card(self, *args: Any, **kwargs: Any) -> None:
+        """TRL's model card (``OUT/README.md``), only for a model going to the Hub
+        (``trl.hub_model_id``) from a base model named there: otherwise it would read
+        "a fine-tuned version of [None](https://huggingface.co/None)"."""
+        base = str(getattr(self.model.config, "_name_or_path", "") or "")
+        if getattr(self.args, "hub_model_id", None) is None or not base or os.path.isdir(base):
+            return
+        parent: Any = super()
+        parent.create_model_card(*args, **kwargs)
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:

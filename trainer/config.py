@@ -21,6 +21,7 @@ file, key or value is a :class:`~harnessgrid.errors.ConfigError` naming it.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -218,20 +219,50 @@ class ExperimentConfig(BaseModel):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _describe(error: ValidationError, source: str) -> ConfigError:
-    lines = []
+#: The tables of the config whose keys are fields (``trl`` is passed on as it is).
+_TABLES: dict[str, type[BaseModel]] = {"": ExperimentConfig, "ppo": PPOOptions,
+                                       "sft": SFTOptions}
+
+
+def _describe(error: ValidationError, source: str,
+              overrides: Mapping[str, str] | None = None) -> ConfigError:
+    """One message for every problem, each blamed on where its value came from (the file, or
+    the ``--set`` that gave it); an unknown key with the field it is probably a typo of."""
+    problems: dict[str, list[str]] = {}
+    unmatched: list[tuple[str, str]] = []  # (table, key) of unknown keys without a near field
     for e in error.errors():
-        where = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        loc = [str(p) for p in e["loc"]]
+        where = ".".join(loc) or "(top level)"
         if e["type"] == "extra_forbidden":
-            lines.append(f"unknown key {where!r}")
+            table, key = ".".join(loc[:-1]), loc[-1] if loc else ""
+            known = list(_TABLES[table].model_fields) if table in _TABLES else []
+            near = difflib.get_close_matches(key, known, n=1)
+            problem = f"unknown key {where!r}" + (
+                f" (did you mean {'.'.join([*loc[:-1], near[0]])!r}?)" if near else "")
+            if not near:
+                unmatched.append((table, key))
         elif e["type"] == "missing":
-            lines.append(f"{where}: required")
+            problem = f"{where}: required"
         else:
             shown = "" if e["type"] == "value_error" else f" (got {e.get('input')!r})"
-            lines.append(f"{where}: {e['msg'].removeprefix('Value error, ')}{shown}")
-    fields = ", ".join(ExperimentConfig.model_fields)
-    return ConfigError(f"{source}: " + "; ".join(lines),
-                       hint=f"top-level keys: {fields}; see README.md, Training")
+            problem = f"{where}: {e['msg'].removeprefix('Value error, ')}{shown}"
+        problems.setdefault(_origin(where, source, overrides or {}), []).append(problem)
+    message = "; ".join(f"{origin}: {'; '.join(found)}" for origin, found in problems.items())
+    hint = "see README.md, Training, for every key"
+    if unmatched and unmatched[0][0] in _TABLES:  # no near field: list the table's keys
+        table = unmatched[0][0]
+        hint = (f"{f'keys of {table}' if table else 'top-level keys'}: "
+                f"{', '.join(_TABLES[table].model_fields)}; see README.md, Training")
+    return ConfigError(message, hint=hint)
+
+
+def _origin(where: str, source: str, overrides: Mapping[str, str]) -> str:
+    """``--set KEY=VALUE`` when that override gave the value at ``where`` (or a table above
+    it), else the file."""
+    for key, item in overrides.items():
+        if where == key or where.startswith(key + "."):
+            return f"--set {item}"
+    return source
 
 
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
@@ -261,11 +292,15 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
     return out
 
 
-def config_from_mapping(data: Mapping[str, Any], source: str = "config") -> ExperimentConfig:
+def config_from_mapping(data: Mapping[str, Any], source: str = "config",
+                        overrides: Iterable[str] = ()) -> ExperimentConfig:
+    """Validate ``data``; ``overrides`` are the ``--set KEY=VALUE`` items already applied to it
+    (a bad value they gave is blamed on them, not on ``source``)."""
     try:
         return ExperimentConfig.model_validate(dict(data))
     except ValidationError as exc:
-        raise _describe(exc, source) from None
+        given = {item.partition("=")[0].strip(): item for item in overrides}
+        raise _describe(exc, source, given) from None
 
 
 def load_config(path: str | Path, overrides: Iterable[str] = ()) -> ExperimentConfig:
@@ -283,4 +318,5 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> ExperimentCo
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of keys to values, got "
                           f"{type(data).__name__}", hint="see examples/tiny-grpo.yaml")
-    return config_from_mapping(apply_overrides(data, overrides), str(path))
+    overrides = list(overrides)
+    return config_from_mapping(apply_overrides(data, overrides), str(path), overrides)

@@ -18,18 +18,28 @@ code path a GPU user runs on the real 15 levels and Qwen3-4B -- only the scale d
   configurations, *out-of-space* through the emulated Claude Code and OpenClaw shells, and
   *original* on the condition's own training harnesses.
 
-Two tables, mean ± spread over seeds: Pass@1, and the share of *well-formed turns* (a call
-the harness accepted). The second shows whether the policy speaks a harness's protocol at all:
-that is the first thing a harness change breaks, and what a sub-million-parameter model learns
-in minutes, long before it reliably copies file names into its calls. Both go to the terminal,
-``OUT/report.md``, ``OUT/results.json`` and ``OUT/report.html`` (with plots). Every stage is
-resumable: re-running the same command skips what is done.
+Two tables, mean ± spread over seeds (one seed: the value alone): Pass@1, and the share of
+*well-formed turns* (a call the harness accepted). The second shows whether the policy speaks a
+harness's protocol at all: that is the first thing a harness change breaks, and what a
+sub-million-parameter model learns in minutes, long before it reliably copies file names into
+its calls. Both go to the terminal, ``OUT/PROFILE/report.md``, ``OUT/PROFILE/results.json`` and
+``OUT/PROFILE/report.html``, the plots also to ``OUT/PROFILE/*.png``.
+
+Each profile writes its own folder, each (condition, seed) its own below it
+(``OUT/PROFILE/CONDITION-seedN/{sft,grpo,eval}``), and each stage (model build, SFT, GRPO,
+evaluation) records the parameters that made it and how long it took when it ran
+(``STAGE.stage.json`` beside its folder). A re-run reuses a finished stage with the same
+parameters, resumes an unfinished one, and redoes -- saying which and why -- one made with other
+parameters, together with every stage built on it. So ``--quick`` and then the default profile
+into the same ``--out`` never mix, and a changed budget never reports the old models.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -38,7 +48,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CONDITIONS", "PROFILES", "Condition", "Profile", "run_demo"]
+__all__ = ["CONDITIONS", "PROFILES", "Condition", "Profile", "Stages", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -100,13 +110,6 @@ PROFILES: dict[str, Profile] = {
 SETTINGS = ("in-space", "out-of-space", "original")
 
 
-def build_model(out: Path) -> Path:
-    """The demo's model, in ``OUT/model``."""
-    from harnessgrid.plugins.micro import build_micro_model
-
-    return build_micro_model(out / "model")
-
-
 def design_codes(condition: Condition, seed: int) -> list[str]:
     """The condition's training configurations (codes in the micro space)."""
     from harnessgrid.plugins.micro import MICRO_SPACE
@@ -154,45 +157,272 @@ def _config(condition: Condition, seed: int, model: Path, out: Path, algorithm: 
     })
 
 
-def run_condition(condition: Condition, seed: int, model: Path, out: Path,
-                  profile: Profile) -> dict[str, Any]:
-    """Warm start, GRPO and evaluation of one (condition, seed); resumable by stage. Runs in a
-    worker process of its own (one CPU thread)."""
-    import torch
+STAGE_RECORD = ".stage.json"  # suffix of a stage's record, beside its folder
 
-    from harnessgrid.evaluation.aggregate import per_run
-    from harnessgrid.evaluation.run import EvalConfig, evaluate
-    from harnessgrid.plugins.micro import MICRO_SPACE
+
+class Stages:
+    """What the stages run: the micro model's build, the project's trainer and its evaluator.
+
+    The (condition, seed) runs happen in worker processes, so an instance must pickle. A test
+    passes a fake one to check the bookkeeping around the stages (records, reuse, redo, times)
+    without training a model."""
+
+    def build_model(self, path: Path) -> Path:
+        """The demo's model in ``path`` (reused when already built with the same parameters)."""
+        from harnessgrid.plugins.micro import build_micro_model
+
+        return build_micro_model(path)
+
+    def model_parameters(self, path: Path) -> int:
+        from safetensors import safe_open
+
+        total = 0
+        with safe_open(str(path / "model.safetensors"), framework="pt") as f:
+            for name in f.keys():  # noqa: SIM118 - safe_open has no __iter__
+                n = 1
+                for d in f.get_slice(name).get_shape():
+                    n *= d
+                total += n
+        return total
+
+    def prepare_worker(self) -> None:
+        """One CPU thread per run, and no library progress bars burying the demo's lines."""
+        import torch
+
+        torch.set_num_threads(1)
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        _quiet_libraries()
+
+    def train(self, config: Any, *, resume: bool,
+              on_log: Callable[[int, dict[str, float]], None] | None = None) -> None:
+        from harnessgrid.trainer.run import train
+
+        train(config, resume=resume, on_log=on_log)
+
+    def evaluate(self, config: Any, out: Path) -> dict[str, Any]:
+        """Evaluate (or read a finished evaluation) into ``out``: per setting Pass@1 and the
+        share of well-formed turns, and in-space Pass@1 per configuration."""
+        from harnessgrid.evaluation.aggregate import per_run
+        from harnessgrid.evaluation.run import evaluate
+        from harnessgrid.plugins.micro import MICRO_SPACE
+
+        outcome = evaluate(config, out, space=MICRO_SPACE)
+        by_setting = {"in-space": "in-space", "out-of-space": "out-of-space",
+                      "original": "train"}
+        scores, well_formed = {}, {}
+        for column, setting in by_setting.items():
+            mine = [r for r in outcome.results if r.setting == setting]
+            scores[column] = per_run(mine).get(0)
+            well_formed[column] = well_formed_share(out, mine)
+        per_config: dict[str, list[float]] = {}
+        for r in outcome.results:
+            if r.setting == "in-space" and r.scored:
+                per_config.setdefault(r.harness, []).append(1.0 if r.passed else 0.0)
+        return {"scores": scores, "well_formed": well_formed,
+                "in_space_per_config": {k: statistics.fmean(v) for k, v in per_config.items()}}
+
+
+def stage_fingerprint(params: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def stage_record(directory: Path) -> dict[str, Any] | None:
+    """What ``directory``'s stage recorded (``None``: nothing readable)."""
+    try:
+        data = json.loads(directory.with_name(directory.name + STAGE_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_record(directory: Path, record: dict[str, Any]) -> None:
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    _write(directory.with_name(directory.name + STAGE_RECORD),
+           json.dumps(record, indent=2) + "\n")
+
+
+def _wipe(directory: Path) -> None:
+    if directory.is_dir() and not directory.is_symlink():
+        shutil.rmtree(directory)
+    else:
+        directory.unlink(missing_ok=True)
+    directory.with_name(directory.name + STAGE_RECORD).unlink(missing_ok=True)
+
+
+@dataclass
+class StageRun:
+    """One stage of one run and what this invocation does with it: ``reuse`` (finished with
+    the same parameters), ``resume`` (unfinished, same parameters) or ``run`` (from scratch;
+    ``reason`` says why an existing one was thrown away)."""
+
+    directory: Path
+    label: str
+    params: dict[str, Any]
+    fingerprint: str
+    action: str
+    reason: str | None = None
+    seconds: float | None = None
+
+
+#: How a stage's parameters name the stage it is built on (``from``: its fingerprint).
+UPSTREAM = {"SFT": "the model", "GRPO": "the SFT model it starts from",
+            "evaluation": "the GRPO model it evaluates"}
+
+
+def open_stage(directory: Path, label: str, params: dict[str, Any], done: Path,
+               upstream_redone: bool, who: str) -> StageRun:
+    """Decide what to do with the stage in ``directory``; a stage that cannot be reused or
+    resumed is deleted (with a line saying why) before it is redone. ``done``: the file a
+    finished stage has; ``upstream_redone``: the stage it is built on ran in this invocation,
+    so whatever this one built on before is gone."""
+    fingerprint = stage_fingerprint(params)
+    record = stage_record(directory)
+    reason = None
+    if record is None:
+        if directory.exists():
+            reason = "no record of the parameters it was made with"
+    elif record.get("fingerprint") != fingerprint:
+        reason = "its parameters changed: " + describe_changes(record.get("params"), params,
+                                                               UPSTREAM.get(label, "its input"))
+    elif upstream_redone:
+        reason = f"{UPSTREAM.get(label, 'its input')} was redone"
+    elif record.get("finished") and not done.exists():
+        reason = f"its output ({done.name}) is missing"
+    if reason is not None:
+        _say(f"  {who}: redoing {label}: {reason}")
+        _wipe(directory)
+        record = None
+    if record is not None and record.get("finished"):
+        seconds = record.get("seconds")
+        return StageRun(directory, label, params, fingerprint, "reuse",
+                        seconds=float(seconds) if isinstance(seconds, int | float) else None)
+    action = "resume" if record is not None and directory.exists() else "run"
+    return StageRun(directory, label, params, fingerprint, action, reason)
+
+
+def describe_changes(old: Any, new: dict[str, Any], upstream: str) -> str:
+    """The parameters that differ, e.g. ``steps 20 → 300, max_turns 4 → 8``."""
+    if not isinstance(old, dict):
+        return "its record is unreadable"
+    before, after = _flat(old), _flat(new)
+    changed = [k for k in sorted(before.keys() | after.keys())
+               if before.get(k, _MISSING) != after.get(k, _MISSING)]
+    parts = [f"{upstream} changed" if key == "from" else
+             f"{key} {_short(before.get(key, '(none)'))} → {_short(after.get(key, '(none)'))}"
+             for key in changed[:4]]
+    if len(changed) > 4:
+        parts.append(f"and {len(changed) - 4} more")
+    return ", ".join(parts) or "its record differs"
+
+
+_MISSING = object()
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def run_stage(stage: StageRun, work: Callable[[bool], Any], who: str) -> Any:
+    """``work(resume)`` for the stage: its parameters are recorded before it starts and its
+    time when it ends. A finished stage's ``work`` only reads what is there, and its recorded
+    time is kept. A mismatch the stage's own store finds (which the record did not catch)
+    redoes the stage once from scratch instead of stopping the demo."""
+    from harnessgrid.errors import ConfigError
+
+    if stage.action != "reuse":
+        _start(stage)
+    started = time.perf_counter()
+    try:
+        value = work(stage.action != "run")
+    except ConfigError as exc:
+        if stage.action == "run":
+            raise
+        stage.reason = str(exc).splitlines()[0]
+        _say(f"  {who}: redoing {stage.label}: {stage.reason}")
+        _wipe(stage.directory)
+        stage.action = "run"
+        _start(stage)
+        started = time.perf_counter()
+        value = work(False)
+    if stage.action != "reuse":
+        stage.seconds = time.perf_counter() - started
+        _write_record(stage.directory, {
+            "stage": stage.label, "fingerprint": stage.fingerprint, "params": stage.params,
+            "finished": True, "seconds": stage.seconds, "resumed": stage.action == "resume",
+            "finished_at": _now()})
+    return value
+
+
+def _start(stage: StageRun) -> None:
+    _write_record(stage.directory, {"stage": stage.label, "fingerprint": stage.fingerprint,
+                                    "params": stage.params, "finished": False,
+                                    "started_at": _now()})
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def _training_params(config: Any, upstream: str) -> dict[str, Any]:
+    """What decides a training stage's result: its config without paths or parallelism (the
+    same run in a moved ``--out`` is the same run), and the stage it starts from."""
+    data: dict[str, Any] = config.model_dump(mode="json", exclude={
+        "model", "init_from", "output_dir", "concurrency", "save_trajectories",
+        "rollout_backend", "ray_address"})
+    return {"from": upstream, **data}
+
+
+def run_condition(condition: Condition, seed: int, model: Path, model_fingerprint: str,
+                  out: Path, profile: Profile, stages: Stages | None = None) -> dict[str, Any]:
+    """Warm start, GRPO and evaluation of one (condition, seed) in ``out``, each stage reused,
+    resumed or redone (see the module docstring). Runs in a worker process of its own (one
+    CPU thread)."""
+    from harnessgrid.evaluation.run import EvalConfig
     from harnessgrid.runtime import EpisodeLimits
-    from harnessgrid.trainer.run import train
 
-    torch.set_num_threads(1)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _quiet_libraries()
-    name = f"{condition.name} seed {seed}"
-    timings: dict[str, float] = {}
-    sft_dir, grpo_dir = out / "sft", out / "grpo"
+    stages = stages or Stages()
+    stages.prepare_worker()
+    who = f"{condition.name} seed {seed}"
     t0 = time.perf_counter()
-    if not (sft_dir / "final" / "config.json").is_file():
-        _say(f"  {name}: warm start, {profile.sft_episodes} oracle demonstrations, "
+    sft_dir, grpo_dir, eval_dir = out / "sft", out / "grpo", out / "eval"
+
+    sft_config = _config(condition, seed, model, sft_dir, "sft", profile)
+    sft = open_stage(sft_dir, "SFT", _training_params(sft_config, model_fingerprint),
+                     sft_dir / "final" / "config.json", False, who)
+    if sft.action != "reuse":
+        _say(f"  {who}: warm start, {profile.sft_episodes} oracle demonstrations, "
              f"{profile.sft_steps} SFT steps")
         next_line = [profile.sft_steps // 5]  # a line at about every fifth of the steps
 
         def sft_progress(step: int, logs: dict[str, float]) -> None:
             if "loss" in logs and step >= next_line[0]:
                 next_line[0] = step + profile.sft_steps // 5
-                _say(f"  {name}: SFT step {step}/{profile.sft_steps}, loss {logs['loss']:.3f} "
+                _say(f"  {who}: SFT step {step}/{profile.sft_steps}, loss {logs['loss']:.3f} "
                      f"({time.perf_counter() - t0:.0f}s so far)")
 
-        train(_config(condition, seed, model, sft_dir, "sft", profile),
-              resume=sft_dir.exists(), on_log=sft_progress)
-    t1 = time.perf_counter()
-    if not (grpo_dir / "final" / "config.json").is_file():
-        _say(f"  {name}: {profile.grpo_steps} GRPO steps ({t1 - t0:.0f}s so far)")
-        train(_config(condition, seed, model, grpo_dir, "grpo", profile,
-                      init_from=sft_dir / "final"), resume=grpo_dir.exists())
-    t2 = time.perf_counter()
-    _say(f"  {name}: evaluating ({t2 - t0:.0f}s so far)")
+        run_stage(sft, lambda resume: stages.train(sft_config, resume=resume,
+                                                    on_log=sft_progress), who)
+
+    grpo_config = _config(condition, seed, model, grpo_dir, "grpo", profile,
+                          init_from=sft_dir / "final")
+    grpo = open_stage(grpo_dir, "GRPO", _training_params(grpo_config, sft.fingerprint),
+                      grpo_dir / "final" / "config.json", sft.action != "reuse", who)
+    if grpo.action != "reuse":
+        _say(f"  {who}: {profile.grpo_steps} GRPO steps ({time.perf_counter() - t0:.0f}s "
+             "so far)")
+        run_stage(grpo, lambda resume: stages.train(grpo_config, resume=resume), who)
+
     codes = design_codes(condition, seed)
     eval_config = EvalConfig(
         policy=f"hf:{grpo_dir / 'final'}",
@@ -200,23 +430,21 @@ def run_condition(condition: Condition, seed: int, model: Path, out: Path,
         suites=("micro",), settings=("in-space", "out-of-space", "train"), runs=1,
         train_harnesses=tuple(codes), limit=profile.eval_tasks, concurrency=64,
         limits=EpisodeLimits(max_turns=profile.max_turns, max_context_tokens=4096))
-    outcome = evaluate(eval_config, out / "eval", space=MICRO_SPACE)
-    t3 = time.perf_counter()
-    timings.update(sft_s=t1 - t0, grpo_s=t2 - t1, eval_s=t3 - t2)
-    by_setting = {"in-space": "in-space", "out-of-space": "out-of-space", "original": "train"}
-    scores, well_formed = {}, {}
-    for column, setting in by_setting.items():
-        mine = [r for r in outcome.results if r.setting == setting]
-        scores[column] = per_run(mine).get(0)
-        well_formed[column] = well_formed_share(out / "eval", mine)
-    per_config: dict[str, list[float]] = {}
-    for r in outcome.results:
-        if r.setting == "in-space" and r.scored:
-            per_config.setdefault(r.harness, []).append(1.0 if r.passed else 0.0)
-    return {"condition": condition.name, "seed": seed, "scores": scores,
-            "well_formed": well_formed,
-            "in_space_per_config": {k: statistics.fmean(v) for k, v in per_config.items()},
-            "training_harnesses": codes, "timings": timings}
+    eval_params = {"from": grpo.fingerprint, **eval_config.model_dump(
+        mode="json", exclude={"policy", "concurrency", "workers", "ray", "keep_failures"})}
+    evaluation = open_stage(eval_dir, "evaluation", eval_params, eval_dir,
+                            grpo.action != "reuse", who)
+    if evaluation.action != "reuse":
+        _say(f"  {who}: evaluating ({time.perf_counter() - t0:.0f}s so far)")
+    found = run_stage(evaluation, lambda _resume: stages.evaluate(eval_config, eval_dir), who)
+    done = (sft, grpo, evaluation)
+    return {"condition": condition.name, "seed": seed, **found,
+            "training_harnesses": codes,
+            "timings": {"sft_s": sft.seconds, "grpo_s": grpo.seconds,
+                        "eval_s": evaluation.seconds},
+            "stages_run": [s.label for s in done if s.action != "reuse"],
+            "redone": {s.label: s.reason for s in done if s.reason},
+            "fingerprints": {s.label: s.fingerprint for s in done}}
 
 
 def well_formed_share(eval_dir: Path, results: Sequence[Any]) -> float | None:
@@ -261,41 +489,121 @@ def _quiet_libraries() -> None:
     hf_logging.disable_progress_bar()
 
 
+def model_stage(directory: Path, stages: Stages) -> StageRun:
+    """Build (or find built) the profile's model; its fingerprint is a hash of the files the
+    build wrote, so whatever changes the model (the builder, the micro plugin's texts) redoes
+    every stage trained from it."""
+    record = stage_record(directory)
+    started = time.perf_counter()
+    stages.build_model(directory)
+    fingerprint = _tree_hash(directory)
+    params = {"files_sha256": fingerprint}
+    if record is not None and record.get("finished") and record.get("fingerprint") == fingerprint:
+        seconds = record.get("seconds")
+        return StageRun(directory, "model", params, fingerprint, "reuse",
+                        seconds=float(seconds) if isinstance(seconds, int | float) else None)
+    reason = None
+    if record is not None:
+        reason = "its build changed (the micro plugin's texts or the model builder)"
+        _say(f"  model: rebuilt: {reason}")
+    stage = StageRun(directory, "model", params, fingerprint, "run", reason,
+                     seconds=time.perf_counter() - started)
+    _write_record(directory, {"stage": "model", "fingerprint": fingerprint, "params": params,
+                              "finished": True, "seconds": stage.seconds,
+                              "finished_at": _now()})
+    return stage
+
+
+def _tree_hash(directory: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
+
+
 def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
              workers: int | None = None,
              on_result: Callable[[dict[str, Any]], None] | None = None,
-             profile: Profile | None = None) -> dict[str, Any]:
-    """Every (condition, seed) of the profile (a named one, or ``profile`` itself), ``workers``
-    at a time, then the table."""
+             profile: Profile | None = None, stages: Stages | None = None) -> dict[str, Any]:
+    """Every (condition, seed) of the profile (a named one, or ``profile`` itself, under that
+    name), ``workers`` at a time, into ``out/profile_name``; then the tables and the report."""
     import multiprocessing
 
     from harnessgrid.paths import require_output_dir
 
     profile = profile or PROFILES[profile_name]
+    stages = stages or Stages()
     n_seeds = seeds or profile.seeds
     require_output_dir(out, "--out").mkdir(parents=True, exist_ok=True)
+    if (out / "results.json").is_file():
+        _say(f"  note: {out}/results.json and the run folders beside it are from an earlier "
+             "demo version (one folder for every profile); they are not used: this run "
+             f"writes {out / profile_name}")
+    root = out / profile_name
+    root.mkdir(exist_ok=True)
     started = time.perf_counter()
-    model = build_model(out)
+    model = model_stage(root / "model", stages)
     runs = [(CONDITIONS[c], s) for s in range(n_seeds) for c in profile.conditions]
     workers = workers or min(len(runs), os.cpu_count() or 1)
     results: list[dict[str, Any]] = []
     context = multiprocessing.get_context("spawn")  # torch and sandboxes: no fork
     with ProcessPoolExecutor(max_workers=workers, mp_context=context,
                              initializer=_die_with_parent) as pool:
-        futures = [pool.submit(run_condition, c, s, model, out / f"{c.name}-seed{s}", profile)
-                   for c, s in runs]
+        futures = [pool.submit(run_condition, c, s, model.directory, model.fingerprint,
+                               root / f"{c.name}-seed{s}", profile, stages) for c, s in runs]
         for future in futures:
             result = future.result()
             results.append(result)
             if on_result is not None:
                 on_result(result)
+    fingerprints = {"model": model.fingerprint}
+    for r in results:
+        fingerprints.update({f"{r['condition']}-seed{r['seed']}/{label}": fp
+                             for label, fp in r["fingerprints"].items()})
+    timing = {"seconds": time.perf_counter() - started, "measured_at": _now(),
+              "stages_run": (model.action != "reuse") + sum(len(r["stages_run"])
+                                                            for r in results),
+              "stages": len(fingerprints), "workers": workers, "cpus": os.cpu_count()}
+    all_reused = timing["stages_run"] == 0
+    if all_reused:
+        timing = _earlier_timing(root / "results.json", fingerprints)
     summary = {"profile": profile_name, "profile_budget": asdict(profile), "seeds": n_seeds,
-               "model_parameters": _parameters(model), "runs": results,
+               "model_parameters": stages.model_parameters(model.directory), "runs": results,
                "table": table(results, profile.conditions),
                "table_well_formed": table(results, profile.conditions, key="well_formed"),
-               "seconds": time.perf_counter() - started, "cpus": os.cpu_count()}
-    write_outputs(out, summary)
+               **timing, "all_reused": all_reused,
+               "stage_seconds": _stage_seconds(model, results),
+               "stage_fingerprints": fingerprints}
+    write_outputs(root, summary)
     return summary
+
+
+TIMING_KEYS = ("seconds", "measured_at", "stages_run", "stages", "workers", "cpus")
+
+
+def _earlier_timing(results_json: Path, fingerprints: dict[str, str]) -> dict[str, Any]:
+    """A re-run that only read finished stages keeps the wall time of the run that computed
+    them (in ``results.json`` when it describes the same stages); otherwise that time is
+    unknown (``seconds`` None) and only the per-stage times stand."""
+    try:
+        earlier = json.loads(results_json.read_text())
+    except (OSError, ValueError):
+        earlier = None
+    if isinstance(earlier, dict) and earlier.get("stage_fingerprints") == fingerprints:
+        return {key: earlier.get(key) for key in TIMING_KEYS}
+    return {"seconds": None, "measured_at": None, "stages_run": 0,
+            "stages": len(fingerprints), "workers": None, "cpus": os.cpu_count()}
+
+
+def _stage_seconds(model: StageRun, results: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """Seconds per kind of stage, summed over runs, each as recorded when the stage ran
+    (``None`` where a time was not recorded)."""
+    out: dict[str, float | None] = {"model": model.seconds}
+    for kind in ("sft", "grpo", "eval"):
+        times = [r["timings"].get(f"{kind}_s") for r in results]
+        out[kind] = None if any(t is None for t in times) else sum(times)
+    return out
 
 
 def _die_with_parent() -> None:
@@ -310,23 +618,11 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-def _parameters(model: Path) -> int:
-    from safetensors import safe_open
-
-    total = 0
-    with safe_open(str(model / "model.safetensors"), framework="pt") as f:
-        for name in f.keys():  # noqa: SIM118 - safe_open has no __iter__
-            n = 1
-            for d in f.get_slice(name).get_shape():
-                n *= d
-            total += n
-    return total
-
-
 def table(results: Sequence[dict[str, Any]], conditions: Sequence[str], key: str = "scores"
           ) -> dict[str, dict[str, dict[str, float | None]]]:
     """condition → setting → mean and spread (population std) over seeds of each run's
-    ``key`` (``scores``: Pass@1; ``well_formed``: the share of well-formed turns)."""
+    ``key`` (``scores``: Pass@1; ``well_formed``: the share of well-formed turns). The spread of
+    one seed is ``None``: one value has no spread to report."""
     out: dict[str, dict[str, dict[str, float | None]]] = {}
     for name in conditions:
         mine = [r for r in results if r["condition"] == name]
@@ -335,37 +631,60 @@ def table(results: Sequence[dict[str, Any]], conditions: Sequence[str], key: str
             values = [r[key][setting] for r in mine if r.get(key, {}).get(setting) is not None]
             out[name][setting] = {
                 "mean": statistics.fmean(values) if values else None,
-                "spread": statistics.pstdev(values) if len(values) > 1 else 0.0,
+                "spread": statistics.pstdev(values) if len(values) > 1 else None,
                 "seeds": len(values)}
     return out
 
 
+def spread_words(summary: dict[str, Any]) -> str:
+    """What the tables' cells are: ``mean ± spread over 3 seeds``, or ``1 seed (no spread)``."""
+    n = summary["seeds"]
+    return "1 seed (no spread)" if n == 1 else f"mean ± spread (population std) over {n} seeds"
+
+
 def format_table(summary: dict[str, Any], key: str = "table") -> str:
-    """The paper-shaped table as markdown (``key="table_well_formed"``: well-formed turns)."""
+    """The paper-shaped table as markdown (``key="table_well_formed"``: well-formed turns).
+    A cell is ``mean ± spread``; with one seed the value alone (a spread of 0.0 would claim a
+    measurement there is none of), marked ``(1 seed)`` when other cells have more."""
+    rows = summary[key]
+    several = any((stat.get("seeds") or 0) > 1 for row in rows.values() for stat in row.values())
+
     def cell(stat: dict[str, float | None]) -> str:
         if stat["mean"] is None:
             return "-"
-        return f"{100 * stat['mean']:.1f} ± {100 * (stat['spread'] or 0):.1f}"
+        if (stat.get("seeds") or 0) > 1:
+            return f"{100 * stat['mean']:.1f} ± {100 * (stat['spread'] or 0):.1f}"
+        return f"{100 * stat['mean']:.1f}" + (" (1 seed)" if several else "")
 
     lines = ["| condition | in-space (18 held out) | out-of-space (Claude Code, OpenClaw) "
              "| original (training harnesses) |", "|---|---:|---:|---:|"]
-    for name, row in summary[key].items():
+    for name, row in rows.items():
         lines.append(f"| {name} | " + " | ".join(cell(row[s]) for s in SETTINGS) + " |")
     return "\n".join(lines)
 
 
 def write_outputs(out: Path, summary: dict[str, Any]) -> None:
-    """``results.json``, ``report.md`` and ``report.html`` (with plots when matplotlib is
-    installed), each replaced atomically."""
-    from harnessgrid.trainer.demo_report import render_html, render_markdown
+    """``results.json``, ``report.md``, ``report.html`` and the plots as PNG files beside them
+    (when matplotlib is installed; a plot not drawn removes its stale file), each replaced
+    atomically."""
+    from harnessgrid.trainer.demo_report import draw_plots, render_html, render_markdown
 
     _write(out / "results.json", json.dumps(summary, indent=2) + "\n")
     tables = (format_table(summary), format_table(summary, "table_well_formed"))
-    _write(out / "report.md", render_markdown(summary, *tables))
-    _write(out / "report.html", render_html(summary, *tables))
+    plots = draw_plots(summary)
+    for plot in plots:
+        if plot.png is None:
+            (out / plot.file).unlink(missing_ok=True)
+        else:
+            _write(out / plot.file, plot.png)
+    _write(out / "report.md", render_markdown(summary, *tables, plots))
+    _write(out / "report.html", render_html(summary, *tables, plots))
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, data: str | bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data)
     os.replace(tmp, path)

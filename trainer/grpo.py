@@ -39,6 +39,7 @@ from harnessgrid.trainer.advantages import EpisodeOutcome, gae, group_advantages
 from harnessgrid.trainer.batches import TrainRow, collate, micro_batches
 from harnessgrid.trainer.checkpoints import CompleteCheckpoints
 from harnessgrid.trainer.rollout import RolloutJob, run_rollouts
+from harnessgrid.trainer.signal import StepSignal, flat_groups, signal_tokens
 
 if TYPE_CHECKING:
     from harnessgrid.trainer.config import ExperimentConfig
@@ -182,6 +183,7 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
         outcomes = self._gather([EpisodeOutcome(j.episode_id, j.group, r)
                                  for j, r in zip(jobs, rewards, strict=True)])
         rows = self._rows(jobs, trajectories, outcomes)
+        signal = self._signal(outcomes, rows)
         device = self.accelerator.device
         pad = int(self._tokenizer.pad_token_id)
         chunks = [collate(c, pad, device, mask_truncated=self.experiment.mask_truncated_turns)
@@ -196,7 +198,7 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
         if self.critic is not None:
             value_loss = self.critic.train_chunks(chunks, total_tokens)
         t4 = time.perf_counter()
-        self._report(step, jobs, trajectories, rewards, rows, gap, value_loss,
+        self._report(step, jobs, trajectories, rewards, rows, gap, value_loss, signal,
                      {"rollout_s": t1 - t0, "prepare_s": t2 - t1, "train_s": t4 - t2,
                       **phases, "critic_s": t4 - t3})
         return loss
@@ -212,6 +214,17 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
                        else sum(w * float(v) for w, v in zip(weights, values, strict=True)
                                 if v is not None))
         return out
+
+    def _signal(self, outcomes: Sequence[EpisodeOutcome], rows: Sequence[TrainRow]
+                ) -> StepSignal:
+        """The step's learning signal over all processes (outcomes are already gathered)."""
+        groups, flat = flat_groups(outcomes)
+        local = signal_tokens(rows, self.experiment.mask_truncated_turns)
+        summed = self.accelerator.reduce(
+            torch.tensor(local, dtype=torch.float64, device=self.accelerator.device),
+            reduction="sum").tolist()
+        return StepSignal(groups=groups, flat_groups=flat if self.critic is None else None,
+                          signal_tokens=int(summed[0]), trained_tokens=int(summed[1]))
 
     def _gather(self, items: list[Any]) -> list[Any]:
         if self.accelerator.num_processes == 1:
@@ -357,11 +370,11 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
     # -- reporting -------------------------------------------------------------------------------
     def _report(self, step: int, jobs: Sequence[RolloutJob], trajectories: Sequence[Trajectory],
                 rewards: Sequence[float | None], rows: Sequence[TrainRow],
-                gap: dict[str, float], value_loss: float | None,
+                gap: dict[str, float], value_loss: float | None, signal: StepSignal,
                 timing: dict[str, float]) -> None:
         local = [{"task": j.task_id, "harness": j.harness, "anchor": j.anchor, "slot": j.slot,
                   "position": j.position, "rollout": j.rollout, "episode_id": j.episode_id,
-                  "reward": r, "passed": t.passed, "termination": t.termination,
+                  "reward": r, "score": t.score, "passed": t.passed, "termination": t.termination,
                   "turns": len(t.turns), "segments": t.segments, "tokens_out": t.tokens_out,
                   "model_tokens": sum(row.model_tokens for row in t.token_rows()),
                   "error": (t.error or "")[:300] if t.infra_failure else None}
@@ -375,10 +388,15 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
         report = step_report(step, episodes, timing, rows_local=len(rows),
                              logp_gap={"mean": sum(g["mean"] for g in gaps) / len(gaps),
                                        "max": max(g["max"] for g in gaps)},
-                             value_loss=value_loss)
+                             value_loss=value_loss, signal=signal)
+        if report["signal_tokens"] == 0:
+            logger.warning("step %d had no learning signal: no trained token carried a non-zero "
+                           "advantage (%s of %d groups without reward spread)", step,
+                           signal.flat_groups, signal.groups)
         metrics = self._metrics["train"]
-        for key in ("reward", "pass_rate", "segments_per_episode", "turns_per_episode",
-                    "infra_failures", "model_tokens_per_s"):
+        for key in ("reward", "score", "pass_rate", "segments_per_episode",
+                    "turns_per_episode", "infra_failures", "model_tokens_per_s",
+                    "flat_group_share", "signal_tokens"):
             if report.get(key) is not None:
                 metrics[f"harness/{key}"].append(float(report[key]))
         metrics["sampling/logp_gap_mean"].append(report["logp_gap"]["mean"])
@@ -415,8 +433,9 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
 
 def step_report(step: int, episodes: Sequence[dict[str, Any]], timing: dict[str, float], *,
                 rows_local: int, logp_gap: dict[str, float],
-                value_loss: float | None) -> StepReport:
-    """Aggregate one step's episodes: pairs rolled out, reward per configuration, rates."""
+                value_loss: float | None, signal: StepSignal | None = None) -> StepReport:
+    """Aggregate one step's episodes: pairs rolled out, reward per configuration, rates, and
+    the learning signal (groups without reward spread, tokens with a non-zero advantage)."""
     valid = [e for e in episodes if e["reward"] is not None]
     by_pair: dict[tuple[int, str], dict[str, Any]] = {}
     by_config: dict[str, list[float]] = {}
@@ -434,6 +453,7 @@ def step_report(step: int, episodes: Sequence[dict[str, Any]], timing: dict[str,
     return StepReport(
         step=step, episodes=len(episodes), infra_failures=len(episodes) - len(valid),
         reward=mean([e["reward"] for e in valid]),
+        score=mean([float(e.get("score") or 0.0) for e in valid]),
         pass_rate=mean([1.0 if e["passed"] else 0.0 for e in valid]),
         reward_per_config={k: sum(v) / len(v) for k, v in sorted(by_config.items())},
         pairs=list(by_pair.values()),
@@ -443,6 +463,7 @@ def step_report(step: int, episodes: Sequence[dict[str, Any]], timing: dict[str,
         rows=rows_local, logp_gap=logp_gap, value_loss=value_loss,
         terminations=_count(e["termination"] for e in episodes),
         errors=[e["error"] for e in episodes if e["error"]][:3],
+        **(signal.as_report() if signal is not None else {}),
         **{k: round(v, 3) for k, v in timing.items()})
 
 

@@ -47,6 +47,20 @@ class TrainResult:
     steps: int
     resumed_from: Path | None
     reports: list[dict[str, Any]]
+    #: Set when no step of the run had learning signal (see :mod:`.signal`): what happened
+    #: and what to change. The run still finished; its weights are the starting ones.
+    no_signal: str | None = None
+
+
+def interrupted_message(output_dir: str | Path) -> str:
+    """What to say when a run is interrupted (Ctrl-C): where it stands and how to go on."""
+    out = Path(output_dir)
+    checkpoint = latest_checkpoint(out) if out.is_dir() else None
+    if checkpoint is None:
+        return (f"interrupted before the first complete checkpoint in {out}; re-run the same "
+                "command with --resume to start the run again there")
+    return (f"interrupted: {checkpoint} is the newest complete checkpoint; re-run the same "
+            "command with --resume to continue from it")
 
 
 def require_training_extras() -> None:
@@ -63,18 +77,29 @@ def require_training_extras() -> None:
                           hint="pip install 'harnessgrid[train]'")
 
 
+#: ``tiny:NAME`` models that are trained, not only built: NAME → what they are.
+WARM_STARTS = {"micro-warm": "the micro model after an SFT warm start on oracle "
+                             "demonstrations through the micro OA (built once, minutes)"}
+
+
 def resolve_model_path(spec: str) -> str:
     """``tiny:SIZE`` → the offline tiny model, built once into the cache directory
-    (``$HARNESSGRID_CACHE``, default ``~/.cache/harnessgrid``); anything else as given."""
+    (``$HARNESSGRID_CACHE``, default ``~/.cache/harnessgrid``); ``tiny:micro-warm`` → the
+    micro model after its warm start (:mod:`.warm_start`); anything else as given."""
     if not spec.startswith("tiny:"):
         return spec
     from harnessgrid.tiny_model import SIZES, build_tiny_model
 
     size = spec.removeprefix("tiny:")
-    if size not in SIZES:
-        raise ConfigError(f"model {spec!r}: unknown tiny-model size {size!r}",
-                          hint=f"sizes: {', '.join(f'tiny:{s}' for s in SIZES)}")
     cache = Path(os.environ.get("HARNESSGRID_CACHE", Path.home() / ".cache" / "harnessgrid"))
+    if size in WARM_STARTS:
+        from harnessgrid.trainer.warm_start import build_micro_warm_start
+
+        return str(build_micro_warm_start(cache))
+    if size not in SIZES:
+        names = [*SIZES, *WARM_STARTS]
+        raise ConfigError(f"model {spec!r}: unknown tiny model {size!r}",
+                          hint=f"choose one of {', '.join(f'tiny:{s}' for s in names)}")
     corpus = None
     if size == "micro":  # the demo's model: a tokenizer trained on the micro plugin's texts
         from harnessgrid.plugins.micro import micro_corpus
@@ -269,6 +294,9 @@ def train(config: ExperimentConfig, *, resume: bool = False,
                                    "available")
     device = resolve_device(config.device)
     model, tokenizer = load_model(config.init_from or config.model, config.dtype, device)
+    from harnessgrid.trainer.row_checks import check_model_for_run  # rows it can train (#26)
+
+    check_model_for_run(plan, config.init_from or config.model, tokenizer, model)
     args = grpo_args(config, device)
     steplog = StepLog(out / STEPS_FILE)
     reports: list[dict[str, Any]] = []
@@ -288,8 +316,12 @@ def train(config: ExperimentConfig, *, resume: bool = False,
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     final = save_final(trainer, tokenizer, out)
     write_summary(trainer, out)
+    from harnessgrid.trainer.signal import no_signal_message
+
+    # Judged on the whole step log, so a resumed run counts the steps before the resume too.
+    no_signal = no_signal_message(steplog.read(), config)
     return TrainResult(output_dir=out, final_model=final, steps=int(trainer.state.global_step),
-                       resumed_from=checkpoint, reports=reports)
+                       resumed_from=checkpoint, reports=reports, no_signal=no_signal)
 
 
 def write_summary(trainer: Any, out: Path) -> None:

@@ -21,6 +21,11 @@ Demonstrations are exported before training, so they can be used elsewhere::
     OUT/demonstrations/dataset/             the same rows as a Hugging Face datasets Dataset
                                             (``datasets.load_from_disk``)
 
+Training then writes what GRPO's runs do (:mod:`harnessgrid.trainer.run`): ``steps.jsonl`` (one
+line per logged step: loss, learning rate, tokens; see :func:`sft_step_line`), checkpoints,
+``final/`` and ``summary.json``. The teacher's episodes keep their views within the student's
+maximum length (less ``max_new_tokens``), as the student's own episodes would.
+
 A resumed run reuses the exported demonstrations (``COMPLETE``, written last, holds the
 config's fingerprint).
 """
@@ -31,6 +36,7 @@ import asyncio
 import json
 import os
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from transformers import TrainerCallback
 from trl import SFTTrainer  # type: ignore[attr-defined]
 
+from harnessgrid.policies.forced import TeacherForcedPolicy
 from harnessgrid.trainer.checkpoints import CompleteCheckpoints
 
 if TYPE_CHECKING:
@@ -64,16 +71,43 @@ class HarnessSFTTrainer(CompleteCheckpoints, SFTTrainer):
         return {"config": self._fingerprint}
 
 
-def teacher_policy(config: ExperimentConfig, tokenizer: Any) -> Policy:
-    """The teacher, recording token ids in the student's vocabulary and template."""
+class StudentBoundTeacher(TeacherForcedPolicy):
+    """A teacher-forced policy whose episodes keep their views within ``context_limit`` (the
+    runtime's context budget reads it, as it reads an ``hf:`` policy's)."""
+
+    def __init__(self, teacher: Policy, tokenizer: Any, context_limit: int | None) -> None:
+        super().__init__(teacher, tokenizer)
+        self.context_limit = context_limit
+        # The budget counts a view that outgrew the student's length before it cuts it: that
+        # is counting, not running the sequence through the model, so the tokenizer's warning
+        # about running it ("Token indices sequence length is longer than...") does not apply
+        # (transformers marks it given this way). Rows the student would train on are checked
+        # by long_rows_warning.
+        flags = getattr(tokenizer, "deprecation_warnings", None)
+        if isinstance(flags, dict):
+            flags["sequence-length-is-longer-than-the-specified-maximum"] = True
+
+
+def teacher_policy(config: ExperimentConfig, tokenizer: Any,
+                   max_length: int | None = None) -> Policy:
+    """The teacher, recording token ids in the student's vocabulary and template.
+
+    ``max_length`` is the student's (its ``max_position_embeddings``): the teacher's views are
+    then kept within it less ``max_new_tokens``, as the ``hf:`` policy keeps its own, so a
+    demonstration is never longer than what the student can read."""
+    from harnessgrid.errors import ConfigError
     from harnessgrid.policies import make_policy
-    from harnessgrid.policies.forced import TeacherForcedPolicy
     from harnessgrid.policies.token import TokenPolicy
 
     teacher = make_policy(config.sft.teacher, config.sft.teacher_options)
     if isinstance(teacher, TokenPolicy) and _same_tokenizer(teacher.book.tokenizer, tokenizer):
         return teacher  # its records are already the student's ids
-    return TeacherForcedPolicy(teacher, tokenizer)
+    if max_length is not None and max_length <= config.max_new_tokens:
+        raise ConfigError(f"max_new_tokens={config.max_new_tokens} leaves no room for a prompt "
+                          f"in the student's maximum length {max_length}",
+                          hint="lower max_new_tokens")
+    return StudentBoundTeacher(teacher, tokenizer, None if max_length is None
+                               else max_length - config.max_new_tokens)
 
 
 def _same_tokenizer(a: Any, b: Any) -> bool:
@@ -96,6 +130,22 @@ def collect_demonstrations(config: ExperimentConfig, plan: TrainingPlan,
     return asyncio.run(run_rollouts(jobs[:config.sft.episodes], plan.tasks, policy,
                                     plan.limits, make_harness=plan.make_harness,
                                     concurrency=config.concurrency))
+
+
+def long_rows_warning(rows: list[tuple[Trajectory, TokenRow]], max_length: int | None,
+                      truncate_at: int | None) -> str | None:
+    """What to warn about when rows are longer than the student's maximum length (a teacher
+    turn longer than ``max_new_tokens``) and ``sft.max_length`` does not cut them; None when
+    every row fits."""
+    if max_length is None or (truncate_at is not None and truncate_at <= max_length):
+        return None
+    lengths = [len(row.prompt_ids) + len(row.completion_ids) for _, row in rows]
+    long = [n for n in lengths if n > max_length]
+    if not long:
+        return None
+    return (f"{len(long)} of {len(rows)} demonstration rows are longer than the student's "
+            f"maximum length {max_length} (up to {max(long)} tokens): set sft.max_length "
+            f"(at most {max_length}) to truncate them")
 
 
 def demonstration_rows(trajectories: list[Trajectory], min_score: float
@@ -148,8 +198,12 @@ def sft_args(config: ExperimentConfig, device: str) -> Any:
                                 "save_steps": max(1, min(50, config.steps)),
                                 "save_total_limit": 2, "disable_tqdm": True,
                                 "ddp_find_unused_parameters": False,
-                                # segment rows vary a lot in length: batch similar ones
-                                "train_sampling_strategy": "group_by_length"}
+                                # not group_by_length: transformers' length-grouped sampler
+                                # sorts a whole mega-batch (50 batches: all of a small demo
+                                # set) longest first, so an epoch runs from the longest rows
+                                # (late turns) to the shortest, a curriculum that cost the
+                                # micro model half its token accuracy at 60 steps (issue 26)
+                                "train_sampling_strategy": "random"}
     options = {**defaults, **config.trl}
     check_trl_keys(SFTConfig, options)
     if device == "cpu":
@@ -174,13 +228,17 @@ def train_sft(config: ExperimentConfig, *, resume: bool = False,
     from harnessgrid.errors import ConfigError
     from harnessgrid.runtime import require_sandbox
     from harnessgrid.trainer.plan import TrainingPlan
+    from harnessgrid.trainer.row_checks import check_demonstration_rows, check_model_for_run
     from harnessgrid.trainer.run import (
+        STEPS_FILE,
+        StepLog,
         TrainResult,
         load_model,
         prepare_output,
         quiet_transformers_printing,
         resolve_device,
         save_final,
+        write_summary,
     )
 
     out = Path(config.output_dir)
@@ -188,7 +246,9 @@ def train_sft(config: ExperimentConfig, *, resume: bool = False,
     require_sandbox(plan.limits)
     checkpoint = prepare_output(config, out, resume)
     device = resolve_device(config.device)
-    model, tokenizer = load_model(config.init_from or config.model, config.dtype, device)
+    model_name = config.init_from or config.model
+    model, tokenizer = load_model(model_name, config.dtype, device)
+    check_model_for_run(plan, model_name, tokenizer, model)
     folder = out / DEMOS
     args = sft_args(config, device)
     # The main process collects; the others then find the finished export and load it.
@@ -197,8 +257,9 @@ def train_sft(config: ExperimentConfig, *, resume: bool = False,
         if complete.is_file() and complete.read_text() == config.fingerprint():
             dataset = datasets.load_from_disk(str(folder / "dataset"))
         else:
-            trajectories = collect_demonstrations(config, plan,
-                                                  teacher_policy(config, tokenizer))
+            max_length = getattr(model.config, "max_position_embeddings", None)
+            teacher = teacher_policy(config, tokenizer, max_length)
+            trajectories = collect_demonstrations(config, plan, teacher)
             rows = demonstration_rows(trajectories, config.sft.min_score)
             if not rows:
                 failures = sorted({t.termination for t in trajectories})
@@ -207,25 +268,49 @@ def train_sft(config: ExperimentConfig, *, resume: bool = False,
                                   f"{', '.join(failures)})",
                                   hint="check the teacher (sft.teacher) and the episode "
                                        f"limits, or lower sft.min_score; see {folder}")
+            too_long = long_rows_warning(rows, max_length, config.sft.max_length)
+            if too_long is not None:
+                warnings.warn(too_long, stacklevel=1)
             dataset = export_demonstrations(folder, trajectories, rows, config.fingerprint())
+    check_demonstration_rows(dataset, tokenizer, model_name=model_name, folder=folder)
     train_rows = dataset.select_columns(["input_ids", "assistant_masks"])
     trainer = HarnessSFTTrainer(model=model, args=args,
                                 train_dataset=train_rows, processing_class=tokenizer,
                                 fingerprint=config.fingerprint())
     quiet_transformers_printing(trainer)
     logged: list[dict[str, Any]] = []
+    steplog = StepLog(out / STEPS_FILE)
+    tokens_before = 0.0
 
     def record(step: int, logs: dict[str, float]) -> None:
+        nonlocal tokens_before
         logged.append({"step": step, **logs})
+        if "loss" in logs:  # a step's log, not the closing one (train_runtime, ...)
+            steplog.append(sft_step_line(step, logs, tokens_before))
+            tokens_before = logs.get("num_tokens", tokens_before)
         if on_log is not None:
             on_log(step, logs)
 
     trainer.add_callback(_LogForwarder(record))
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     final = save_final(trainer, tokenizer, out)
+    write_summary(trainer, out)
     return TrainResult(output_dir=out, final_model=final, steps=int(trainer.state.global_step),
                        resumed_from=checkpoint,
                        reports=[{"demonstration_rows": len(dataset)}, *logged])
+
+
+def sft_step_line(step: int, logs: dict[str, float], tokens_before: float) -> dict[str, Any]:
+    """One line of ``steps.jsonl`` for the logged step ``step`` (the trainer's global step):
+    ``step`` counted from 0 as in GRPO's lines, TRL's metrics as logged (``loss``,
+    ``learning_rate``, ``grad_norm``, ``entropy``, ``mean_token_accuracy``, ``epoch``) and
+    ``tokens``, the tokens trained on since the previous line (from TRL's running
+    ``num_tokens``, which counts from 0 in each process, as ``tokens_before`` does)."""
+    line: dict[str, Any] = {"step": step - 1,
+                            **{k: v for k, v in logs.items() if k != "num_tokens"}}
+    if "num_tokens" in logs:
+        line["tokens"] = int(logs["num_tokens"] - tokens_before)
+    return line
 
 
 

@@ -52,6 +52,33 @@ def _add_subcommands() -> None:
 _add_subcommands()
 
 
+def _reflow_help(typer_app: typer.Typer) -> None:
+    """Docstrings are wrapped at the source's width, and typer's help keeps those line breaks
+    and wraps again at the terminal's, which breaks sentences mid-line at 80 columns. Every
+    paragraph of each command's and group's help becomes one line, which the terminal wraps
+    (a paragraph starting with ``\\b`` keeps its lines, as click has it)."""
+    import inspect
+
+    for command in typer_app.registered_commands:
+        text = command.help or (inspect.getdoc(command.callback) if command.callback else None)
+        if text:
+            command.help = _joined_paragraphs(text)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            info = group.typer_instance.info
+            if isinstance(info.help, str):
+                info.help = _joined_paragraphs(info.help)
+            _reflow_help(group.typer_instance)
+
+
+def _joined_paragraphs(text: str) -> str:
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split("\n"))
+                       for p in text.split("\n\n"))
+
+
+_reflow_help(app)
+
+
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   file: object = None, line: str | None = None) -> None:
     """Warnings on the command line are one line for the user, not a source listing."""
@@ -69,14 +96,7 @@ def main() -> None:
         if isinstance(code, int) and code:
             sys.exit(code)
     except HarnessgridError as exc:
-        from rich.console import Console
-        from rich.markup import escape
-
-        err = Console(stderr=True, soft_wrap=True)  # never break a path across lines
-        # escape: messages quote user values and hints like pip install 'harnessgrid[ray]'
-        err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
-        if exc.hint:
-            err.print(f"[yellow]hint:[/] {escape(exc.hint)}", highlight=False)
+        _print_error(exc.message, exc.hint)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -84,10 +104,38 @@ def main() -> None:
         sys.exit(1)
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
         if isinstance(exc, _click_exceptions()):
-            usage: Any = exc  # a ClickException of whichever click is in use
-            usage.show()  # "Usage: ... Error: No such option: --bogus" (the help, bare)
-            sys.exit(usage.exit_code)
+            _show_usage_error(exc)
+            sys.exit(getattr(exc, "exit_code", 2))
         raise
+
+
+def _print_error(message: str, hint: str | None, usage: str | None = None) -> None:
+    """``error: MESSAGE`` and ``hint: HINT`` on stderr (after the command's usage line, for a
+    usage mistake): how every mistake is reported."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    err = Console(stderr=True, soft_wrap=True)  # never break a path across lines
+    if usage:
+        err.print(escape(usage), highlight=False)
+    # escape: messages quote user values and hints like pip install 'harnessgrid[ray]'
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    if hint:
+        err.print(f"[yellow]hint:[/] {escape(hint)}", highlight=False)
+
+
+def _show_usage_error(exc: Exception) -> None:
+    """A click usage error (unknown option, missing argument, bad value) in the same words as
+    the others; a bare command (click's NoArgsIsHelpError) shows its help."""
+    usage: Any = exc  # a ClickException of whichever click is in use
+    if type(usage).__name__ == "NoArgsIsHelpError":
+        usage.show()
+        return
+    ctx = getattr(usage, "ctx", None)
+    hint = None
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        hint = f"see {ctx.command_path} {ctx.help_option_names[0]}"
+    _print_error(usage.format_message(), hint, ctx.get_usage() if ctx is not None else None)
 
 
 def _click_exceptions() -> tuple[type[Exception], ...]:

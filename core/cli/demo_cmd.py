@@ -12,7 +12,8 @@ import typer
 
 from harnessgrid.errors import ConfigError
 
-Out = Annotated[Path, typer.Option("--out", help="Output directory (re-use it to resume).")]
+Out = Annotated[Path, typer.Option("--out", help="Output directory, one folder per profile "
+                                   "(re-use it to resume).")]
 Quick = Annotated[bool, typer.Option("--quick", help="A first look in about 3 minutes "
                                      "(pipeline check; numbers are not meaningful).")]
 Full = Annotated[bool, typer.Option("--full", help="All five conditions, 3 seeds.")]
@@ -28,37 +29,47 @@ def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full 
     evaluate both on held-out harnesses: the paper's result, on CPU."""
     from rich.console import Console
 
+    from harnessgrid.paths import require_output_dir
     from harnessgrid.trainer.run import require_training_extras
 
     if quick and full:
         raise ConfigError("--quick and --full exclude each other", hint="choose one")
+    require_output_dir(out, "--out")  # before any import or line that implies it will work
     require_training_extras()
     from harnessgrid.runtime import EpisodeLimits, require_sandbox
-    from harnessgrid.trainer.demo import PROFILES, format_table, run_demo
+    from harnessgrid.trainer.demo import PROFILES, format_table, run_demo, spread_words
 
     require_sandbox(EpisodeLimits())
     profile = "quick" if quick else "full" if full else "default"
     console = Console(stderr=True)
     budget = PROFILES[profile]
     console.print(f"demo ({profile}): conditions {', '.join(budget.conditions)}, "
-                  f"{seeds or budget.seeds} seed(s); writing {out}", highlight=False)
+                  f"{seeds or budget.seeds} seed(s); writing {out / profile}", highlight=False)
 
     def done(result: dict[str, Any]) -> None:
         scores = " · ".join(f"{k} {_percent(v)}" for k, v in result["scores"].items())
         formed = _percent(result["well_formed"]["in-space"])
-        minutes = sum(result["timings"].values()) / 60
+        minutes = sum(t or 0.0 for t in result["timings"].values()) / 60
+        how = ("reused" if not result["stages_run"] else
+               f"ran {', '.join(result['stages_run'])}")
         console.print(f"  {result['condition']} seed {result['seed']}: Pass@1 {scores}; "
-                      f"well-formed turns in-space {formed} ({minutes:.1f} min)",
-                      highlight=False)
+                      f"well-formed turns in-space {formed} ({minutes:.1f} min of stages; "
+                      f"{how})", highlight=False)
 
     summary = run_demo(out, profile, seeds=seeds, workers=workers, on_result=done)
-    typer.echo("Pass@1 (%), mean ± spread over seeds:\n")
+    typer.echo(f"Pass@1 (%), {spread_words(summary)}:\n")
     typer.echo(format_table(summary))
     typer.echo("\nWell-formed turns (%): turns with a call the harness accepted "
                "(or the plan a plan-first workflow asks for):\n")
     typer.echo(format_table(summary, "table_well_formed"))
-    typer.echo(f"\n{summary['seconds'] / 60:.1f} min; report: {out / 'report.html'} "
-               f"(also report.md, results.json)")
+    report = out / profile / "report.html"
+    if not summary["all_reused"]:
+        took = f"{summary['seconds'] / 60:.1f} min"
+    elif summary["seconds"] is not None:
+        took = f"every stage reused (they took {summary['seconds'] / 60:.1f} min when they ran)"
+    else:
+        took = "every stage reused"
+    typer.echo(f"\n{took}; report: {report} (also report.md, results.json, *.png)")
 
 
 def _percent(value: float | None) -> str:

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 
 def eval_command(
-    policy: str = typer.Option(..., "--policy", help="scripted, null, litellm:MODEL, "
-                               "anthropic:MODEL, hf:PATH, vllm:NAME."),
+    policy: str = typer.Option(..., "--policy", help="scripted, null, openai:MODEL, "
+                               "anthropic:MODEL, litellm:MODEL, hf:PATH, vllm:NAME (a "
+                               "plugin's too: `harnessgrid plugins list`)."),
     suites: str = typer.Option(..., "--suites", help="Comma-separated suites, e.g. "
                                "examples,grid-bench,clawgym:/data/bench."),
     out: Path = typer.Option(..., "--out", help="Evaluation directory (created; re-use it to "
@@ -203,7 +204,9 @@ def report_command(
     if len(paths) != 1:
         raise ConfigError(f"report takes one directory, got {len(paths)}: {' '.join(paths)}",
                           hint="harnessgrid report DIR, or harnessgrid report compare BASE NEW")
-    out = Path(paths[0])
+    from harnessgrid.paths import require_output_dir
+
+    out = require_output_dir(paths[0], "DIR")  # the report is written into it
     _write_and_print(out, plots=not no_plots, as_json=as_json, quiet=quiet)
 
 

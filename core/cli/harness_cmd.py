@@ -161,8 +161,10 @@ def show(harness: str = typer.Argument(..., help="CODE (levels numbered as in `h
     from rich.panel import Panel
 
     console = Console()
-    title = info["harness"] + (f"  {info['config']}" if info["config"] else "")
-    console.rule(title)
+    console.rule(info["harness"])
+    if info["config"]:  # in full (a rule truncates), as the level list --harness takes
+        console.print("levels: " + ",".join(f"{f}={lv}" for f, lv in info["config"].items()),
+                      markup=False, highlight=False, soft_wrap=True)
     console.print(_environment_line(info["environment"]), markup=False, highlight=False)
     console.print(Panel(info["system_prompt"], title="system prompt", title_align="left"),
                   markup=False, highlight=False)

@@ -166,8 +166,11 @@ def new_plugin(
     """Create a plugin package: pyproject.toml with the `harnessgrid` entry point, one
     observation level, a test of it and a README. `pip install -e NAME` and `pytest NAME`
     then work, and `harnessgrid plugins list` shows observation:NAME."""
+    from harnessgrid.paths import require_output_dir
     from harnessgrid.plugin_template import write_plugin_package
 
+    require_output_dir(directory if directory is not None else Path.cwd() / name,
+                       "--dir" if directory is not None else "the plugin folder (./NAME)")
     root = write_plugin_package(name, directory)
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     typer.echo(f"created {root}:")

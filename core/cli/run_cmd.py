@@ -111,8 +111,9 @@ def run(
                                 "plugin's levels follow the built-ins, see `harnessgrid plugins "
                                 "list`), level list (system_prompt=minimal,...,workflow=react) "
                                 "or adapter:NAME."),
-    policy: str = typer.Option(..., "--policy", help="scripted, null, litellm:MODEL, "
-                               "anthropic:MODEL, hf:PATH, vllm:NAME."),
+    policy: str = typer.Option(..., "--policy", help="scripted, null, openai:MODEL, "
+                               "anthropic:MODEL, litellm:MODEL, hf:PATH, vllm:NAME (a "
+                               "plugin's too: `harnessgrid plugins list`)."),
     policy_opt: list[str] = typer.Option([], "--policy-opt", help="KEY=VALUE for the policy "
                                          "backend, e.g. api_base=http://127.0.0.1:8000/v1."),
     suite_option: list[str] = typer.Option([], "--option", help="KEY=VALUE for the task suite "
@@ -151,6 +152,10 @@ def run(
 
         get_environment(env)  # a missing one is a usage error now, not an episode error later
     options = parse_options(policy_opt)
+    if save is not None:  # before the episode: a path that cannot be written fails now
+        from harnessgrid.paths import require_output_file
+
+        require_output_file(save, "--save")
     if task is not None:
         traj = asyncio.run(run_episode(resolve_harness(harness),
                                        find_task(task, suite_option, judge),
@@ -158,6 +163,12 @@ def run(
     else:
         if workspace is None:
             raise ConfigError("--instruction needs --workspace DIR")
+        if not workspace.is_dir():
+            what = "is not a directory" if workspace.exists() else "does not exist"
+            raise ConfigError(f"--workspace {workspace} {what}",
+                              hint="give the directory the agent works on (a copy of it, "
+                                   "unless --in-place); create it first with mkdir -p if it "
+                                   "should start empty")
         traj = asyncio.run(arun_agent(instruction or "", workspace, harness=harness,
                                       policy=policy, policy_options=options,
                                       in_place=in_place, limits=limits))

@@ -409,10 +409,12 @@ def export(suite: str = typer.Argument(..., help="Suite address."),
            option: list[str] = OPTION, judge: str | None = JUDGE,
            as_json: bool = AS_JSON) -> None:
     """Write a suite in the ClawGym layout (one folder per task)."""
+    from harnessgrid.paths import require_output_dir
     from harnessgrid.plugins.tasks.clawgym import export_clawgym
 
     if fmt != "clawgym":
         raise ConfigError(f"unknown export format {fmt!r}", hint="the only format is clawgym")
+    require_output_dir(out_dir, "OUT_DIR")
     report = export_clawgym(open_suite(suite, option, judge), Path(out_dir), split=split,
                             limit=limit)
     if as_json:

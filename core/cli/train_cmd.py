@@ -31,17 +31,33 @@ def train_command(config: ConfigPath, set_: SetOption = None, resume: Resume = F
                   policy_opt: PolicyOpt = None, quiet: Quiet = False) -> None:
     """Train a policy through harness-scaled rollouts (see README, Training)."""
     from harnessgrid.cli.run_cmd import parse_options
+    from harnessgrid.paths import require_output_dir
     from harnessgrid.trainer.config import load_config
-    from harnessgrid.trainer.run import is_main_launch_process, require_training_extras, train
+    from harnessgrid.trainer.run import (
+        interrupted_message,
+        is_main_launch_process,
+        require_training_extras,
+        train,
+    )
 
     cfg = load_config(config, set_ or [])
+    # Before torch and TRL are imported (a minute on a slow disk): a bad path fails at once.
+    require_output_dir(cfg.output_dir, "output_dir")
     require_training_extras()
     display = _StepDisplay(cfg.steps, quiet)
-    with display:
-        result = train(cfg, resume=resume, on_step=display.update,
-                       policy_options=parse_options(policy_opt or []))
+    try:
+        with display:
+            result = train(cfg, resume=resume, on_step=display.update,
+                           policy_options=parse_options(policy_opt or []))
+    except KeyboardInterrupt:
+        if is_main_launch_process():
+            typer.secho(interrupted_message(cfg.output_dir), fg="yellow", err=True)
+        # SystemExit, not typer.Exit: outside standalone mode click would swallow its code.
+        raise SystemExit(130) from None
     if not is_main_launch_process():
         return
+    if result.no_signal:
+        typer.secho(f"warning: {result.no_signal}", err=True, fg="yellow", bold=True)
     typer.echo(f"trained {result.steps} steps; model in {result.final_model} "
                f"(use it as hf:{result.final_model}); step log in "
                f"{result.output_dir / 'steps.jsonl'}")
@@ -92,6 +108,23 @@ def describe(report: dict[str, Any]) -> str:
              f"{num('model_tokens_per_s', ',.0f')} tok/s",
              f"{num('segments_per_episode', '.2f')} seg/ep",
              f"{report.get('rollout_s', 0):.1f}s rollout + {report.get('train_s', 0):.1f}s train"]
+    parts.insert(1, signal_part(report))
     if report.get("infra_failures"):
         parts.append(f"{report['infra_failures']} infra failures (excluded)")
     return " · ".join(parts)
+
+
+def signal_part(report: dict[str, Any]) -> str:
+    """The step's learning signal: the share of trained tokens with a non-zero advantage and
+    the GRPO groups without reward spread -- or, loudly, that there was none."""
+    tokens, total = report.get("signal_tokens"), report.get("trained_tokens")
+    if tokens is None:
+        return "signal -"
+    if not total:
+        return "NO LEARNING SIGNAL (no trained tokens)"
+    groups = report.get("groups")
+    flat = (f" ({report['flat_groups']}/{groups} groups flat)"
+            if report.get("flat_groups") is not None and groups else "")
+    if tokens == 0:
+        return f"NO LEARNING SIGNAL{flat}"
+    return f"signal {tokens / total:.0%} of {total:,} tok{flat}"

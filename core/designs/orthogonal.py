@@ -29,6 +29,12 @@ OApackage call can run for minutes — and the error lists the run sizes that sa
 divisibility conditions. Results are deterministic as long as the searches finish within the
 budget; ``params["search"]`` records which search produced a design, and saved designs store
 their rows, so loading one never searches again.
+
+Table. The designs in use — the paper's 3^5 (and the micro space's, also 3^5) in both variants,
+strength 3 over 3^5, the mixed 3x3x4x3x3 space, and the 3-level arrays the product construction
+needs — are looked up in :data:`~harnessgrid.designs.known_arrays.KNOWN_ARRAYS` first, with no
+time budget: each is what the search returns given all the time it needs (a test re-runs it).
+Only spaces the table does not cover are searched, so only they can run out of time.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from typing import Literal, cast, get_args
 from pydantic import JsonValue
 
 from harnessgrid.designs.design import Design, gwlp, pair_distances, rao_bound
+from harnessgrid.designs.known_arrays import KNOWN_ARRAYS
 from harnessgrid.errors import ConfigError
 from harnessgrid.space import FactorSpace
 
@@ -83,7 +90,9 @@ def orthogonal_design(space: FactorSpace, strength: int = 2,
     """The smallest strength-``strength`` orthogonal array over ``space`` as a design.
 
     ``max_runs`` caps the run size (an error lists the run sizes that would work);
-    ``time_budget_s`` bounds the search for spaces other than the paper's 3^5.
+    ``time_budget_s`` bounds the search, which only runs for level counts, strengths and
+    variants the table of known arrays does not cover (the paper's 3^5 is in it, so it never
+    times out).
     """
     if variant not in get_args(Variant):
         raise ConfigError(f"unknown orthogonal-array variant {variant!r}",
@@ -119,6 +128,9 @@ def _find(sizes: tuple[int, ...], t: int, variant: Variant, max_runs: int | None
         if max_runs is None or n <= max_runs:
             return tuple(sorted(tuple(i % s for s in sizes) for i in range(n))), {
                 "search": "cyclic"}
+    known = KNOWN_ARRAYS.get((sizes, t, variant))
+    if known is not None and (max_runs is None or len(known) <= max_runs):
+        return known, {"search": "table"}
     candidates = candidate_run_sizes(sizes, t)
     full = math.prod(sizes)
     order = sorted(range(len(sizes)), key=lambda f: (-sizes[f], f))
@@ -185,12 +197,16 @@ def _not_found(sizes: tuple[int, ...], t: int, candidates: list[int], none_exist
     capped = max_runs is not None and all(n > max_runs for n in open_sizes)
     limit = f"with at most {max_runs} runs" if capped else f"within {budget_s:g}s"
     proven = f"; none exists with {none_exist} runs" if none_exist else ""
+    more = ("allow more runs (max_runs)" if capped else
+            "the table of known arrays does not hold these level counts with this strength and "
+            "variant, so they were searched, and the search is slower on a busy machine: allow "
+            "it more time (time_budget_s) or more runs (max_runs)")
     return ConfigError(
         f"no strength-{t} orthogonal array over level counts {sizes} was found {limit}{proven}",
         hint=f"run sizes that satisfy the divisibility conditions: {open_sizes[:12]}"
              f"{' ...' if len(open_sizes) > 12 else ''} (full factorial {math.prod(sizes)}); "
-             "allow more runs or time (max_runs, time_budget_s), or use `--kind random --n N` "
-             "or `--kind full`")
+             f"{more}, or use `--kind nearly-orthogonal --runs N`, `--kind random --n N` or "
+             "`--kind full`")
 
 
 def _full_factorial(sizes: tuple[int, ...]) -> Rows:

@@ -1,0 +1,86 @@
+"""Learning signal (issue 26): each GRPO step counts its groups without reward spread and the
+trained tokens that carried a non-zero advantage, and a run with none says so.
+
+The pure counting is tested on hand-made outcomes and rows; the end-to-end test is a real TRL
+run on the tiny offline model through sandboxed episodes, with a constant reward function (a
+documented extension point) standing in for a model that always fails the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from harnessgrid.token_rows import TokenRow
+from harnessgrid.trainer.advantages import EpisodeOutcome
+from harnessgrid.trainer.batches import TrainRow
+from harnessgrid.trainer.config import config_from_mapping
+from harnessgrid.trainer.signal import flat_groups, no_signal_message, signal_tokens
+from harnessgrid.trajectory import Trajectory
+
+
+def row(mask: tuple[int, ...], truncated: tuple[int, ...] = ()) -> TokenRow:
+    n = len(mask)
+    return TokenRow(episode_id="e", segment=0, turns=(0,), prompt_ids=(1, 2),
+                    completion_ids=tuple(range(n)), logprobs=(0.0,) * n, mask=mask,
+                    spans=((0, n),), truncated=truncated)
+
+
+def test_flat_groups_counts_groups_without_spread() -> None:
+    outcomes = [EpisodeOutcome("a1", "A", 0.5), EpisodeOutcome("a2", "A", 0.5),
+                EpisodeOutcome("b1", "B", 0.0), EpisodeOutcome("b2", "B", 1.0),
+                EpisodeOutcome("c1", "C", 1.0), EpisodeOutcome("c2", "C", None),  # one scored
+                EpisodeOutcome("d1", "D", None)]                                   # none scored
+    assert flat_groups(outcomes) == (3, 2)
+
+
+def test_signal_tokens_follow_the_advantages_and_the_loss_mask() -> None:
+    rows = [TrainRow(row((1, 1, 0, 1)), 0.7),         # 3 trained tokens, all with signal
+            TrainRow(row((1, 1)), 0.0),               # 2 trained tokens, none
+            TrainRow(row((1, 0, 1)), (0.3, 9.0, 0.0))]  # PPO: per token; the masked 9.0 ignored
+    assert signal_tokens(rows, mask_truncated=False) == (4, 7)
+    cut = [TrainRow(row((1, 1, 1), truncated=(0,)), 1.0)]
+    assert signal_tokens(cut, mask_truncated=True) == (0, 0)
+    assert signal_tokens(cut, mask_truncated=False) == (3, 3)
+
+
+def test_no_signal_message_names_what_to_change() -> None:
+    config = config_from_mapping({"model": "m", "reward": "pass", "temperature": 0.5})
+    flat = [{"signal_tokens": 0, "pairs": [{"rewards": [0.5, 0.5]}, {"rewards": [0.0, 0.0]}]}]
+    message = no_signal_message(flat * 3, config)
+    assert message is not None
+    assert "3 steps" in message and "0.0, 0.5" in message
+    assert "init_from" in message and "temperature" in message and "reward: score" in message
+    warm = config_from_mapping({"model": "m", "init_from": "sft/final"})
+    assert "longer SFT warm start" in (no_signal_message(flat, warm) or "")
+    assert no_signal_message([*flat, {"signal_tokens": 12, "pairs": []}], config) is None
+    assert no_signal_message([], config) is None
+
+
+def constant_reward(trajectories: Sequence[Trajectory]) -> list[float | None]:
+    return [None if t.infra_failure else 0.5 for t in trajectories]
+
+
+def test_a_run_without_signal_says_so_and_leaves_the_weights(tiny_model_dir: Path,
+                                                              tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    torch = pytest.importorskip("torch")
+    safetensors = pytest.importorskip("safetensors.torch")
+    from harnessgrid.trainer.run import train
+
+    config = config_from_mapping({
+        "model": str(tiny_model_dir), "design": "oa", "suite": "grid", "max_tasks": 20,
+        "tasks_per_step": 2, "rollouts_per_task": 2, "steps": 1, "learning_rate": 1e-3,
+        "max_turns": 2, "context_budget": 4096, "max_new_tokens": 16,
+        "output_dir": str(tmp_path / "run")})
+    result = train(config, reward_funcs=[constant_reward])
+    (report,) = result.reports
+    assert report["groups"] == 2 and report["flat_groups"] == 2
+    assert report["flat_group_share"] == 1.0
+    assert report["signal_tokens"] == 0 < report["trained_tokens"]
+    assert result.no_signal is not None and "no learning signal" in result.no_signal
+    before = safetensors.load_file(str(tiny_model_dir / "model.safetensors"))
+    after = safetensors.load_file(str(result.final_model / "model.safetensors"))
+    assert all(torch.equal(before[k], after[k]) for k in before)

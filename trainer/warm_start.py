@@ -1,0 +1,85 @@
+"""``tiny:micro-warm``: the micro model after a supervised warm start, built once and cached.
+
+Policy-gradient RL learns from the differences between rollouts; a randomly initialised model
+fails every task the same way, so its GRPO steps have no signal at all (see :mod:`.signal`).
+A GPU user starts from a pretrained checkpoint that sometimes succeeds; at CPU scale the
+equivalent is this warm start: the ``micro`` model, SFT'd (TRL's SFTTrainer, through the
+project's ``algorithm: sft``) on scripted-oracle demonstrations rendered through the micro
+space's 18-run orthogonal array. The CPU examples (``examples/tiny-grpo.yaml``,
+``tiny-ppo.yaml``) and ``benchmarks/learning_curve.py`` start from it.
+
+The build is keyed by everything that shapes it (the SFT recipe, the micro model's build, the
+micro suite's version): a change rebuilds it, an unchanged one is reused. A half-finished
+build is never reused (the info file is written last, the model is moved in atomically).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["WARM_RECIPE", "build_micro_warm_start"]
+
+#: The warm start's SFT: demonstrations and steps sized so that the model speaks most micro
+#: harnesses and solves some tasks -- partial success, which is what RL needs to learn from.
+WARM_RECIPE: dict[str, Any] = {
+    "episodes": 400, "steps": 300, "batch_size": 8, "learning_rate": 3e-3,
+    "max_turns": 8, "max_new_tokens": 48, "seed": 0,
+}
+
+_INFO = "harnessgrid_warm_start.json"
+
+
+def build_micro_warm_start(cache: Path, *, say: Any = None) -> Path:
+    """The warm-started micro model under ``cache`` (built on first use; minutes on a CPU)."""
+    from harnessgrid.plugins.micro import build_micro_model
+    from harnessgrid.plugins.micro.tasks import VERSION as SUITE_VERSION
+
+    say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+    base = build_micro_model(cache / "tiny-model-micro")
+    base_info = (base / "harnessgrid_tiny_model.json")
+    info = {"recipe": WARM_RECIPE, "suite_version": SUITE_VERSION,
+            "base": base_info.read_text() if base_info.is_file() else None}
+    key = hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:12]
+    folder = cache / f"tiny-model-micro-warm-{key}"
+    if (folder / _INFO).is_file() and (folder / "config.json").is_file():
+        return folder
+    say(f"building the micro warm start once ({WARM_RECIPE['episodes']} oracle "
+        f"demonstrations, {WARM_RECIPE['steps']} SFT steps; a few minutes on a CPU) "
+        f"into {folder}")
+    work = cache / f"tiny-model-micro-warm-{key}.work"
+    from harnessgrid.trainer.run import train
+
+    result = train(warm_start_config(base, work), resume=work.exists())
+    tmp = cache / f"tiny-model-micro-warm-{key}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(result.final_model, tmp)
+    (tmp / _INFO).write_text(json.dumps(info, indent=2) + "\n")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    shutil.rmtree(work, ignore_errors=True)
+    return folder
+
+
+def warm_start_config(base: Path, out: Path) -> Any:
+    """The SFT run of the warm start (the micro space, its OA, the micro suite's train split)."""
+    from harnessgrid.plugins.micro import MICRO_LEVELS
+    from harnessgrid.trainer.config import config_from_mapping
+
+    r = WARM_RECIPE
+    return config_from_mapping({
+        "model": str(base), "algorithm": "sft", "device": "cpu", "design": "oa", "k": 2,
+        "space": {f: list(v) for f, v in MICRO_LEVELS.items()},
+        "suite": "micro", "split": "train", "tasks_per_step": 4,
+        "steps": r["steps"], "learning_rate": r["learning_rate"], "max_turns": r["max_turns"],
+        "context_budget": 2048, "max_new_tokens": r["max_new_tokens"], "seed": r["seed"],
+        "concurrency": 64, "output_dir": str(out),
+        "sft": {"episodes": r["episodes"], "batch_size": r["batch_size"]},
+        "trl": {"save_steps": 100, "save_total_limit": 1, "logging_steps": 10,
+                "warmup_steps": min(20, r["steps"] // 10), "lr_scheduler_type": "cosine"},
+    })

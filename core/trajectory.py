@@ -242,6 +242,16 @@ class Trajectory(BaseModel):
     def infra_failure(self) -> bool:
         return self.termination in INFRA_FAILURES
 
+    def well_formed_turns(self) -> int:
+        """How many of the model's turns spoke the harness's protocol: the reply parsed and
+        made a call the harness accepted, or was the plan a plan-first workflow asked for
+        (kept as a message of kind ``plan``). A text-only reply where a call was due, or a
+        call the harness rejected, does not count. Whether a policy speaks each harness's
+        protocol is what a harness change breaks first, and what a small model learns long
+        before it solves tasks."""
+        return sum(1 for t in self.turns if t.format_error is None and (
+            bool(t.calls) or any(m.kind == "plan" for m in t.appended)))
+
     def token_rows(self) -> list[TokenRow]:
         """The episode as training rows, one per append-only token segment (see
         :mod:`harnessgrid.token_rows`); empty when the policy recorded no token ids."""

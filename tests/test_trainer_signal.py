@@ -84,3 +84,51 @@ def test_a_run_without_signal_says_so_and_leaves_the_weights(tiny_model_dir: Pat
     before = safetensors.load_file(str(tiny_model_dir / "model.safetensors"))
     after = safetensors.load_file(str(result.final_model / "model.safetensors"))
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def micro_episode(policy: str, code: str) -> Trajectory:
+    import asyncio
+
+    from harnessgrid.api import resolve_policy
+    from harnessgrid.plugins.micro import micro_harness
+    from harnessgrid.runtime import EpisodeLimits, run_episode
+    from harnessgrid.tasks import load_suite
+
+    task = next(t for t in load_suite("micro").tasks("train") if "Delete" in t.instruction)
+    return asyncio.run(run_episode(micro_harness(code), task, resolve_policy(policy),
+                                   EpisodeLimits(max_turns=4)))
+
+
+def garbled(trajectory: Trajectory) -> Trajectory:
+    """The same episode with its first turn rejected by the harness and its second a
+    text-only reply where a call was due (what a model that lost the protocol writes)."""
+    turns = list(trajectory.turns)
+    turns[0] = turns[0].model_copy(update={"format_error": "unknown tool", "calls": []})
+    turns[1] = turns[1].model_copy(update={"calls": [], "appended": []})
+    return trajectory.model_copy(update={"turns": turns})
+
+
+def test_well_formed_turns_count_accepted_calls_and_the_plan() -> None:
+    """Real sandboxed episodes: the oracle through a plan-first micro harness speaks every
+    turn's protocol, its text-only plan included; so does a policy that only finishes (with
+    the harness's own finish call). A rejected reply or a text-only one where a call was due
+    does not count."""
+    oracle = micro_episode("scripted", "S0-T1-O0-C0-W1")        # W1: micro_plan
+    assert oracle.passed and len(oracle.turns) >= 3
+    assert any(m.kind == "plan" for m in oracle.turns[0].appended)
+    assert oracle.well_formed_turns() == len(oracle.turns)
+    finisher = micro_episode("null", "S1-T2-O1-C0-W0")
+    assert finisher.turns[0].calls and finisher.well_formed_turns() == 1
+    assert garbled(oracle).well_formed_turns() == len(oracle.turns) - 2
+
+
+def test_format_bonus_adds_the_share_of_well_formed_turns() -> None:
+    from harnessgrid.trainer.grpo import trajectory_reward
+
+    oracle = micro_episode("scripted", "S0-T1-O0-C0-W1")
+    broken = garbled(oracle)
+    n = len(oracle.turns)
+    assert trajectory_reward("score")([oracle, broken]) == [1.0, 1.0]
+    shaped = trajectory_reward("score", 0.5)([oracle, broken])
+    assert shaped == [1.5, pytest.approx(1.0 + 0.5 * (n - 2) / n)]
+    assert trajectory_reward("pass", 0.25)([oracle]) == [1.25]

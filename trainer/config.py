@@ -133,6 +133,10 @@ class ExperimentConfig(BaseModel):
     loss_type: Literal["dapo", "grpo", "bnpo", "dr_grpo", "cispo"] = "dapo"
     scale_rewards: Literal["group", "batch", "none"] = "group"
     reward: Literal["score", "pass"] = "score"
+    format_bonus: float = Field(
+        default=0.0, ge=0, le=1,
+        description="add this times the episode's share of well-formed turns to the reward "
+                    "(0: the task's grade alone, the paper's)")
     reward_funcs: tuple[str, ...] = Field(
         default=(), description="module:function reward functions replacing `reward` "
                                 "(called with the step's trajectories; see README)")

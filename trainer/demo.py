@@ -90,20 +90,22 @@ class Profile:
     max_new_tokens: int = 48
 
 
-#: Budgets measured on a 2-core VM (one run per core, one torch thread each): an SFT step of 8
-#: rows costs 1.0-1.7 s (the single harness's rows are the longest), an oracle demonstration
-#: about 0.1 s, and an evaluation episode 0.4-1.4 s. ``default`` took 11.3 minutes with one seed
-#: and ``quick`` 2.4; ``full`` is about 30 minutes per run (15 runs: about 4 hours on 2 cores,
-#: an estimate, not a measurement).
+#: Budgets measured on a 2-core VM (one run per core, one torch thread each): an oracle
+#: demonstration costs about 0.1 s and an evaluation episode 0.4-1.4 s. An SFT step of 8 rows
+#: costs about 1.7 s since SFT batches rows at random (1.0-1.7 s when it grouped them by
+#: length, which learned much less per step; see ``sft_args``), so ``default`` and ``full`` run
+#: two thirds of the steps they used to, for about the same time (``default`` took 11.3
+#: minutes with one seed and 300 length-grouped steps, ``quick`` 2.4; ``full`` is about 30
+#: minutes per run, 15 runs about 4 hours on 2 cores: estimates, not measurements).
 PROFILES: dict[str, Profile] = {
     "quick": Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=48, sft_steps=20,
                      sft_batch=8, sft_lr=3e-3, grpo_steps=1, tasks_per_step=2, rollouts=2,
                      grpo_lr=2e-5, eval_tasks=1, max_turns=4),
     "default": Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=400,
-                       sft_steps=300, sft_batch=8, sft_lr=3e-3, grpo_steps=2,
+                       sft_steps=200, sft_batch=8, sft_lr=3e-3, grpo_steps=2,
                        tasks_per_step=4, rollouts=4, grpo_lr=2e-5, eval_tasks=4),
     "full": Profile(conditions=("single", "oa-18", "random-18", "first-order-3", "oa-18-k1"),
-                    seeds=3, sft_episodes=1000, sft_steps=800, sft_batch=8, sft_lr=3e-3,
+                    seeds=3, sft_episodes=1000, sft_steps=550, sft_batch=8, sft_lr=3e-3,
                     grpo_steps=4, tasks_per_step=4, rollouts=4, grpo_lr=2e-5, eval_tasks=8),
 }
 
@@ -149,6 +151,9 @@ def _config(condition: Condition, seed: int, model: Path, out: Path, algorithm: 
         "max_turns": profile.max_turns, "context_budget": 2048,
         "max_new_tokens": profile.max_new_tokens, "temperature": 1.0, "seed": seed,
         "concurrency": 64, "output_dir": str(out),
+        # The micro model solves no task, so a task-only reward gives GRPO no signal (every
+        # rollout of a group scores alike); the bonus rewards the turns that speak the harness.
+        "format_bonus": 0.0 if sft else 0.5,
         "sft": {"episodes": profile.sft_episodes, "batch_size": profile.sft_batch},
         "trl": {"save_steps": 10_000, "save_total_limit": 1, "logging_steps": 10,
                 **({"warmup_steps": min(20, profile.sft_steps // 10),
@@ -449,26 +454,16 @@ def run_condition(condition: Condition, seed: int, model: Path, model_fingerprin
 
 def well_formed_share(eval_dir: Path, results: Sequence[Any]) -> float | None:
     """The share of the model's turns that spoke the harness's protocol over ``results``'
-    episodes: a call the harness accepted (the syntax parsed and the arguments fit the tool),
-    or the plan a plan-first workflow asks for. A reply with no call, or with a rejected one,
-    does not count. Whether a policy speaks each harness's tool protocol is what a small model
-    learns long before it solves the tasks."""
-    from harnessgrid.api import resolve_harness
+    episodes (:meth:`~harnessgrid.trajectory.Trajectory.well_formed_turns`)."""
     from harnessgrid.evaluation.store import load_trajectory
-    from harnessgrid.plugins.micro import MICRO_SPACE
 
     turns = ok = 0
-    plan_first: dict[str, bool] = {}
     for result in results:
         if not result.scored:
             continue
-        if result.harness not in plan_first:
-            plan_first[result.harness] = resolve_harness(result.harness,
-                                                         MICRO_SPACE).protocol.plan_turn
-        for turn in load_trajectory(eval_dir, result).turns:
-            turns += 1
-            expected_plan = plan_first[result.harness] and turn.index == 0
-            ok += turn.format_error is None and (bool(turn.calls) or expected_plan)
+        trajectory = load_trajectory(eval_dir, result)
+        turns += len(trajectory.turns)
+        ok += trajectory.well_formed_turns()
     return ok / turns if turns else None
 
 

@@ -53,17 +53,25 @@ logger = logging.getLogger(__name__)
 RewardFunc = Callable[[Sequence["Trajectory"]], list[float | None]]
 
 
-def trajectory_reward(kind: str = "score") -> RewardFunc:
+def trajectory_reward(kind: str = "score", format_bonus: float = 0.0) -> RewardFunc:
     """The default reward: each episode's grade (its score, or 1/0 for ``kind="pass"``), None
-    for infrastructure failures. A custom reward function takes the same list of trajectories
-    and returns one float (or None to exclude the episode) per trajectory."""
+    for infrastructure failures; plus ``format_bonus`` times the episode's share of
+    well-formed turns (:meth:`~harnessgrid.trajectory.Trajectory.well_formed_turns`) when
+    set -- a shaping term for models that solve no task yet, so that rollouts which speak
+    the harness's protocol are preferred. A custom reward function takes the same list of
+    trajectories and returns one float (or None to exclude the episode) per trajectory."""
     from harnessgrid.trainer.advantages import episode_reward
 
     def harness_reward(trajectories: Sequence[Trajectory]) -> list[float | None]:
-        return [episode_reward(t.score, t.passed, t.infra_failure, kind)  # type: ignore[arg-type]
-                for t in trajectories]
+        out: list[float | None] = []
+        for t in trajectories:
+            r = episode_reward(t.score, t.passed, t.infra_failure, kind)  # type: ignore[arg-type]
+            if r is not None and format_bonus and t.turns:
+                r += format_bonus * t.well_formed_turns() / len(t.turns)
+            out.append(r)
+        return out
 
-    harness_reward.__name__ = f"harness_{kind}"
+    harness_reward.__name__ = f"harness_{kind}" + ("_format" if format_bonus else "")
     return harness_reward
 
 
@@ -87,7 +95,8 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
         self.plan = plan
         self.on_step = on_step
         self.policy_options = dict(policy_options or {})
-        funcs = list(reward_funcs) if reward_funcs else [trajectory_reward(experiment.reward)]
+        funcs = list(reward_funcs) if reward_funcs else [
+            trajectory_reward(experiment.reward, experiment.format_bonus)]
         # TRL requires a reward source and names its metrics after it; the functions are called
         # here, on trajectories, not by TRL on completions.
         steps = datasets.Dataset.from_dict({"prompt": [""] * experiment.steps,
@@ -375,7 +384,8 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
         local = [{"task": j.task_id, "harness": j.harness, "anchor": j.anchor, "slot": j.slot,
                   "position": j.position, "rollout": j.rollout, "episode_id": j.episode_id,
                   "reward": r, "score": t.score, "passed": t.passed, "termination": t.termination,
-                  "turns": len(t.turns), "segments": t.segments, "tokens_out": t.tokens_out,
+                  "turns": len(t.turns), "well_formed_turns": t.well_formed_turns(),
+                  "segments": t.segments, "tokens_out": t.tokens_out,
                   "model_tokens": sum(row.model_tokens for row in t.token_rows()),
                   "error": (t.error or "")[:300] if t.infra_failure else None}
                  for j, t, r in zip(jobs, trajectories, rewards, strict=True)]
@@ -394,7 +404,7 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
                            "advantage (%s of %d groups without reward spread)", step,
                            signal.flat_groups, signal.groups)
         metrics = self._metrics["train"]
-        for key in ("reward", "score", "pass_rate", "segments_per_episode",
+        for key in ("reward", "score", "pass_rate", "well_formed", "segments_per_episode",
                     "turns_per_episode", "infra_failures", "model_tokens_per_s",
                     "flat_group_share", "signal_tokens"):
             if report.get(key) is not None:
@@ -459,6 +469,8 @@ def step_report(step: int, episodes: Sequence[dict[str, Any]], timing: dict[str,
         pairs=list(by_pair.values()),
         segments_per_episode=mean([e["segments"] for e in valid]),
         turns_per_episode=mean([e["turns"] for e in valid]),
+        well_formed=(sum(e.get("well_formed_turns", 0) for e in valid)
+                     / max(1, sum(e["turns"] for e in valid)) if valid else None),
         model_tokens=model_tokens, model_tokens_per_s=model_tokens / rollout_s,
         rows=rows_local, logp_gap=logp_gap, value_loss=value_loss,
         terminations=_count(e["termination"] for e in episodes),

@@ -26,10 +26,13 @@ from typing import Any
 __all__ = ["WARM_RECIPE", "build_micro_warm_start"]
 
 #: The warm start's SFT: demonstrations and steps sized so that the model speaks most micro
-#: harnesses and solves some tasks -- partial success, which is what RL needs to learn from.
+#: harnesses' protocols (it solves no task: at 0.6M parameters it does not learn to copy file
+#: names from the instruction; see benchmarks/README.md), so that rollouts of a group differ in
+#: how well-formed they are -- which ``format_bonus`` rewards.
 WARM_RECIPE: dict[str, Any] = {
-    "episodes": 400, "steps": 300, "batch_size": 8, "learning_rate": 3e-3,
+    "episodes": 400, "steps": 200, "batch_size": 8, "learning_rate": 3e-3,
     "max_turns": 8, "max_new_tokens": 48, "seed": 0,
+    "sft_sampling": "random",  # trainer/sft.py's batch order; part of the cache key
 }
 
 _INFO = "harnessgrid_warm_start.json"
@@ -55,7 +58,15 @@ def build_micro_warm_start(cache: Path, *, say: Any = None) -> Path:
     work = cache / f"tiny-model-micro-warm-{key}.work"
     from harnessgrid.trainer.run import train
 
-    result = train(warm_start_config(base, work), resume=work.exists())
+    steps = int(WARM_RECIPE["steps"])
+    next_line = [steps // 4]
+
+    def progress(step: int, logs: dict[str, float]) -> None:
+        if "loss" in logs and step >= next_line[0]:
+            next_line[0] = step + steps // 4
+            say(f"  warm start: SFT step {step}/{steps}, loss {logs['loss']:.3f}")
+
+    result = train(warm_start_config(base, work), resume=work.exists(), on_log=progress)
     tmp = cache / f"tiny-model-micro-warm-{key}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(result.final_model, tmp)

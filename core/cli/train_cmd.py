@@ -44,6 +44,7 @@ def train_command(config: ConfigPath, set_: SetOption = None, resume: Resume = F
     # Before torch and TRL are imported (a minute on a slow disk): a bad path fails at once.
     require_output_dir(cfg.output_dir, "output_dir")
     require_training_extras()
+    _quiet_library_progress()
     display = _StepDisplay(cfg.steps, quiet)
     try:
         with display:
@@ -61,6 +62,17 @@ def train_command(config: ConfigPath, set_: SetOption = None, resume: Resume = F
     typer.echo(f"trained {result.steps} steps; model in {result.final_model} "
                f"(use it as hf:{result.final_model}); step log in "
                f"{result.output_dir / 'steps.jsonl'}")
+
+
+def _quiet_library_progress() -> None:
+    """The step lines are the progress; transformers' and datasets' bars (a "Writing model
+    shards" bar at every checkpoint, one per dataset map) would interleave with them."""
+    import datasets
+    from transformers.utils import logging
+
+    hf_logging: Any = logging  # partially typed upstream
+    datasets.disable_progress_bars()
+    hf_logging.disable_progress_bar()
 
 
 class _StepDisplay:
@@ -105,6 +117,7 @@ def describe(report: dict[str, Any]) -> str:
         return "-" if value is None else format(value, fmt)
 
     parts = [f"reward {num('reward', '.3f')}", f"pass {num('pass_rate', '.0%')}",
+             f"well-formed {num('well_formed', '.0%')}",
              f"{num('model_tokens_per_s', ',.0f')} tok/s",
              f"{num('segments_per_episode', '.2f')} seg/ep",
              f"{report.get('rollout_s', 0):.1f}s rollout + {report.get('train_s', 0):.1f}s train"]

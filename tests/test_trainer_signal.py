@@ -132,3 +132,45 @@ def test_format_bonus_adds_the_share_of_well_formed_turns() -> None:
     shaped = trajectory_reward("score", 0.5)([oracle, broken])
     assert shaped == [1.5, pytest.approx(1.0 + 0.5 * (n - 2) / n)]
     assert trajectory_reward("pass", 0.25)([oracle]) == [1.25]
+
+
+def test_unknown_tiny_model_names_the_choices() -> None:
+    from harnessgrid.errors import ConfigError
+    from harnessgrid.trainer.run import resolve_model_path
+
+    with pytest.raises(ConfigError) as caught:
+        resolve_model_path("tiny:micro-hot")
+    assert "tiny:micro-hot" in str(caught.value)
+    assert "tiny:micro-warm" in (caught.value.hint or "")
+
+
+@pytest.mark.slow
+def test_tiny_grpo_example_trains_with_signal(tmp_path: Path) -> None:
+    """``harnessgrid train examples/tiny-grpo.yaml`` as a user runs it, from an empty model
+    cache: the warm start is built (real SFT), then every GRPO step has learning signal, the
+    weights move away from the warm start's and the reward is not the same at every step."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    torch = pytest.importorskip("torch")
+    safetensors = pytest.importorskip("safetensors.torch")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "HARNESSGRID_CACHE": str(tmp_path / "cache")}
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "harnessgrid", "train",
+                           str(root / "examples" / "tiny-grpo.yaml"),
+                           "--set", f"output_dir={out}"], env=env, capture_output=True,
+                          text=True, timeout=1500, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "building the micro warm start" in done.stderr
+    assert "NO LEARNING SIGNAL" not in done.stderr and "warning: no learning" not in done.stderr
+    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert len(steps) == 6 and all(s["signal_tokens"] > 0 for s in steps)
+    assert len({round(s["reward"], 6) for s in steps}) > 1
+    (warm,) = [p for p in (tmp_path / "cache").glob("tiny-model-micro-warm-*")
+               if p.is_dir() and not p.name.endswith((".work", ".tmp"))]
+    before = safetensors.load_file(str(warm / "model.safetensors"))
+    after = safetensors.load_file(str(out / "final" / "model.safetensors"))
+    assert any(not torch.equal(before[k], after[k]) for k in before)

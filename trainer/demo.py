@@ -94,9 +94,9 @@ class Profile:
 #: demonstration costs about 0.1 s and an evaluation episode 0.4-1.4 s. An SFT step of 8 rows
 #: costs about 1.7 s since SFT batches rows at random (1.0-1.7 s when it grouped them by
 #: length, which learned much less per step; see ``sft_args``), so ``default`` and ``full`` run
-#: two thirds of the steps they used to, for about the same time (``default`` took 11.3
-#: minutes with one seed and 300 length-grouped steps, ``quick`` 2.4; ``full`` is about 30
-#: minutes per run, 15 runs about 4 hours on 2 cores: estimates, not measurements).
+#: two thirds of the steps they used to, for about the same time (``default`` took 12.6
+#: minutes with one seed on 2026-12-04, beside the test suite; ``quick`` 2.4 before; ``full`` is
+#: about 30 minutes per run, 15 runs about 4 hours on 2 cores: estimates, not measurements).
 PROFILES: dict[str, Profile] = {
     "quick": Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=48, sft_steps=20,
                      sft_batch=8, sft_lr=3e-3, grpo_steps=1, tasks_per_step=2, rollouts=2,

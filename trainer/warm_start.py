@@ -52,6 +52,19 @@ def build_micro_warm_start(cache: Path, *, say: Any = None) -> Path:
     folder = cache / f"tiny-model-micro-warm-{key}"
     if (folder / _INFO).is_file() and (folder / "config.json").is_file():
         return folder
+    import fcntl
+
+    # Two processes asking at once (two runs, or a benchmark's workers): one builds, the other
+    # waits for it and then reuses the result.
+    with open(cache / f"tiny-model-micro-warm-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / _INFO).is_file() and (folder / "config.json").is_file():
+            return folder
+        return _build(base, folder, key, info, say)
+
+
+def _build(base: Path, folder: Path, key: str, info: dict[str, Any], say: Any) -> Path:
+    cache = folder.parent
     say(f"building the micro warm start once ({WARM_RECIPE['episodes']} oracle "
         f"demonstrations, {WARM_RECIPE['steps']} SFT steps; a few minutes on a CPU) "
         f"into {folder}")

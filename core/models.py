@@ -1,4 +1,4 @@
-"""Value objects shared by harnesses, policies and the runtime (DESIGN §3).
+"""Value objects shared by harnesses, policies and the runtime.
 
 An :class:`Action` is what a tool call *means* (read a file, run a command); a :class:`ToolCall`
 is how one tool interface writes it; a :class:`ToolResult` is what running it produced. Keeping

@@ -13,7 +13,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class AdapterSpec:
-    """A black-box shell emulation (DESIGN §6), addressed as ``adapter:<name>``.
+    """A black-box shell emulation, addressed as ``adapter:<name>``.
 
     ``create(**options)`` returns an object implementing the ``Harness`` protocol. The registry
     checks it: at registration when ``create`` is the harness class (or is annotated to return

@@ -1,6 +1,6 @@
 """The training schedule: which (task, configuration) pairs are rolled out at each step.
 
-Paper semantics (DESIGN §8): each task gets K configurations — an *anchor* drawn uniformly from
+Paper semantics: each task gets K configurations — an *anchor* drawn uniformly from
 the design, then its K−1 nearest other design configurations by Hamming distance — and its K
 rollouts happen on K successive steps. Only *which pair is rolled out* changes; the RL
 objective does not.

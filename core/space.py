@@ -26,7 +26,7 @@ FACTOR_LETTERS: dict[str, str] = {
     "workflow": "W",
 }
 
-#: The paper's grid: three built-in levels per factor (DESIGN §5). Names are public API.
+#: The paper's grid: three built-in levels per factor. Names are public API.
 DEFAULT_LEVELS: dict[str, tuple[str, ...]] = {
     "system_prompt": ("minimal", "guidelines", "stepwise"),
     "tool_interface": ("function_calling", "xml_tags", "bash_only"),

@@ -1,4 +1,4 @@
-"""Tasks, graders and task suites (DESIGN §3, §7).
+"""Tasks, graders and task suites.
 
 A grader returns named sub-scores in [0, 1]; the task score is their mean — or the grader's
 own total when it returns :class:`Scores` with one (weights, a check's own reward) — and

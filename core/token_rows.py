@@ -1,4 +1,4 @@
-"""Training rows from an episode's token records (DESIGN §8: never re-tokenise history).
+"""Training rows from an episode's token records (never re-tokenise history).
 
 A token policy records, per turn, the exact prompt ids the model saw, the ids it sampled and
 their log-probabilities (:class:`~harnessgrid.models.TokenRecord`). Within one *segment* every

@@ -1,4 +1,4 @@
-"""Evaluation (DESIGN §9): the paper's protocol, a resumable result store, reports and plots.
+"""Evaluation: the paper's protocol, a resumable result store, reports and plots.
 
 - :mod:`~harnessgrid.evaluation.plan`: settings (in-space, out-of-space, original, train) →
   harnesses, suites → tasks;

@@ -1,6 +1,6 @@
 """What an evaluation runs: the harnesses of each setting and the tasks of each suite.
 
-Settings follow the paper (DESIGN §9):
+Settings follow the paper:
 
 - ``in-space``: configurations of the training space held out of the training design (by
   default the 18 of ``holdout(orthogonal_design(space))``), or an explicit list

@@ -292,7 +292,7 @@ def test_a_rerun_keeps_the_measured_time_of_the_run_that_computed_the_numbers(
     first = run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
     assert not first["all_reused"] and first["stages_run"] == first["stages"] == 7
     record = json.loads((out / "default" / "oa-18-seed0" / "sft.stage.json").read_text())
-    assert record["finished"] and record["seconds"] >= 0
+    assert record["finished"] and isinstance(record["seconds"], float)  # recorded, not judged
     report = (out / "default" / "report.md").read_text()
     again = run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
     assert again["all_reused"]

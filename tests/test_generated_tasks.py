@@ -1,4 +1,4 @@
-"""The generated suites ``grid`` / ``grid-bench`` / ``grid-long`` (DESIGN §7).
+"""The generated suites ``grid`` / ``grid-bench`` / ``grid-long``.
 
 Every family is solved by its oracle plan through a native and a text tool interface (the
 test-only probe levels, with windowed context and a verify-before-finish workflow on the text

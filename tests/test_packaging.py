@@ -92,3 +92,15 @@ def test_public_names_resolve_to_objects_not_modules() -> None:
 
     for name in hg.__all__:
         assert not isinstance(getattr(hg, name), types.ModuleType), name
+
+
+def test_source_cites_only_documents_in_the_repository() -> None:
+    """Docstrings once cited "DESIGN §N", a design document that is not in this repository;
+    a reader has nothing to follow. The code cites README.md, CONTRIBUTING.md and benchmarks/
+    instead."""
+    root = Path(__file__).resolve().parents[1]
+    cited = [f"{path.relative_to(root)}:{n}" for folder in ("core", "plugins", "trainer",
+                                                            "evaluation", "benchmarks")
+             for path in sorted((root / folder).rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if "DESIGN §" in line]
+    assert not cited, cited

@@ -1,4 +1,4 @@
-"""Token policies: exact ids and logprobs, never re-tokenised history (DESIGN §3, §8).
+"""Token policies: exact ids and logprobs, never re-tokenised history.
 
 Everything runs on the offline tiny model through the real loading path; the few tests that
 need a particular completion (a clean ``<|im_end|>`` ending, a tool call) feed the real

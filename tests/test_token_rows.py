@@ -1,4 +1,4 @@
-"""Training rows from token records (core/token_rows.py; DESIGN §8).
+"""Training rows from token records (core/token_rows.py).
 
 Episodes are real: the tiny offline model through composed harnesses and both emulated
 shells, in the bubblewrap sandbox, at a small context budget so that ``window``, ``compact``

@@ -1,4 +1,4 @@
-"""The harness-scaled trainer (trainer/; DESIGN §8) on the tiny offline model, CPU, real TRL,
+"""The harness-scaled trainer (trainer/) on the tiny offline model, CPU, real TRL,
 real sandboxed episodes.
 
 A randomly initialised model never solves a task, so the runs that must change the weights use

@@ -1,4 +1,5 @@
-"""TRL integration (GRPO, SFT) that consumes composed harnesses: DESIGN §8.
-
-Not written yet; the package exists so the layout of DESIGN §2 holds and the wheel carries it.
+"""TRL integration: the harness-scaled GRPO/PPO trainer (:mod:`.grpo`, a subclass of TRL's
+``GRPOTrainer``), supervised fine-tuning on demonstrations (:mod:`.sft`), the experiment config
+(:mod:`.config`), rollouts, advantages and learning-signal accounting, and the CPU demo
+(:mod:`.demo`). README's "Training" section is the user's guide to it.
 """

@@ -1,4 +1,4 @@
-"""Rewards and advantages: GRPO's group baseline and PPO's GAE (DESIGN §8).
+"""Rewards and advantages: GRPO's group baseline and PPO's GAE.
 
 Plain Python/NumPy on purpose: these are small, and keeping them out of the trainer class makes
 them testable without a model.

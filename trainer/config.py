@@ -1,4 +1,4 @@
-"""The experiment config of ``harnessgrid train`` (DESIGN §8): one YAML file, validated.
+"""The experiment config of ``harnessgrid train``: one YAML file, validated.
 
 Example (``examples/tiny-grpo.yaml``)::
 
@@ -58,7 +58,7 @@ class _Options(BaseModel):
 
 
 class PPOOptions(_Options):
-    """The critic of ``algorithm: ppo`` (DESIGN §8): a token-classification head (one value per
+    """The critic of ``algorithm: ppo``: a token-classification head (one value per
     position) on a copy of the policy's backbone, trained with its own optimizer on a clipped
     value loss; advantages are GAE over the episode's model tokens."""
 

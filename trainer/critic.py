@@ -1,4 +1,4 @@
-"""PPO's learned value baseline (DESIGN §8).
+"""PPO's learned value baseline.
 
 TRL 1.16 has no PPOTrainer and no value-head class, so the critic is a plain transformers
 token-classification model with one label -- the policy checkpoint's backbone with a fresh

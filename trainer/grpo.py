@@ -1,11 +1,11 @@
 """The harness-scaled trainer: TRL's ``GRPOTrainer`` whose generation step is a batch of
-harnessgrid episodes (DESIGN §8).
+harnessgrid episodes.
 
 What is TRL's and unchanged: the model/optimizer/scheduler set-up, ``accelerate`` (DDP, FSDP),
 the reference model and KL term, checkpointing, logging, and the loss itself
 (``GRPOTrainer._compute_loss``: the clipped surrogate with ``loss_type``, ``epsilon``,
 ``beta``). What is replaced, because a multi-turn harness episode does not fit TRL's
-one-completion-per-prompt rows (measured facts in DESIGN §8):
+one-completion-per-prompt rows:
 
 * the data: one batch per optimizer step, the step index; the step's (task, harness) pairs
   come from the schedule, G rollouts each, split across processes;

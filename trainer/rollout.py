@@ -1,5 +1,5 @@
 """Rollouts of one training step: the schedule's (task, harness) pairs, G episodes each, run
-concurrently on the live model (DESIGN §8).
+concurrently on the live model.
 
 Everything an episode depends on is derived from the step, never from a clock or a global
 random stream: the pairs come from the :class:`~harnessgrid.schedule.Schedule` (random access

@@ -1,4 +1,4 @@
-"""Supervised fine-tuning on demonstrations (``algorithm: sft``; DESIGN §8).
+"""Supervised fine-tuning on demonstrations (``algorithm: sft``).
 
 1. **Collect**: a teacher policy (``sft.teacher``: any policy spec; the scripted oracle by
    default) plays the schedule's (task, harness) pairs, one rollout each, until

@@ -1,4 +1,4 @@
-"""Experimental designs over a factor space (DESIGN §3): which harness configurations to train
+"""Experimental designs over a factor space: which harness configurations to train
 on — the full grid, one harness, first-order coverage, a random subset, an orthogonal array, a
 nearly-orthogonal design of a chosen size — their diagnostics, and held-out configurations for
 in-space evaluation."""

@@ -1,6 +1,6 @@
 """Designs: an ordered list of configurations of one space, plus the recipe that built it.
 
-A design is what a training run samples harnesses from (DESIGN §3, §8). It keeps its ``kind``
+A design is what a training run samples harnesses from. It keeps its ``kind``
 and ``params`` so that it can be rebuilt (:meth:`Design.reproduce`) and so that a JSON file
 saved next to a checkpoint says how the configurations were chosen. JSON stores the space and
 the codes, so loading a saved design never depends on re-running a search.

@@ -1,4 +1,4 @@
-"""Held-out in-space configurations: where "in-space" generalisation is measured (DESIGN §9).
+"""Held-out in-space configurations: where "in-space" generalisation is measured.
 
 The paper evaluates a policy on configurations of the same space that it never trained on. For
 that average to be fair, no level may be over-represented: every level of every factor appears

@@ -1,4 +1,4 @@
-"""Batched generation across concurrent episodes for the token policies (DESIGN §8).
+"""Batched generation across concurrent episodes for the token policies.
 
 A trainer runs many episodes at once on one model (GRPO: 16 tasks x 8 rollouts = 128 episodes
 per step). Decoding their turns one at a time wastes the accelerator (and, on CPU, most of the

@@ -1,6 +1,6 @@
 """A chat policy's turns written as a student model's tokens (demonstrations for SFT).
 
-Supervised warm starts and black-box SFT (DESIGN §8) learn from a *teacher* -- the scripted
+Supervised warm starts and black-box SFT learn from a *teacher* -- the scripted
 oracle, an API model -- whose turns are messages, not token ids. :class:`TeacherForcedPolicy`
 plays the teacher through the episode but records each turn the way the *student* would have
 produced it: the assistant message rendered by the student's chat template (content and tool

@@ -1,4 +1,4 @@
-"""``hf:<path-or-hub-name>``: a token policy on a transformers causal LM (DESIGN §3, §8).
+"""``hf:<path-or-hub-name>``: a token policy on a transformers causal LM.
 
 Loads through ``AutoTokenizer`` / ``AutoModelForCausalLM.from_pretrained`` exactly as a user's
 ``hf:Qwen/Qwen3-4B-Instruct-2507`` would, or takes an already-loaded ``model``/``tokenizer`` (the

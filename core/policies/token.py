@@ -1,4 +1,4 @@
-"""Token bookkeeping shared by the token policies (``hf:``, ``vllm:``); DESIGN §3 and §8.
+"""Token bookkeeping shared by the token policies (``hf:``, ``vllm:``).
 
 A token policy must record, per turn, exactly the prompt ids the model saw, the ids it produced
 and their log-probabilities, and it must *never re-tokenise history*: re-encoding a conversation

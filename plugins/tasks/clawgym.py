@@ -1,5 +1,4 @@
-"""``clawgym:PATH`` — task suites in the ClawGym layout, harnessgrid's native on-disk format
-(DESIGN §7).
+"""``clawgym:PATH`` — task suites in the ClawGym layout, harnessgrid's native on-disk format.
 
 A suite is a directory of task folders (``PATH`` itself may be one task folder)::
 
@@ -9,7 +8,7 @@ A suite is a directory of task folders (``PATH`` itself may be one task folder):
     <suite>/<task>/reward/check.py   grade(transcript, workspace_path) -> {name: score}
     <suite>/<task>/reward/reward.sh  last stdout line: a float in [0, 1]
 
-An oracle plan (the abstract actions the ``scripted`` policy plays, DESIGN §7) goes under
+An oracle plan (the abstract actions the ``scripted`` policy plays) goes under
 ``metadata.harnessgrid.plan`` as a list of actions in JSON (:func:`plan_metadata` writes it,
 :func:`read_plan` reads it); a plan that does not read is an error naming the task and the
 action, so ``tasks validate`` cannot pass a suite whose plans were lost. The exporter records

@@ -1,4 +1,4 @@
-"""``pinchbench:PATH`` — task suites in PinchBench's markdown format (DESIGN §7).
+"""``pinchbench:PATH`` — task suites in PinchBench's markdown format.
 
 Each ``task_*.md`` holds YAML front matter (``id``, ``name``, ``category``,
 ``grading_type: automated|llm_judge|hybrid``, ``timeout_seconds``, ``workspace_files``) and

@@ -1,4 +1,4 @@
-"""The built-in generated task suite ``grid`` (DESIGN §7).
+"""The built-in generated task suite ``grid``.
 
 Procedurally generated workspace tasks in many families (files, CSV/JSON data, logs, configs,
 small scripts), each deterministic from ``(family, seed)``, with a grader of named sub-scores

@@ -1,4 +1,4 @@
-"""The family framework of the generated suite (DESIGN §7).
+"""The family framework of the generated suite.
 
 A *family* is a recipe for one kind of workspace task (aggregate a CSV, fix a config, recover
 from a failing command, ...). Given a ``random.Random`` it draws the task's parameters and

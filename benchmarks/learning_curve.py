@@ -105,7 +105,9 @@ def one_run(algorithm: str, arm: str, seed: int, model: str, out: Path,
 
     torch.set_num_threads(1)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _quiet()
+    from harnessgrid.trainer.demo import quiet_libraries
+
+    quiet_libraries()
     run_dir = out / f"{algorithm}-{arm}-seed{seed}"
     started = time.perf_counter()
     train_dir = run_dir / "train"
@@ -134,8 +136,10 @@ def one_run(algorithm: str, arm: str, seed: int, model: str, out: Path,
 def start_results(model: str, out: Path, eval_tasks: int) -> dict[str, float | None]:
     import torch
 
+    from harnessgrid.trainer.demo import quiet_libraries
+
     torch.set_num_threads(1)
-    _quiet()
+    quiet_libraries()
     return held_out(Path(model), out / "warm-start-eval", eval_tasks)
 
 
@@ -361,16 +365,6 @@ def _fmt(value: float | None) -> str:
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def _quiet() -> None:
-    import datasets
-    from transformers.utils import logging
-
-    hf_logging: Any = logging
-    datasets.disable_progress_bars()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
 
 
 if __name__ == "__main__":

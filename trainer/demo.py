@@ -196,7 +196,7 @@ class Stages:
 
         torch.set_num_threads(1)
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        _quiet_libraries()
+        quiet_libraries()
 
     def train(self, config: Any, *, resume: bool,
               on_log: Callable[[int, dict[str, float]], None] | None = None) -> None:
@@ -473,7 +473,7 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _quiet_libraries() -> None:
+def quiet_libraries() -> None:
     """The demo prints its own progress; library progress bars and notices would bury it."""
     import datasets
     from transformers.utils import logging

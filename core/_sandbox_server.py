@@ -39,6 +39,20 @@ class c_int(_ctypes._SimpleCData):  # noqa: N801 - ctypes' own name for it
     _type_ = "i"
 
 
+class c_long(_ctypes._SimpleCData):  # noqa: N801 - ctypes' own name for it
+    _type_ = "l"
+
+
+class c_char(_ctypes._SimpleCData):  # noqa: N801 - ctypes' own name for it
+    _type_ = "c"
+
+
+def c_buffer(data):
+    """A C copy of ``data`` that stays put (ctypes passes it to a function as a pointer)."""
+    kind = type("Buffer", (_ctypes.Array,), {"_type_": c_char, "_length_": len(data)})
+    return kind.from_buffer_copy(data)
+
+
 class Libc:
     """The process's C library, as much of ``ctypes.CDLL(None, use_errno=True)`` as we use:
     int-returning functions taking ints and bytes (passed as pointers)."""
@@ -78,6 +92,30 @@ def become_unprivileged():
         raise SystemExit("sandbox server: could not drop capabilities: %s" % caps)
 
 
+def forbid_keyrings():
+    """Join a fresh, empty session keyring (the host's stays behind), empty the uid's own
+    keyrings, then install the filter the host built (:mod:`harnessgrid._sandbox_seccomp`): no
+    keyring syscall from here on, for us and every command. A kernel that refuses the filter
+    stops the sandbox: it would run without the isolation it promises."""
+    keyctl = CFG.get("keyctl_nr")
+    if keyctl is not None:
+        LIBC.syscall(c_long(keyctl), c_long(1), c_long(0))  # JOIN_SESSION_KEYRING, anonymous
+        # The uid's own keyrings outlive every process of it: empty what an earlier holder of
+        # this uid (a harnessgrid without this filter, anything else) may have left there.
+        for keyring in (-4, -5):  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
+            LIBC.syscall(c_long(keyctl), c_long(7), c_long(keyring))  # KEYCTL_CLEAR
+    program = c_buffer(CFG["seccomp"])
+    pointer = _ctypes.sizeof(c_long)  # struct sock_fprog: u16 length, pointer (aligned)
+    header = (len(CFG["seccomp"]) // 8).to_bytes(2, sys.byteorder) + bytes(pointer - 2)
+    fprog = c_buffer(header + _ctypes.addressof(program).to_bytes(pointer, sys.byteorder))
+    if LIBC.prctl(c_int(38), c_long(1), c_long(0), c_long(0), c_long(0)) != 0:
+        raise SystemExit("sandbox server: PR_SET_NO_NEW_PRIVS failed: errno %d"
+                         % _ctypes.get_errno())
+    if LIBC.prctl(c_int(22), c_long(2), fprog, c_long(0), c_long(0)) != 0:  # SECCOMP_MODE_FILTER
+        raise SystemExit("sandbox server: the kernel refused the seccomp filter (errno %d); "
+                         "the sandbox needs CONFIG_SECCOMP_FILTER" % _ctypes.get_errno())
+
+
 def prctl(option, value):
     try:
         LIBC.prctl(option, value, 0, 0, 0)
@@ -85,8 +123,21 @@ def prctl(option, value):
         pass
 
 
+def close_inherited_fds():
+    """Close every inherited descriptor but the memory cgroup's (see :func:`enter_cgroup`),
+    which commands must not inherit as such."""
+    keep = sorted(fd for fd in (CFG.get("cgroup_procs_fd"), CFG.get("cgroup_events_fd"))
+                  if fd is not None)
+    low = 3
+    for fd in keep:
+        os.closerange(low, fd)
+        os.set_inheritable(fd, False)
+        low = fd + 1
+    os.closerange(low, min(os.sysconf("SC_OPEN_MAX"), 1 << 16))
+
+
 def setup():
-    os.closerange(3, min(os.sysconf("SC_OPEN_MAX"), 1 << 16))
+    close_inherited_fds()
     if PIDNS and os.getpid() != 1:  # kill(-1) outside a pid namespace would hit the host
         raise SystemExit("sandbox server: expected to be PID 1 of its own pid namespace")
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # PID 1 ignores default-handled signals
@@ -95,6 +146,7 @@ def setup():
         (resource.RLIMIT_AS, LIM["memory_mb"] * MB),
         (resource.RLIMIT_FSIZE, LIM["file_size_mb"] * MB),
         (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_NOFILE, LIM["open_files"]),
     ]
     if PIDNS:  # outside, RLIMIT_NPROC would count every process of the user, not ours
         limits.append((resource.RLIMIT_NPROC, LIM["max_procs"]))
@@ -110,6 +162,8 @@ def setup():
         # it, or a server whose bwrap was killed (host crash, a close that had to kill) would
         # live on, busy with its command, as a uid the host leases to the next sandbox.
         prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if PIDNS:
+        forbid_keyrings()
     prctl(4, 0)  # PR_SET_DUMPABLE 0
     if not PIDNS:
         prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come to us to be killed
@@ -293,15 +347,61 @@ class Disk:
             self.used // MB, self.files, QUOTA // MB, MAX_FILES)
 
 
-def rss_total():
-    total = 0
+def memory_in_use():
+    """What the command's processes pin, polled each tick: their resident memory, plus memory
+    that is in no process's address space - memory files (memfd) they hold open and System V
+    shared memory, attached or not (/dev/shm is read-only in the sandbox). Shared pages that
+    are also mapped count twice: the check errs towards stopping. A memfd only mapped (its
+    descriptor closed) is seen through its resident pages alone: the memory cgroup, where
+    the host has one, bounds what this misses."""
+    total, seen = 0, set()
     for name in os.listdir("/proc"):
         if name.isdigit() and name != "1":
-            try:
-                with open("/proc/%s/statm" % name, "rb") as fh:
-                    total += int(fh.read().split()[1]) * PAGE
-            except (OSError, IndexError, ValueError):
-                pass
+            total += resident(name) + memory_files(name, seen)
+    return total + sysv_shared_memory()
+
+
+def resident(pid):
+    try:
+        with open("/proc/%s/statm" % pid, "rb") as fh:
+            return int(fh.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def memory_files(pid, seen):
+    """Bytes of the memfds open in process ``pid`` not counted yet (``seen``: their inodes)."""
+    total = 0
+    base = "/proc/%s/fd/" % pid
+    try:
+        fds = os.listdir(base)
+    except OSError:
+        return 0
+    for fd in fds:
+        try:
+            if not os.readlink(base + fd).startswith("/memfd:"):
+                continue
+            st = os.stat(base + fd)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+    return total
+
+
+def sysv_shared_memory():
+    """Resident and swapped bytes of every System V shared memory segment (the ipc namespace
+    is the sandbox's own)."""
+    lines = read_lines("/proc/sysvipc/shm")
+    if len(lines) < 2:
+        return 0
+    header = lines[0].split()
+    columns = [header.index(c) for c in ("rss", "swap") if c in header]
+    total = 0
+    for line in lines[1:]:
+        fields = line.split()
+        total += sum(int(fields[c]) for c in columns if c < len(fields))
     return total
 
 
@@ -349,6 +449,8 @@ def spawn(req, w_out, w_err, tools_dir=None):
     cpu = int(LIM["cpu_s"] + 0.999)
     # Bytes throughout: a lone surrogate in what the agent wrote must not kill the server.
     script = b"ulimit -St %d; ulimit -Ht %d; " % (cpu, cpu + 1) + as_bytes(req["cmd"])
+    if CFG.get("cgroup_procs_fd") is not None:
+        script = ENTER_CGROUP + script
     env = {as_bytes(k): as_bytes(v) for k, v in CFG["env"].items()}
     env[b"PWD"] = as_bytes(req["cwd"])
     env.update((as_bytes(k), as_bytes(v)) for k, v in req["env"].items())
@@ -361,6 +463,8 @@ def spawn(req, w_out, w_err, tools_dir=None):
     ]
     if req.get("script_fd") is not None:
         actions.append((os.POSIX_SPAWN_DUP2, req["script_fd"], SCRIPT_FD))
+    if CFG.get("cgroup_procs_fd") is not None:
+        actions.append((os.POSIX_SPAWN_DUP2, CFG["cgroup_procs_fd"], CGROUP_FD))
     options = dict(
         file_actions=actions,
         setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT),
@@ -389,6 +493,28 @@ def as_bytes(text):
 
 
 SIGNAL_REASONS = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size"}
+CGROUP_FD = 8
+# The command's shell moves itself into the sandbox's memory cgroup before it runs anything
+# (so before anything can fork) and closes the descriptor: the agent's code never holds it.
+ENTER_CGROUP = (b"{ echo 0 >&8; } 2>/dev/null || { echo '[sandbox] cannot enter the memory "
+                b"cgroup' >&2; exit 126; }; exec 8>&-; ")
+
+
+CGROUP_NOTE = ("command killed: the sandbox's memory cgroup reached its limit (memory_mb plus "
+               "the sizes of /tmp and the workspace): memory held outside processes "
+               "(memory files, shared memory) counts too")
+
+
+def oom_kills():
+    """How many processes the kernel killed in the memory cgroup so far (its ``oom_kill``
+    count: v2 memory.events, v1 memory.oom_control), or None without a cgroup."""
+    fd = CFG.get("cgroup_events_fd")
+    if fd is None:
+        return None
+    for line in os.pread(fd, 4096, 0).split(b"\n"):
+        if line.startswith(b"oom_kill "):
+            return int(line.split()[1])
+    return None
 
 
 def notes_for(killed, timeout, disk, truncated, cap):
@@ -673,6 +799,7 @@ def run_with(req, disk, calls):
     deadline = start + req["timeout"]
     cap = LIM["output_bytes"]
     floor = disk.floor()
+    oom_before = oom_kills()
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
     try:
@@ -715,7 +842,7 @@ def run_with(req, disk, calls):
             killed = "timeout"
             break
         if now >= next_tick:
-            if PIDNS and rss_total() > LIM["memory_mb"] * MB:
+            if PIDNS and memory_in_use() > LIM["memory_mb"] * MB:
                 killed = "memory"
                 break
             if disk.over(floor):
@@ -746,6 +873,11 @@ def run_with(req, disk, calls):
     if pidfd is not None:
         os.close(pidfd)
     kill_all(pid, status is not None)
+    if PIDNS:
+        remove_ipc()  # System V objects die with the command that made them, like its processes
+    cgroup_oom = killed is None and oom_before is not None and oom_kills() != oom_before
+    if cgroup_oom:
+        killed = "memory"  # the cgroup's limit acted before the poll did
     for fd in list(live):  # what the command wrote before it ended; writers are gone now
         os.set_blocking(fd, False)
         while fd in live and pump(fd):
@@ -763,6 +895,8 @@ def run_with(req, disk, calls):
             killed = SIGNAL_REASONS.get(exit_code - 128)  # the shell's child died of it
     truncated = seen > cap
     notes = notes_for(killed, req["timeout"], disk, truncated, cap)
+    if cgroup_oom:
+        notes[0] = CGROUP_NOTE
     disk.refresh()
     if disk.beyond(*disk.estimate()):
         disk.walk()  # we may be over the quota: the note below must be true

@@ -26,6 +26,9 @@ What the sandbox enforces (see ``SandboxLimits``):
   non-dumpable, cannot be ptraced or read through ``/proc``. Run as a normal user, ``bwrap``
   uses a user namespace instead: isolation and RLIMIT_NPROC (counted per namespace) hold, but
   commands share the server's uid and could ``prlimit`` it to death (a ``SandboxError``).
+- **No keyrings** - a seccomp filter (``_sandbox_seccomp``) refuses the keyring syscalls, which
+  are not namespaced: a key would outlive the episode under a uid that is leased again, and
+  the host's session keyring would be inherited. The server joins a fresh session keyring first.
 - **Limits per command** - wall clock (then SIGKILL to everything in the sandbox but the server),
   RLIMIT_CPU (``ulimit -t`` ahead of the command), RLIMIT_AS, RLIMIT_NPROC (fork bombs stop at
   ``max_procs``), RLIMIT_FSIZE and no core files (set once on the server, inherited with
@@ -33,6 +36,10 @@ What the sandbox enforces (see ``SandboxLimits``):
   ``output_bytes`` of stdout+stderr are kept, the rest is read and dropped, and a command that
   prints more than ``_DISCARD_FACTOR`` times the cap is killed - memory stays bounded whatever
   it prints. CPU and address space are per process; wall clock and RSS bound the whole command.
+  The RSS check also counts memory outside any address space (memfds held open, System V
+  shared memory); System V objects are removed when the command ends; as root the ipc
+  namespace's ``kernel.shm*`` limits are set and each command runs in a memory cgroup of the
+  sandbox where the host has one (``_sandbox_memory``). RLIMIT_NOFILE is ``open_files``.
 - **Disk** - RLIMIT_FSIZE caps each file; the workspace as a whole is held to ``workspace_mb``
   bytes and ``max_files`` entries. As root the kernel does it: the workspace moves onto a tmpfs
   of exactly that size and inode count mounted at its host directory
@@ -92,9 +99,12 @@ from types import CodeType, TracebackType
 from typing import IO, Any, NoReturn, Self, TypeVar
 
 from harnessgrid._sandbox_accounts import account_files, data_fd
+from harnessgrid._sandbox_memory import CGROUP_SLACK_MB, MemoryCgroup, cap_ipc_namespace
+from harnessgrid._sandbox_seccomp import native_keyctl, no_keyrings_filter
 from harnessgrid.environments import ACTIVE_ENVIRONMENT, EnvironmentRecord
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.workspace import Workspace
+from harnessgrid.workspace_owners import restore_owners
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -147,6 +157,7 @@ _ETC_ALLOWLIST = (
 The rest of the host's /etc (credentials, service configs) stays out; ``passwd`` and ``group``
 are the sandbox's own (:mod:`harnessgrid._sandbox_accounts`)."""
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID")
+_KEYRING_FILTER = no_keyrings_filter()
 """All the server needs, and only until it drops to the sandbox uid at startup."""
 
 
@@ -233,6 +244,8 @@ class SandboxLimits:
     tmp_mb: int = 256
     max_files: int = 100_000
     """Entries (files, directories, links) the workspace may hold, like ``workspace_mb``."""
+    open_files: int = 1024
+    """Descriptors one process may hold open (RLIMIT_NOFILE, hard = soft)."""
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -348,23 +361,22 @@ class _UidLease:
     episode's commands from signalling another's. The lock dies with the process holding it.
     """
 
-    def __init__(self, uid: int, fd: int) -> None:
+    def __init__(self, uid: int, fd: int, journal: Path) -> None:
         self.uid = uid
         self._fd = fd
+        self.journal = journal
+        """Where an ``in_place`` workspace's owners are kept while this uid holds it."""
 
     @classmethod
     def acquire(cls) -> _UidLease:
         lock_dir = Path(tempfile.gettempdir()) / "harnessgrid-sandbox-uids"
-        lock_dir.mkdir(mode=0o700, exist_ok=True)
+        (lock_dir / _JOURNALS).mkdir(mode=0o700, parents=True, exist_ok=True)
+        _hand_back_crashed_in_place(lock_dir)
         for slot in range(_UID_SLOTS):  # lowest free slot: few lock files, quick to find
             uid = _UID_BASE + slot
-            fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            return cls(uid, fd)
+            fd = _try_lock(lock_dir, uid)
+            if fd is not None:
+                return cls(uid, fd, lock_dir / _JOURNALS / f"{uid}.json")
         raise SandboxError(
             f"all {_UID_SLOTS} sandbox uids are in use",
             hint=f"too many live sandboxes? stale locks live in {lock_dir}",
@@ -374,6 +386,35 @@ class _UidLease:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+_JOURNALS = "in-place"
+
+
+def _try_lock(lock_dir: Path, uid: int) -> int | None:
+    fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _hand_back_crashed_in_place(lock_dir: Path) -> None:
+    """Replay the owners journal of every uid whose sandbox died holding a user's directory
+    (the journal is there, the uid's lock is free), before any uid is leased again: from then
+    on no sandbox can write that directory. One listing of a folder that is usually empty."""
+    for journal in (lock_dir / _JOURNALS).glob("*.json"):
+        fd = _try_lock(lock_dir, int(journal.stem)) if journal.stem.isdigit() else None
+        if fd is None:
+            continue  # its sandbox is alive, or not a journal of ours
+        try:
+            root = restore_owners(journal)
+            logger.warning("a sandbox died holding the directory %s: its files were handed back "
+                           "to their owners", root)
+        finally:
+            os.close(fd)
 
 
 Frame = tuple[dict[str, Any], bytes, bytes]
@@ -688,6 +729,7 @@ class Sandbox:
         self._stderr: IO[bytes] | None = None
         self._lease: _UidLease | None = None
         self._original_owner: tuple[int, int] | None = None
+        self._cgroup: MemoryCgroup | None = None
         self._made_mountpoints: list[Path] = []
         self._dead: str | None = None
         self._closed = False
@@ -792,6 +834,19 @@ class Sandbox:
     def _check_ready(self, frame: Frame) -> None:
         if not frame[0].get("ready"):
             self._fail(f"the sandbox server did not start: {frame[0]!r}")
+        if self._lease is not None:  # root: the IPC limits only a privileged thread can set
+            pid = self.server_pid
+            problem = "the server is gone" if pid is None else cap_ipc_namespace(
+                pid, self.limits.memory_mb * MB)
+            if problem is not None:
+                self._fail(f"cannot limit the sandbox's shared memory: {problem}")
+
+    def _pinnable(self) -> int:
+        """Bytes the sandbox may legitimately pin at once: its processes' memory and the tmpfs
+        it is given (``/tmp``, the workspace when the kernel caps it)."""
+        limits = self.limits
+        return (limits.memory_mb + limits.tmp_mb + limits.workspace_mb
+                + CGROUP_SLACK_MB) * MB
 
     def _launch(self) -> _Channel:
         with self._closing:  # a close racing the launch waits for it, then stops the server
@@ -811,7 +866,8 @@ class Sandbox:
             uid = self._lease.uid
             st = root.stat()
             self._original_owner = (st.st_uid, st.st_gid)
-            self.workspace.assign_owner(uid, uid)
+            self.workspace.assign_owner(uid, uid, journal=self._lease.journal)
+            self._cgroup = MemoryCgroup.create(f"harnessgrid-sandbox-{uid}", self._pinnable())
         config = {
             "root": str(root) if self.unsafe_no_sandbox else self.workspace.mount_path,
             "uid": uid,
@@ -822,11 +878,17 @@ class Sandbox:
             "env": self._base_env(),
             # Where a command's host tools live while it runs (HostTools): its own /tmp.
             "tmp": tempfile.gettempdir() if self.unsafe_no_sandbox else "/tmp",
+            "seccomp": _KEYRING_FILTER,
+            "keyctl_nr": native_keyctl(),
         }
         python = os.path.realpath(sys.executable)
         server = [python, "-I", "-S", "-c", _BOOTSTRAP]
         data_fds: list[int] = []  # --ro-bind-data sources, bwrap's to read at start
+        kept_fds: list[int] = []  # what the server keeps: the memory cgroup's files
         try:
+            if self._cgroup is not None:
+                kept_fds += self._cgroup.open_fds()
+                config["cgroup_procs_fd"], config["cgroup_events_fd"] = kept_fds
             if not self.unsafe_no_sandbox:
                 server = self._bwrap_argv(python, uid, data_fds) + server
             self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - as long as the sandbox
@@ -839,7 +901,7 @@ class Sandbox:
                     env={"PATH": _PATH, "LANG": "C.UTF-8"},
                     cwd=root,
                     close_fds=True,
-                    pass_fds=data_fds,
+                    pass_fds=data_fds + kept_fds,
                     start_new_session=True,
                 )
             except OSError as exc:
@@ -847,7 +909,7 @@ class Sandbox:
                 hint = INSTALL_HINT
                 raise SandboxError(f"cannot launch the sandbox: {exc}", hint=hint) from exc
         finally:
-            for fd in data_fds:
+            for fd in data_fds + kept_fds:
                 os.close(fd)
         assert proc.stdin is not None and proc.stdout is not None
         self._proc = proc
@@ -1064,6 +1126,9 @@ class Sandbox:
             self.workspace.release_owner(*self._original_owner,
                                          hand_back=not self._discard_workspace)
             self._original_owner = None
+        if self._cgroup is not None:  # empty now: bwrap returns once the pid namespace is gone
+            self._cgroup.remove()
+            self._cgroup = None
         if self._lease is not None:
             self._lease.release()
             self._lease = None

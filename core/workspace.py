@@ -38,6 +38,7 @@ from harnessgrid.scratch import (
     walk_fd,
     walk_tree,
 )
+from harnessgrid.workspace_owners import record_owners, restore_owners
 
 DEFAULT_MOUNT_PATH = "/workspace"
 MAX_READ_BYTES = 5_000_000
@@ -98,6 +99,7 @@ class Workspace:
         self.mount_path = _validate_mount_path(mount_path)
         self._owned = owned
         self._owner: tuple[int, int] | None = None
+        self._journal: Path | None = None  # owners of a user's directory, while lent out
         self._scratch: ScratchDir | None = None  # the temp dir (and lock) create() made
 
     # ------------------------------------------------------------------ construction / lifetime
@@ -221,21 +223,30 @@ class Workspace:
 
     # ------------------------------------------------------------------ ownership (for Sandbox)
 
-    def assign_owner(self, uid: int, gid: int) -> None:
+    def assign_owner(self, uid: int, gid: int, *, journal: Path | None = None) -> None:
         """Hand every entry to ``uid:gid`` and keep doing so for files the tools create later.
 
         The sandbox runs commands as an unprivileged uid; files that host-side tools write while
-        it runs must stay writable by that uid. Symlinks are re-owned, never followed.
+        it runs must stay writable by that uid. Symlinks are re-owned, never followed. A user's
+        directory (``in_place``) first has every entry's owner and mode written to ``journal``
+        (:mod:`harnessgrid.workspace_owners`), which :meth:`release_owner` replays - or, after
+        a crash, the next lease of the uid.
         """
+        if journal is not None and not self._owned:
+            record_owners(self.root, journal)
+            self._journal = journal
         self._chown_all(uid, gid)
         self._owner = (uid, gid)
 
     def release_owner(self, uid: int, gid: int, *, hand_back: bool = True) -> None:
-        """Give everything back to ``uid:gid`` (the original owner) and stop re-owning new files.
-        ``hand_back=False`` only stops re-owning: for a workspace about to be removed, where
-        the chown walk over every entry would be wasted."""
+        """Give everything back: a user's directory exactly as its journal recorded it, a copy
+        to ``uid:gid`` (the original owner); stop re-owning new files. ``hand_back=False`` only
+        stops re-owning a copy about to be removed, where the chown walk would be wasted."""
         self._owner = None
-        if hand_back:
+        if self._journal is not None:
+            restore_owners(self._journal)
+            self._journal = None
+        elif hand_back:
             self._chown_all(uid, gid)
 
     def _chown_all(self, uid: int, gid: int) -> None:

@@ -9,6 +9,6 @@ rm -rf "$tree" && mkdir -p "$tree/harnessgrid"
 for entry in core/*; do ln -s "$PWD/$entry" "$tree/harnessgrid/$(basename "$entry")"; done
 for sub in plugins trainer evaluation; do ln -s "$PWD/$sub" "$tree/harnessgrid/$sub"; done
 VENV=${HARNESSGRID_VENV:-.venv}
-# core/ is held to --strict (DESIGN §10); plugins are checked with the same settings.
+# core/ is held to --strict; plugins are checked with the same settings.
 MYPYPATH="$tree" exec "$VENV/bin/python" -m mypy --strict --follow-imports=silent \
   --ignore-missing-imports -p harnessgrid "$@"

@@ -99,8 +99,9 @@ def test_source_cites_only_documents_in_the_repository() -> None:
     a reader has nothing to follow. The code cites README.md, CONTRIBUTING.md and benchmarks/
     instead."""
     root = Path(__file__).resolve().parents[1]
-    cited = [f"{path.relative_to(root)}:{n}" for folder in ("core", "plugins", "trainer",
-                                                            "evaluation", "benchmarks")
-             for path in sorted((root / folder).rglob("*.py"))
+    sources = [path for folder in ("core", "plugins", "trainer", "evaluation", "benchmarks")
+               for path in sorted((root / folder).rglob("*.py"))]
+    sources += [*sorted((root / "scripts").glob("*.sh")), root / "pyproject.toml"]
+    cited = [f"{path.relative_to(root)}:{n}" for path in sources
              for n, line in enumerate(path.read_text().splitlines(), 1) if "DESIGN §" in line]
     assert not cited, cited

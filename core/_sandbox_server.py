@@ -147,6 +147,9 @@ def setup():
         (resource.RLIMIT_FSIZE, LIM["file_size_mb"] * MB),
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_NOFILE, LIM["open_files"]),
+        # POSIX message queues hold kernel memory outside any process; the uid is the
+        # sandbox's own, so this bounds the sandbox (Linux's default, whatever the host's is).
+        (resource.RLIMIT_MSGQUEUE, 819_200),
     ]
     if PIDNS:  # outside, RLIMIT_NPROC would count every process of the user, not ours
         limits.append((resource.RLIMIT_NPROC, LIM["max_procs"]))

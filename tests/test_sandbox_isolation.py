@@ -275,9 +275,10 @@ def test_a_segment_larger_than_memory_mb_is_refused(memory_sandbox: Sandbox) -> 
     assert result.stdout.strip() == "errno=22", result  # EINVAL: above kernel.shmmax
 
 
-def test_open_files_are_capped(memory_sandbox: Sandbox) -> None:
-    limits = memory_sandbox.run_sync("ulimit -n; ulimit -Hn; ulimit -n 20000 || echo refused")
-    assert limits.stdout.split() == ["1024", "1024", "refused"], limits
+def test_open_files_and_message_queues_are_capped(memory_sandbox: Sandbox) -> None:
+    limits = memory_sandbox.run_sync(
+        "ulimit -n; ulimit -Hn; ulimit -n 20000 || echo refused; ulimit -Hq")
+    assert limits.stdout.split() == ["1024", "1024", "refused", "819200"], limits
 
 
 @needs_root

@@ -314,7 +314,7 @@ def test_the_wall_limit_runs_on_while_the_host_answers(ws: Workspace) -> None:
 
     async def episode(sb: Sandbox) -> None:
         result = await sb.run("lookup_order", host_tools=tools(handler), timeout_s=1)
-        assert result.timed_out and result.duration_s < 5
+        assert result.timed_out and result.killed == "timeout"  # the host never answered
         await asyncio.wait_for(cancelled.wait(), 5)  # nobody waits for it any more
         assert (await sb.run("echo next")).stdout == "next\n"
 

@@ -20,6 +20,17 @@ _ENV_STORE = tempfile.mkdtemp(prefix="hg-test-envs-")
 os.environ["HARNESSGRID_ENV_DIR"] = _ENV_STORE
 
 
+#: The hang guard of an end-to-end test (pyproject's ``timeout`` is the fast tests'): a warm
+#: start built from an empty cache plus training takes minutes, twice that on a busy machine.
+SLOW_TEST_TIMEOUT_S = 1800
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     from harnessgrid.scratch import remove_tree
 

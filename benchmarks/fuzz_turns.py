@@ -3,9 +3,12 @@
 ``tests/test_hostile_turns.py`` drives its seeded generator of hostile turns (invalid JSON,
 unbalanced tags, wrong names and types, lone surrogates, NUL bytes, 1 MB strings, deep
 nesting, non-finite numbers, 2,000 calls in one turn) through a sample of 12 configurations
-and the three adapters. This script imports that same generator (no copy) and plays it
-through ALL 243 configurations (``S?-T?-O?-C?-W?``) and every adapter, in the real sandbox,
-until ``--turns`` turns have been played, spread evenly over the harnesses.
+and the three adapters; ``tests/nested_inputs.py`` generates turns shaped to break a
+recursive decoder (``"[" * 100000``, ``'{"a":' * 50000``, deep XML-like tags, 100,000-digit
+numbers, invalid UTF-8), with native calls decoded by the policies' own decoders. This
+script imports both generators (no copy) and plays their turns, mixed, through ALL 243
+configurations (``S?-T?-O?-C?-W?``) and every adapter, in the real sandbox, until
+``--turns`` turns have been played, spread evenly over the harnesses.
 
 For every episode it checks the rule of issue 11: the episode ends with a trajectory (no
 exception escapes ``run_episode``: otherwise it is *lost*), not ``internal_error``, and the
@@ -62,6 +65,7 @@ class Tally:
 
 async def fuzz_spec(spec: str, seed: int, budget: int, tally: Tally) -> None:
     """Play ``budget`` hostile turns (a seeded sample of the generator's) through ``spec``."""
+    from nested_inputs import nested_turns
     from probe_suite import UPPER_TASK
     from test_hostile_turns import HostilePolicy, hostile_turns
 
@@ -76,6 +80,7 @@ async def fuzz_spec(spec: str, seed: int, budget: int, tally: Tally) -> None:
         if len(turns) >= budget:
             break
         turns += hostile_turns(harness, seed=rng.randrange(1 << 30) + round_)
+        turns += nested_turns(harness, seed=rng.randrange(1 << 30) + round_)
     rng.shuffle(turns)
     policy = HostilePolicy(turns[:budget])
     limits = EpisodeLimits(max_turns=budget + 2, max_format_errors=budget + 2,

@@ -33,10 +33,10 @@ if TYPE_CHECKING:
 def resolve_harness(spec: str | Harness, space: FactorSpace | None = None) -> Harness:
     """A harness from its address:
 
-    - ``"S1-T0-O2-C1-W0"``: a code, read in ``space`` — by default the harness space of every
-      registered level (:func:`harnessgrid.composition.harness_space`: built-in levels first,
-      so the paper's codes mean the same with or without plugins; a plugin's fourth
-      observation level is ``O3``);
+    - ``"S1-T0-O2-C1-W0"``: a code, whose numbers name the paper's built-in levels whatever
+      plugins are installed; a plugin level is named in it (``"S1-T0-O=diffstat-C1-W0"``).
+      With ``space`` (a design's), numbers are positions in that space;
+    - ``"micro:S0-T1-O2-C0-W1"``: a code of a space a plugin registered under a name;
     - ``"system_prompt=minimal,tool_interface=xml_tags,..."``: level names for all five factors,
       any registered level (a third party's too);
     - ``"adapter:NAME"``: a registered adapter.

@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -51,9 +52,10 @@ from pydantic import BaseModel, ConfigDict
 
 from harnessgrid.errors import ConfigError, HarnessgridError
 
-__all__ = ["ACTIVE_ENVIRONMENT", "BUILTIN_REQUIREMENTS", "ENV_DIR_VARIABLE", "MARKER",
-           "EnvironmentRecord", "add_rootfs", "build_venv", "env_root", "get_environment",
-           "list_environments", "remove_environment", "resolve_episode_environment",
+__all__ = ["ACTIVE_ENVIRONMENT", "BUILTIN_REQUIREMENTS", "BUILTIN_SYSTEM_TOOLS",
+           "ENV_DIR_VARIABLE", "MARKER", "EnvironmentRecord", "add_rootfs", "build_venv",
+           "builtin_system_tools", "env_root", "get_environment", "list_environments",
+           "missing_system_tools", "remove_environment", "resolve_episode_environment",
            "venv_digest"]
 
 ENV_DIR_VARIABLE = "HARNESSGRID_ENV_DIR"
@@ -61,10 +63,32 @@ MARKER = ".harnessgrid-env.json"
 """Written into a venv before it is renamed into place: its presence means "built"."""
 
 #: Requirements lists addressable by name: ``harnessgrid env build clawgym`` needs no file.
-#: Pinned, so that the digest (and what graders see) is the same wherever it is built.
+#: Pinned, so that the digest (and what graders see) is the same wherever it is built. Each is
+#: what its suite's tasks name (``harnessgrid env check SUITE`` lists what they call): ClawGym's
+#: graders and scripts use the data stack, and some tasks requests, flask or openpyxl;
+#: PinchBench hands the agent spreadsheets (``.xlsx``) and PDFs to read.
 BUILTIN_REQUIREMENTS: dict[str, str] = {
-    "clawgym": "numpy==2.4.6\npandas==3.1.1\npytest==9.2.0\npyyaml==6.0.4\n",
+    "clawgym": ("flask==3.1.3\nnumpy==2.4.6\nopenpyxl==3.1.5\npandas==3.1.1\npytest==9.2.0\n"
+                "pyyaml==6.0.4\nrequests==2.34.2\n"),
+    "pinchbench": "numpy==2.4.6\nopenpyxl==3.1.5\npandas==3.1.1\npypdf==7.1.1\n",
 }
+#: Programs a built-in environment's tasks call that are no Python package, so a venv cannot
+#: carry them (ClawGym task_0199's grader runs ruby). Sandboxes show the host's ``/usr``: the
+#: host provides them (or a rootfs environment does); ``env build`` says which are missing.
+BUILTIN_SYSTEM_TOOLS: dict[str, tuple[str, ...]] = {
+    "clawgym": ("ruby",),
+}
+#: The Debian package of a system tool, for the hint (``apt-get install -y ...``).
+SYSTEM_TOOL_PACKAGES: dict[str, str] = {"ruby": "ruby", "java": "default-jre-headless",
+                                        "node": "nodejs", "Rscript": "r-base-core"}
+#: Where a sandbox's commands find system programs: its PATH after the environment's ``bin/``
+#: (``harnessgrid.sandbox``), over the host's ``/usr`` for a venv environment.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: JVM programs an environment's ``bin/`` wraps when the host has them (see
+#: :func:`_write_jvm_launchers`), and the version of that wrapper (part of the digest).
+JVM_TOOLS = ("java", "javac", "jar", "jarsigner", "javadoc", "javap", "jdeps", "jlink",
+             "jshell", "keytool")
+_JVM_LAUNCHER_VERSION = 1
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _BUILD_TIMEOUT_S = 1800.0
@@ -85,6 +109,8 @@ class EnvironmentRecord(BaseModel):
     installer: str = ""
     requirements: str = ""
     created_at: float = 0.0
+    system_tools: tuple[str, ...] = ()
+    """Programs its tasks need that a venv cannot hold (see :data:`BUILTIN_SYSTEM_TOOLS`)."""
 
     @property
     def bin_dir(self) -> str | None:
@@ -176,11 +202,15 @@ def normalise_requirements(text: str) -> str:
 
 
 def venv_digest(requirements: str, python: str | None = None) -> str:
-    """Content address of a venv: requirements + base interpreter (path, version) + platform."""
+    """Content address of a venv: requirements + base interpreter (path, version) + platform,
+    and the JVM launchers its ``bin/`` gets (which JVM programs the host has, and where)."""
     python = python or base_interpreter()
-    key = {"kind": "venv", "requirements": normalise_requirements(requirements),
-           "python": python, "version": _python_version(python),
-           "platform": sysconfig.get_platform()}
+    key: dict[str, object] = {
+        "kind": "venv", "requirements": normalise_requirements(requirements), "python": python,
+        "version": _python_version(python), "platform": sysconfig.get_platform()}
+    jvm = _host_jvm_tools()
+    if jvm:  # absent without a JVM: the digests of such hosts stay what they were
+        key["jvm_launchers"] = {"version": _JVM_LAUNCHER_VERSION, "tools": jvm}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -211,6 +241,28 @@ def read_requirements(spec: str | Path | None, name: str) -> str:
                           hint="pass a readable requirements.txt (one requirement a line)") from None
 
 
+def builtin_system_tools(spec: str | Path | None, name: str) -> tuple[str, ...]:
+    """The system tools a build declares: those of the built-in list it installs (none for a
+    requirements file of one's own)."""
+    return BUILTIN_SYSTEM_TOOLS.get(name, ()) if spec is None else ()
+
+
+def missing_system_tools(record: EnvironmentRecord) -> list[str]:
+    """The record's system tools that its sandboxes will not find: for a venv, those missing
+    from the host's system PATH; for a rootfs, from the rootfs's."""
+    if record.kind == "rootfs":
+        dirs = [f"{record.path}{d}" for d in SYSTEM_PATH.split(":")]
+        return [t for t in record.system_tools if shutil.which(t, path=":".join(dirs)) is None]
+    return [t for t in record.system_tools if shutil.which(t, path=SYSTEM_PATH) is None]
+
+
+def system_tool_hint(tool: str) -> str:
+    """How to provide a system tool a venv cannot carry."""
+    package = SYSTEM_TOOL_PACKAGES.get(tool, tool)
+    return (f"`apt-get install -y {package}` on the host (sandboxes show its /usr), or an "
+            "environment whose rootfs has it (`harnessgrid env add NAME --rootfs DIR`)")
+
+
 def _installer() -> tuple[str, list[str]]:
     """uv when installed (fast), else the pip of this interpreter, driving the target venv."""
     uv = shutil.which("uv")
@@ -220,12 +272,14 @@ def _installer() -> tuple[str, list[str]]:
 
 
 def build_venv(name: str, requirements: str, *, force: bool = False,
-               log: Callable[[str], None] | None = None) -> EnvironmentRecord:
+               log: Callable[[str], None] | None = None,
+               system_tools: tuple[str, ...] = ()) -> EnvironmentRecord:
     """Build (or find built) the venv for ``requirements`` and bind ``name`` to it.
 
     The build happens in ``store/.tmp-<digest>-*``; the marker is written last and a rename
     publishes the directory, so a crash leaves only a ``.tmp-`` wreck that no lookup counts and
     the next build sweeps. ``force`` rebuilds even when the digest is already built.
+    ``system_tools`` are recorded (:func:`missing_system_tools` says which the host lacks).
     """
     _check_name(name)
     root = env_root()
@@ -246,7 +300,7 @@ def build_venv(name: str, requirements: str, *, force: bool = False,
             if final.exists():  # no marker: not ours to trust (never published by us)
                 _remove_tree(final)
             marker = _build_into(store, final, digest, text, python, say)
-        record = marker.model_copy(update={"name": name})
+        record = marker.model_copy(update={"name": name, "system_tools": system_tools})
         _write_atomically(_record_path(root, name), record.model_dump_json(indent=2))
     return record
 
@@ -268,6 +322,7 @@ def _build_into(store: Path, final: Path, digest: str, text: str, python: str,
             _run([*command, str(work / "bin" / "python"), *([] if installer == "uv" else
                                                              ["install"]), "-r", str(req)],
                  f"{installer} install")
+        _write_jvm_launchers(work / "bin", say)
         _relocate(work, final)
         record = EnvironmentRecord(
             name="", kind="venv", digest=digest, path=str(final),
@@ -297,6 +352,51 @@ def _run(argv: list[str], what: str) -> None:
                                hint="fix the requirements (are the pins installable for this "
                                     "Python?) or the network to the package index, then "
                                     "build again")
+
+
+def _host_jvm_tools() -> dict[str, str]:
+    """The JVM programs on the host's system PATH (what a venv environment's sandbox shows),
+    by name: where each launcher points."""
+    found = {tool: shutil.which(tool, path=SYSTEM_PATH) for tool in JVM_TOOLS}
+    return {tool: path for tool, path in found.items() if path}
+
+
+#: A JVM reserves address space by the host's size: a heap of a quarter of its memory, 1 GiB of
+#: class space, 240 MiB of code cache, GC and compiler threads (each with a malloc arena) by its
+#: CPUs. Under the sandbox's per-process cap (RLIMIT_AS, ``SandboxLimits.memory_mb``) it then
+#: fails to start ("Error occurred during initialization of VM"). This launcher sizes those
+#: reservations to the cap it finds (heap: a quarter of it), so JVM programs start under the
+#: default limits; flags on the command line come after these and win. Without a cap it adds
+#: nothing. Measured with OpenJDK 17: starts and compiles under caps of 1-8 GiB on 2-256 CPUs.
+_JVM_LAUNCHER = """\
+#!/bin/sh
+# Written by harnessgrid's environment build: runs {real} with JVM reservations sized to
+# the sandbox's address-space cap (see _JVM_LAUNCHER in harnessgrid/environments.py).
+cap_kb=$(ulimit -v)
+case $cap_kb in
+    unlimited|"") exec {real} "$@" ;;
+esac
+heap_mb=$((cap_kb / 4096))
+[ "$heap_mb" -ge 64 ] || heap_mb=64
+MALLOC_ARENA_MAX=${{MALLOC_ARENA_MAX:-2}}
+export MALLOC_ARENA_MAX
+exec {real} {j}-Xmx${{heap_mb}}m {j}-XX:ReservedCodeCacheSize=64m \\
+    {j}-XX:CompressedClassSpaceSize=128m {j}-XX:MaxMetaspaceSize=256m \\
+    {j}-XX:ParallelGCThreads=2 {j}-XX:ConcGCThreads=1 {j}-XX:CICompilerCount=2 "$@"
+"""
+
+
+def _write_jvm_launchers(bin_dir: Path, say: Callable[[str], None]) -> None:
+    """A launcher in ``bin/`` (first on the sandbox's PATH) for each JVM program the host has;
+    ``java`` takes JVM flags as they are, the other tools (javac, jar, ...) with ``-J``."""
+    tools = _host_jvm_tools()
+    for tool, real in tools.items():
+        launcher = bin_dir / tool
+        launcher.write_text(_JVM_LAUNCHER.format(real=shlex.quote(real),
+                                                 j="" if tool == "java" else "-J"))
+        launcher.chmod(0o755)
+    if tools:
+        say(f"JVM launchers sized to the sandbox's memory cap: {', '.join(tools)}")
 
 
 def _relocate(work: Path, final: Path) -> None:

@@ -41,11 +41,14 @@ class TextDelta(_Event):
 
 
 class ModelReply(_Event):
-    """The model's whole reply: its text and the native tool calls it made."""
+    """The model's whole reply: its text and the native tool calls it made. A reply longer
+    than ``EpisodeLimits.stored_reply_bytes`` is cut as the trajectory stores it, each cut
+    string ending in a marker with its size; ``original_bytes`` is then the reply's size."""
 
     type: Literal["model_reply"] = "model_reply"
     text: str
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    original_bytes: int | None = None
 
 
 class ToolCallStarted(_Event):
@@ -65,7 +68,9 @@ class ToolDenied(_Event):
 
 
 class ToolResultEvent(_Event):
-    """What the model is shown for a call, as the harness rendered it."""
+    """What the model is shown for a call, as the harness rendered it. ``ok`` is false for a
+    call that did not go well: denied by the approval callback, failed (a tool error, a
+    product tool that raised, a command that exited non-zero or timed out) or cancelled."""
 
     type: Literal["tool_result"] = "tool_result"
     call_id: str | None = None

@@ -69,9 +69,12 @@ def task_message(task: Task) -> Message:
 class ComposedHarness:
     """A harness assembled from one level of each factor (see :func:`harnessgrid.composition`)."""
 
-    def __init__(self, config: HarnessConfig, levels: dict[str, FactorLevel]) -> None:
+    def __init__(self, config: HarnessConfig, levels: dict[str, FactorLevel],
+                 name: str | None = None) -> None:
         self.config = config
-        self.name = config.code
+        # What trajectories and listings record: compose() passes the harness address, which
+        # names the same harness on every machine (see harnessgrid.composition).
+        self.name = name or config.code
         self.system_prompt: SystemPromptLevel = levels["system_prompt"]  # type: ignore[assignment]
         self.tool_interface: ToolInterfaceLevel = levels["tool_interface"]  # type: ignore[assignment]
         self.observation: ObservationLevel = levels["observation"]  # type: ignore[assignment]

@@ -34,7 +34,7 @@ import pluggy
 
 from harnessgrid import hookimpl  # noqa: F401 - re-exported for plugin authors
 from harnessgrid.levels import FactorLevel
-from harnessgrid.registrations import AdapterSpec, PolicyBackend, TaskSuiteSpec
+from harnessgrid.registrations import AdapterSpec, PolicyBackend, SpaceSpec, TaskSuiteSpec
 
 PROJECT = "harnessgrid"
 
@@ -71,6 +71,36 @@ def harnessgrid_factor_levels() -> Iterable[type[FactorLevel]]:  # type: ignore[
         @hookimpl
         def harnessgrid_factor_levels():
             yield LastLines
+    """
+
+
+@hookspec
+def harnessgrid_spaces() -> Iterable[SpaceSpec]:  # type: ignore[empty-body]
+    """Register named factor spaces: a space of registered levels (a plugin's own, built-in
+    ones or both) under a name, whose codes are written ``<name>:<code>`` and numbered as the
+    space orders its levels. The paper's space never changes when a plugin is installed; a
+    plugin that brings a whole grid of its own (the micro plugin's ``micro``) names it here,
+    so ``micro:S0-T1-O2-C0-W1`` means the same harness on every machine with the plugin.
+
+    Example::
+
+        from harnessgrid import hookimpl
+        from harnessgrid.registrations import SpaceSpec
+        from harnessgrid.space import FactorSpace
+
+        TEXT_TOOLS = FactorSpace.from_levels({
+            "system_prompt": ["minimal", "stepwise"],
+            "tool_interface": ["xml_tags", "bash_only"],
+            "observation": ["raw", "annotated"],
+            "context": ["full", "compact"],
+            "workflow": ["react", "verify_recover"],
+        })
+
+        @hookimpl
+        def harnessgrid_spaces():
+            # text-tools:S1-T0-O1-C0-W1 is stepwise, xml_tags, annotated, full, verify_recover
+            yield SpaceSpec(name="text-tools", space=TEXT_TOOLS,
+                            description="2^5 built-in levels whose tool calls are plain text.")
     """
 
 

@@ -43,6 +43,10 @@ _DEFAULTS: dict[str, dict[str, str]] = {
 #: Deeper arguments become a ``parse_error`` the model is shown: every reader of a stored
 #: trajectory (pydantic, ``json``, ``jq``) must be able to read back what a model wrote.
 MAX_ARGUMENT_DEPTH = 64
+#: The longest number literal a decoder of tool-call arguments reads, in characters
+#: (:mod:`harnessgrid.safe_json`). A double has at most 17 significant digits and 309 integer
+#: digits: a longer literal is never a value, and ``int()`` of 4,300 digits raises.
+MAX_NUMBER_CHARS = 400
 #: U+FFFD, what a lone surrogate escape (``"\ud800"``, not valid Unicode) is replaced by.
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -118,6 +122,12 @@ class _Arguments:
             if clean != value:
                 self.note(f"a lone surrogate (not valid Unicode) at {where}")
             return clean
+        if isinstance(value, int) and not isinstance(value, bool) and not _double(value):
+            # No JSON reader but Python's reads it back (and past 4,300 digits not even
+            # that), and every tool that takes a number converts it to a float.
+            self.note(f"a number too large for a JSON number (about "
+                      f"{value.bit_length() * 3 // 10:,} digits) at {where}")
+            return f"<a {value.bit_length()}-bit integer>"
         if value is None or isinstance(value, bool | int | dict | list | tuple):
             return value
         if isinstance(value, float):
@@ -127,6 +137,15 @@ class _Arguments:
             return value
         self.note(f"a value of type {type(value).__name__} (not JSON) at {where}")
         return clean_text(str(value))[:200]
+
+
+def _double(value: int) -> bool:
+    """Whether ``value`` fits a double (what JSON readers other than Python's make of it)."""
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 class _Value(BaseModel):

@@ -197,6 +197,9 @@ def _signature(schema: dict[str, Any]) -> str:
 
 
 def _as_text(value: Any) -> str:
+    """What the function returned, as the model reads it; never raises: a value that no
+    encoding can write (an int past 4,300 digits, a cycle, nesting deeper than the stack, a
+    ``__str__`` that raises) is described by its type instead."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -207,5 +210,9 @@ def _as_text(value: Any) -> str:
         if isinstance(value, BaseModel):
             return value.model_dump_json()
         return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
         return str(value)
+    except Exception:  # noqa: BLE001 - the product's value: the model learns only its type
+        return f"<a {type(value).__name__} that cannot be shown as text>"

@@ -1,4 +1,5 @@
-"""What plugins register, besides factor levels: adapters, task suites and policy backends.
+"""What plugins register, besides factor levels: named spaces, adapters, task suites and policy
+backends.
 
 Each is a small frozen record naming a factory, so listing plugins (``harnessgrid plugins list``)
 never imports a heavy backend: the factory runs only when the thing is used.
@@ -8,7 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harnessgrid.space import FactorSpace
+
+
+@dataclass(frozen=True)
+class SpaceSpec:
+    """A factor space under a name, whose codes are written ``<name>:<code>``
+    (``micro:S0-T1-O2-C0-W1``) and numbered as ``space`` orders its levels.
+
+    Every level the space names must be registered (by this plugin or another); a code of a
+    named space means the same harness on every machine that has the plugin, whatever else is
+    installed. ``adapter`` is reserved.
+    """
+
+    name: str
+    description: str
+    space: FactorSpace
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import os
 import re
 import typing
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
@@ -44,8 +44,8 @@ import pluggy
 from harnessgrid import hookspecs
 from harnessgrid.errors import ConfigError, HarnessgridError, PluginError
 from harnessgrid.levels import FACTOR_BASES, FactorLevel
-from harnessgrid.registrations import AdapterSpec, PolicyBackend, TaskSuiteSpec
-from harnessgrid.space import FACTORS
+from harnessgrid.registrations import AdapterSpec, PolicyBackend, SpaceSpec, TaskSuiteSpec
+from harnessgrid.space import FACTORS, FactorSpace
 
 ENTRY_POINT_GROUP = "harnessgrid"
 DISABLE_ENV = "HARNESSGRID_DISABLE_PLUGINS"
@@ -104,7 +104,7 @@ class Contribution:
 
     plugin: str
     hook: str
-    kind: str  # "factor level", "adapter", "task suite", "policy backend"
+    kind: str  # "factor level", "space", "adapter", "task suite", "policy backend"
     name: str  # as origin keys it: "observation:raw", "sh", "examples", "litellm"
     registered: bool
     reason: str = ""
@@ -119,6 +119,8 @@ class Registry:
     """Everything the plugins registered, validated, de-duplicated and sorted by name."""
 
     factor_levels: dict[tuple[str, str], type[FactorLevel]] = field(default_factory=dict)
+    #: Named spaces (``harnessgrid_spaces``), whose codes are written ``NAME:CODE``.
+    spaces: dict[str, SpaceSpec] = field(default_factory=dict)
     adapters: dict[str, AdapterSpec] = field(default_factory=dict)
     task_suites: dict[str, TaskSuiteSpec] = field(default_factory=dict)
     policies: dict[str, PolicyBackend] = field(default_factory=dict)
@@ -147,6 +149,16 @@ class Registry:
                 hint=f"registered {factor} levels: {', '.join(self.levels(factor)) or 'none'}; "
                 "install the plugin that provides it (see `harnessgrid plugins list`)",
             ) from None
+
+    def space(self, name: str) -> SpaceSpec:
+        """The space a plugin registered as ``name`` (``micro`` in ``micro:S0-T1-O2-C0-W1``)."""
+        self.check_usable("space", name)
+        if name not in self.spaces:
+            known = ", ".join(f"{n}:CODE" for n in self.spaces) or "none"
+            raise ConfigError(f"no plugin registers a space named {name!r}",
+                              hint=f"named spaces: {known}; install the plugin that provides "
+                                   "it, or write a code without NAME: (the paper's space)")
+        return self.spaces[name]
 
     def adapter(self, name: str) -> AdapterSpec:
         base, at, version = name.partition("@")
@@ -223,7 +235,7 @@ def _check_level(item: Any) -> tuple[Any, str]:
     if base is None or not issubclass(item, base):
         raise TypeError(f"{item.__name__}: factor {item.factor!r} is not one of {FACTORS} "
                         "(derive from SystemPromptLevel, ToolInterfaceLevel, ...)")
-    if not _LEVEL_NAME.match(item.name or ""):
+    if not _LEVEL_NAME.match(item.name or ""):  # so no '-' or '=': codes write O=NAME
         raise TypeError(f"{item.__name__}: level name {item.name!r} must be lower_snake_case")
     if not item.description:
         raise TypeError(f"{item.__name__}: a level needs a one-line description")
@@ -256,6 +268,22 @@ def _named(cls: type, attr: str) -> Callable[[Any], tuple[Any, str]]:
             raise TypeError(f"{cls.__name__} {name!r} needs a description")
         return name, name
     return check
+
+
+def _check_space(item: Any, registered: Mapping[tuple[str, str], Any]) -> tuple[Any, str]:
+    """A named space: a valid name (not ``adapter``, which names adapters) and a
+    :class:`FactorSpace` whose every level is registered (``registered``: the factor levels)."""
+    key = _named(SpaceSpec, "name")(item)
+    if item.name == "adapter":
+        raise TypeError("space name 'adapter' is reserved: adapter:NAME names an adapter")
+    if not isinstance(item.space, FactorSpace):
+        raise TypeError(f"SpaceSpec {item.name!r}: space is {item.space!r}, not a FactorSpace")
+    missing = [f"{f.name}:{n}" for f in item.space.factors for n in f.levels
+               if (f.name, n) not in registered]
+    if missing:
+        raise TypeError(f"SpaceSpec {item.name!r} names levels no plugin registers: "
+                        f"{', '.join(missing)}")
+    return key
 
 
 def _check_adapter(item: Any) -> tuple[Any, str]:
@@ -334,8 +362,11 @@ def _describe(kind: str, item: Any) -> str:
 
 # -- the manager -----------------------------------------------------------------------------
 
-_TABLES: tuple[tuple[str, str, Callable[[Any], tuple[Any, str]], str], ...] = (
+#: hook, kind, check (``None``: checked against the registry built so far), Registry table.
+_TABLES: tuple[tuple[str, str, Callable[[Any], tuple[Any, str]] | None, str], ...] = (
     ("harnessgrid_factor_levels", "factor level", _check_level, "factor_levels"),
+    # after the levels: a named space's levels are checked against the registered ones
+    ("harnessgrid_spaces", "space", None, "spaces"),
     ("harnessgrid_adapters", "adapter", _check_adapter, "adapters"),
     ("harnessgrid_task_suites", "task suite", _named(TaskSuiteSpec, "name"), "task_suites"),
     ("harnessgrid_policies", "policy backend", _named(PolicyBackend, "scheme"), "policies"),
@@ -472,7 +503,8 @@ class PluginManager:
     def registry(self) -> Registry:
         reg = Registry(plugins=list(self.info.values()))
         problems = list(self.problems)
-        for hook_name, kind, check, attr in _TABLES:
+        for hook_name, kind, table_check, attr in _TABLES:
+            check = table_check or functools.partial(_check_space, registered=reg.factor_levels)
             table: dict[Any, Any] = getattr(reg, attr)
             found: dict[Any, tuple[str, Any, str]] = {}
             for key, name, item, plugin in self._collect(hook_name, kind, check, problems,

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from harnessgrid import timing
 from harnessgrid.environments import ACTIVE_ENVIRONMENT, resolve_episode_environment
@@ -42,7 +48,16 @@ from harnessgrid.sandbox_pool import DEFAULT_REUSE, PoolKey, PoolsByKey, Sandbox
 from harnessgrid.scratch import ScratchDir
 from harnessgrid.tasks import GraderError, Task, task_score, validate_scores
 from harnessgrid.tools import Environment
-from harnessgrid.trajectory import CallRecord, Termination, Trajectory, TurnRecord
+from harnessgrid.trajectory import (
+    STORED_REPLY_BYTES,
+    CallRecord,
+    Termination,
+    Trajectory,
+    TurnRecord,
+    cap_replies,
+    cap_reply,
+    stored_size,
+)
 from harnessgrid.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -67,15 +82,30 @@ class EpisodeLimits(BaseModel):
     environment: str | None = None
     """``--env NAME``: the environment every episode runs in, instead of the task's own;
     ``"none"`` for none. It must be built (:mod:`harnessgrid.environments`)."""
+    stored_reply_bytes: int = Field(default=STORED_REPLY_BYTES, ge=1024)
+    """The most bytes a model reply takes in the stored trajectory (each copy of it: the
+    turn, the history, the call records) and in ``model_reply`` events, as
+    ``sandbox.output_bytes`` bounds a command's output: the strings of a longer reply are cut
+    there, each with a marker giving its original size, and the turn records the reply's
+    size (``original_reply_bytes``). The episode runs on the whole reply; token ids are never
+    cut (:mod:`harnessgrid.trajectory`, "Stored replies")."""
 
     @model_serializer(mode="wrap")
-    def _omit_unset_environment(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Evaluations stored before environments existed compare their saved limits with
-        # these on resume: an unset environment must dump as it did then (absent).
+    def _omit_later_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Evaluations stored before these settings existed compare their saved limits with
+        # these on resume: a setting at its default must dump as it did then (absent).
         data = handler(self)
-        if isinstance(data, dict) and data.get("environment") is None:
-            data.pop("environment", None)
+        if isinstance(data, dict):
+            for name, default in _LATER_DEFAULTS.items():
+                if name in data and data[name] == default:
+                    del data[name]
         return data
+
+
+#: Settings added to :class:`EpisodeLimits` after evaluations were stored, with the default
+#: that such evaluations ran with.
+_LATER_DEFAULTS: dict[str, Any] = {"environment": None,
+                                   "stored_reply_bytes": STORED_REPLY_BYTES}
 
 
 def require_sandbox(limits: EpisodeLimits) -> None:
@@ -203,6 +233,7 @@ async def _episode(harness: Harness, task: Task, policy: Policy, limits: Episode
         finally:
             UNSAFE_NO_SANDBOX.reset(token)
     traj.wall_s = time.perf_counter() - clock
+    cap_replies(traj, limits.stored_reply_bytes)  # graded on the whole replies, stored capped
     return traj
 
 
@@ -326,9 +357,8 @@ async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLim
         if not isinstance(turn, ModelTurn):  # a policy bug: keep the turns so far
             raise _PolicyFailure(f"the policy returned {type(turn).__name__}, "
                                  "not a ModelTurn")
-        emit(ModelReply(turn=index, text=turn.content,
-                        tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments}
-                                    for c in turn.tool_calls]))
+        if on_event is not None:
+            emit(_reply_event(index, turn, limits.stored_reply_bytes))
         before = len(state.history)
         record = TurnRecord(
             index=index, view=list(view), assistant=turn.message(), tokens=turn.tokens,
@@ -370,6 +400,16 @@ async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLim
 
 def _ignore(event: Event) -> None:
     pass
+
+
+def _reply_event(index: int, turn: ModelTurn, limit: int) -> ModelReply:
+    """The ``model_reply`` event of ``turn``, capped like the stored reply."""
+    whole = turn.message()
+    shown = cap_reply(whole, limit)
+    return ModelReply(turn=index, text=shown.content,
+                      tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                  for c in shown.tool_calls],
+                      original_bytes=None if shown is whole else stored_size(whole))
 
 
 def _text_sink(emit: Callable[[Event], None], index: int) -> Callable[[str], None]:

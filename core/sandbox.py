@@ -985,7 +985,9 @@ class Sandbox:
                 args += ["--symlink", os.readlink(path), system_dir]
             elif path.is_dir():
                 mount("--ro-bind", str(path), system_dir)
-        for name in _ETC_ALLOWLIST:
+        # A JDK's configuration (security policy, jvm.cfg) is linked from /etc/java-N-*.
+        java = sorted(p.name for p in Path(f"{rootfs}/etc").glob("java-*") if p.is_dir())
+        for name in (*_ETC_ALLOWLIST, *java):
             if os.path.exists(f"{rootfs}/etc/{name}"):
                 mount("--ro-bind", f"{rootfs}/etc/{name}", f"/etc/{name}")
         ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())

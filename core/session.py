@@ -162,14 +162,18 @@ class AsyncSession:
         return [] if self._state is None else list(self._state.history)
 
     def trajectory(self) -> Trajectory:
-        """The session so far as a trajectory (a snapshot; safe to store)."""
+        """The session so far as a trajectory (a snapshot; safe to store: its replies are
+        capped to ``limits.stored_reply_bytes`` as an episode's are)."""
         from harnessgrid.runtime import summarize
+        from harnessgrid.trajectory import cap_replies
 
         if self._traj is None or self._state is None:
             raise ConfigError("the session has not run yet",
                               hint="call run(text) first")
         summarize(self._traj, self._state)
-        return self._traj.model_copy(deep=True)
+        snapshot = self._traj.model_copy(deep=True)
+        cap_replies(snapshot, self.limits.stored_reply_bytes)
+        return snapshot
 
     async def __aenter__(self) -> AsyncSession:
         await self.open()
@@ -392,8 +396,12 @@ class AsyncSession:
             last = hooks.last_call if hooks is not None else None
             call_id = message.tool_call_id or (last.id if last is not None else None)
             name = message.name or (last.name if last is not None else None)
+            # Not ok: a call denied or failed (the hooks saw it), or answered as an error (a
+            # cancelled call, an adapter's own error result).
+            ran_well = hooks.take_call_ok() if hooks is not None else True
             self._event(ToolResultEvent(turn=turn, call_id=call_id, name=name,
-                                        text=message.content))
+                                        text=message.content,
+                                        ok=ran_well and message.kind != "tool_error"))
         else:
             self._event(HarnessMessage(turn=turn, kind=message.kind, role=message.role,
                                        text=message.content))

@@ -3,6 +3,13 @@
 A :class:`FactorSpace` only holds *names*; composing a :class:`HarnessConfig` into a runnable
 harness resolves each name through the plugin registry (see :mod:`harnessgrid.composition`), so a
 space can name a third party's level as easily as a built-in one.
+
+A code writes one part per factor: a built-in level by its position in the paper's grid
+(``O2``), any other level by name (``O=diffstat``). The paper's positions never change, and a
+name means the same level on every machine that has its plugin, so such a *stable code* names
+the same harness everywhere (:func:`stable_code`). Spaces that keep the paper's levels first
+(the paper's grid, extended by plugin levels) write their codes this way; other spaces (the
+micro plugin's) number their own levels, and their codes are read in that space.
 """
 
 from __future__ import annotations
@@ -35,7 +42,50 @@ DEFAULT_LEVELS: dict[str, tuple[str, ...]] = {
     "workflow": ("react", "plan_execute", "verify_recover"),
 }
 
-_CODE_PART = re.compile(r"^([A-Z])(\d+)$")
+#: One part of a code: a factor letter, then a level index (``O2``) or ``=`` and a level name
+#: (``O=diffstat``). Level names hold none of ``-=:,`` or spaces, so a code splits unambiguously.
+_CODE_PART = re.compile(r"^([A-Za-z])(?:(\d+)|=(.+))$")
+_NAME_FORBIDDEN = re.compile(r"[-=:,\s]")
+
+
+def _check_level_name(name: str) -> None:
+    if not name or _NAME_FORBIDDEN.search(name):
+        raise ValueError(f"level name {name!r} must be non-empty without '-', '=', ':', ',' or "
+                         "spaces (codes write a level by name, as in O=diffstat)")
+
+
+def stable_code(levels: Mapping[str, str]) -> str:
+    """The code that names ``levels`` the same way on every machine: a built-in level by its
+    position in the paper's grid (``S1``), any other by name (``O=diffstat``), e.g.
+    ``S1-T0-O=diffstat-C1-W0``."""
+    return "-".join(_stable_part(f, levels[f]) for f in FACTORS)
+
+
+def _stable_part(factor: str, name: str) -> str:
+    builtin = DEFAULT_LEVELS[factor]
+    letter = FACTOR_LETTERS[factor]
+    return f"{letter}{builtin.index(name)}" if name in builtin else f"{letter}={name}"
+
+
+def code_parts(code: str) -> tuple[int | str, ...]:
+    """The five parts of a code, each a level index (``O2`` → 2) or a level name
+    (``O=diffstat`` → ``"diffstat"``); letters are case-insensitive, names are kept as
+    written. A :class:`ConfigError` says what is malformed."""
+    parts = code.strip().split("-")
+    example = "-".join(f"{FACTOR_LETTERS[f]}0" for f in FACTORS)
+    if len(parts) != len(FACTORS):
+        raise ConfigError(f"bad harness code {code!r}: expected {len(FACTORS)} parts",
+                          hint=f"write it like {example} (a plugin level by name: O=NAME)")
+    out: list[int | str] = []
+    for part, factor in zip(parts, FACTORS):
+        letter = FACTOR_LETTERS[factor]
+        m = _CODE_PART.match(part.strip())
+        if not m or m.group(1).upper() != letter:
+            raise ConfigError(f"bad harness code {code!r}: part {part!r} should be "
+                              f"{letter}<level> or {letter}=<level name>",
+                              hint=f"write it like {example} (a plugin level by name: O=NAME)")
+        out.append(int(m.group(2)) if m.group(2) is not None else m.group(3))
+    return tuple(out)
 
 
 class Factor(BaseModel):
@@ -65,6 +115,8 @@ class Factor(BaseModel):
         dupes = sorted({lv for lv in levels if levels.count(lv) > 1})
         if dupes:
             raise ValueError(f"duplicate level names {dupes}")
+        for name in levels:
+            _check_level_name(name)
         return levels
 
 
@@ -75,7 +127,8 @@ class FactorSpace(BaseModel):
 
         space = FactorSpace.default()            # 3^5 = 243 configurations
         space = space.extend("observation", "diffstat")   # a plugin's 4th level
-        config = space.parse("S1-T0-O3-C1-W0")
+        config = space.parse("S1-T0-O=diffstat-C1-W0")    # or "S1-T0-O3-C1-W0" in this space
+        config.code                                       # "S1-T0-O=diffstat-C1-W0"
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -119,6 +172,13 @@ class FactorSpace(BaseModel):
         return FactorSpace.from_levels(levels)
 
     # -- queries ------------------------------------------------------------------------------
+    @property
+    def extends_paper(self) -> bool:
+        """Whether every factor starts with the paper's built-in levels in the paper's order
+        (the paper's grid, maybe extended): then its codes are stable codes."""
+        return all(f.levels[:len(DEFAULT_LEVELS[f.name])] == DEFAULT_LEVELS[f.name]
+                   for f in self.factors)
+
     def factor(self, name: str) -> Factor:
         for f in self.factors:
             if f.name == name:
@@ -160,31 +220,32 @@ class FactorSpace(BaseModel):
         return self.config(idx)
 
     def parse(self, code: str) -> HarnessConfig:
-        """Parse a compact code such as ``S1-T0-O2-C1-W0`` (case-insensitive)."""
-        parts = code.strip().upper().split("-")
-        example = "-".join(f"{f.letter}0" for f in self.factors)
-        if len(parts) != len(self.factors):
-            raise ConfigError(f"bad harness code {code!r}: expected {len(self.factors)} parts",
-                              hint=f"write it like {example}")
+        """Parse a code of this space (letters case-insensitive): ``S1-T0-O2-C1-W0`` names
+        each factor's level by its position in this space, ``O=diffstat`` by name."""
         idx = []
-        for part, f in zip(parts, self.factors):
-            m = _CODE_PART.match(part)
-            if not m or m.group(1) != f.letter:
-                raise ConfigError(f"bad harness code {code!r}: part {part!r} should be "
-                                  f"{f.letter}<level>", hint=f"write it like {example}")
-            i = int(m.group(2))
-            if i >= len(f.levels):
+        for part, f in zip(code_parts(code), self.factors):
+            if isinstance(part, str):
+                if part not in f.levels:
+                    raise ConfigError(f"bad harness code {code!r}: level {part!r} is not in "
+                                      f"factor {f.name} of this space",
+                                      hint=f"levels are {list(f.levels)}")
+                idx.append(f.levels.index(part))
+                continue
+            if part >= len(f.levels):
                 raise ConfigError(f"bad harness code {code!r}: factor {f.name} has levels "
-                                  f"0..{len(f.levels) - 1}, got {i}",
+                                  f"0..{len(f.levels) - 1}, got {part}",
                                   hint=f"levels are {list(enumerate(f.levels))}")
-            idx.append(i)
+            idx.append(part)
         return self.config(idx)
 
 
 class HarnessConfig(BaseModel):
     """One point of a space: a level index per factor. A value object.
 
-    ``code`` is compact (``S1-T0-O2-C1-W0``); ``levels`` maps factor → level name.
+    ``code`` is compact (``S1-T0-O2-C1-W0``); ``levels`` maps factor → level name. In a space
+    that keeps the paper's levels first (:attr:`FactorSpace.extends_paper`) it is the
+    :func:`stable_code`, a plugin level written by name (``S1-T0-O=diffstat-C1-W0``); in any
+    other space it numbers that space's levels (read it back with that space's ``parse``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -203,6 +264,8 @@ class HarnessConfig(BaseModel):
 
     @property
     def code(self) -> str:
+        if self.space.extends_paper:
+            return stable_code(self.levels)
         return "-".join(f"{f.letter}{i}" for i, f in zip(self.indices, self.space.factors))
 
     @property

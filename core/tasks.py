@@ -136,10 +136,18 @@ class Task(BaseModel):
     environment: str | None = None
     """The named environment (:mod:`harnessgrid.environments`) the task's suite runs in, e.g.
     ``clawgym``; ``--env`` overrides it."""
+    followups: tuple[str, ...] = ()
+    """Further user messages, each sent once the agent has answered the previous one, in the
+    same conversation and workspace (a PinchBench multi-session task's later sessions); the
+    task is graded once, after the last. :func:`harnessgrid.task_sessions.run_task_episode`
+    runs them."""
 
     def content_hash(self) -> str:
-        """Hash of what the agent is given (instruction + files): used to keep splits disjoint."""
+        """Hash of what the agent is given (instruction, follow-ups, files): used to keep
+        splits disjoint."""
         h = hashlib.sha256(self.instruction.encode())
+        for message in self.followups:  # none for single-message tasks: their hash is as it was
+            h.update(b"\0followup\0" + message.encode())
         for path, data in sorted(self.initial_files().items()):
             h.update(b"\0" + path.encode() + b"\0")
             h.update(data)
@@ -160,7 +168,8 @@ class Task(BaseModel):
         return {"id": self.id, "suite": self.suite, "category": self.category,
                 "tags": list(self.tags), "difficulty": self.difficulty,
                 "instruction": self.instruction, "files": sorted(self.initial_files()),
-                "plan_length": len(self.plan)}
+                "plan_length": len(self.plan),
+                **({"followups": list(self.followups)} if self.followups else {})}
 
 
 class TaskList(Sequence[Task]):
@@ -235,7 +244,9 @@ class TaskSuite(BaseModel):
     A split is a tuple of tasks or a :class:`TaskList` (built on demand); ``get`` finds a task
     by id through an index of ids, so it builds only the task asked for. ``broken`` holds the
     tasks the loader could not build, each with its reason (see
-    :func:`harnessgrid.suites.load_each`); they are in no split.
+    :func:`harnessgrid.suites.load_each`); they are in no split. ``aliases`` map other names
+    of a task (a file named unlike the id it declares) to its id: ``get`` and ``split_of``
+    accept them, an id always wins over an alias, and results name the id.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -245,6 +256,7 @@ class TaskSuite(BaseModel):
     # SkipValidation: pydantic would iterate (build) a lazy split; the validator checks instead.
     splits: Annotated[dict[str, Sequence[Task]], SkipValidation]
     broken: tuple[BrokenTask, ...] = ()
+    aliases: dict[str, str] = Field(default_factory=dict)
     _index: dict[str, tuple[str, int]] | None = PrivateAttr(default=None)
 
     @field_validator("splits", mode="before")
@@ -273,9 +285,16 @@ class TaskSuite(BaseModel):
         return self.splits[split]
 
     def split_of(self, task_id: str) -> str | None:
-        """The split holding ``task_id``, or None."""
-        found = self._locate(task_id)
+        """The split holding ``task_id`` (an id or an alias), or None."""
+        found = self._locate(self.resolve(task_id))
         return found[0] if found else None
+
+    def resolve(self, name: str) -> str:
+        """The id ``name`` stands for: itself when a task (good or broken) has that id, else
+        the id its alias names, else ``name`` unchanged."""
+        if self._locate(name) is not None or any(b.id == name for b in self.broken):
+            return name
+        return self.aliases.get(name, name)
 
     def _locate(self, task_id: str) -> tuple[str, int] | None:
         if self._index is None:
@@ -287,6 +306,9 @@ class TaskSuite(BaseModel):
         return self._index.get(task_id)
 
     def get(self, task_id: str) -> Task:
+        """The task with id (or alias) ``task_id``; a :class:`ConfigError` giving the reason
+        for a broken one, or naming the command that lists the suite."""
+        task_id = self.resolve(task_id)
         found = self._locate(task_id)
         bad = next((b for b in self.broken if b.id == task_id), None)
         if found is None and bad is not None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -197,7 +196,30 @@ class ToolCallParseError(ValueError):
     """A ``<tool_call>`` block in model output is not a valid call (a format error of the turn)."""
 
 
-_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_OPEN_CALL, _CLOSE_CALL = "<tool_call>", "</tool_call>"
+
+
+def split_tool_calls(text: str) -> tuple[list[str], str, str | None]:
+    """The ``<tool_call>`` blocks of ChatML assistant text, in one linear pass of
+    ``str.find`` (the lazy regex this replaces searched the rest of the text again after
+    every unclosed opening: quadratic on ``"<tool_call>" * n``). Never raises.
+
+    Returns the blocks' bodies in order, the text outside them, and the text after an
+    opening that is never closed (None when every block is closed; the outside text stops
+    at that opening)."""
+    blocks: list[str] = []
+    outside: list[str] = []
+    at = 0
+    while (start := text.find(_OPEN_CALL, at)) != -1:
+        outside.append(text[at:start])
+        body = start + len(_OPEN_CALL)
+        end = text.find(_CLOSE_CALL, body)
+        if end == -1:
+            return blocks, "".join(outside), text[body:]
+        blocks.append(text[body:end])
+        at = end + len(_CLOSE_CALL)
+    outside.append(text[at:])
+    return blocks, "".join(outside), None
 
 
 def parse_chatml_tool_calls(text: str) -> list[dict[str, Any]]:
@@ -205,39 +227,49 @@ def parse_chatml_tool_calls(text: str) -> list[dict[str, Any]]:
 
     Returns ``[{"name": str, "arguments": dict}, ...]`` in order of appearance; an empty list
     when the turn has no tool call. ``arguments`` given as a JSON-encoded string is decoded,
-    missing ``arguments`` becomes ``{}``. Raises :class:`ToolCallParseError` for a block that is
-    not a JSON object with a string ``name`` and object ``arguments``, and for an unclosed
-    ``<tool_call>`` (a truncated generation): the caller turns that into a format error
-    instead of silently dropping a call the model meant to make.
+    missing ``arguments`` becomes ``{}``. Raises :class:`ToolCallParseError` (and nothing
+    else) for a block that is not a JSON object with a string ``name`` and object
+    ``arguments`` (JSON too deep or with too long a number included: see
+    :mod:`harnessgrid.safe_json`), and for an unclosed ``<tool_call>`` (a truncated
+    generation): the caller turns that into a format error instead of silently dropping a
+    call the model meant to make.
     """
-    calls: list[dict[str, Any]] = []
-    for match in _TOOL_CALL_RE.finditer(text):
-        calls.append(_parse_tool_call_block(match.group(1)))
-    remainder = _TOOL_CALL_RE.sub("", text)
-    if "<tool_call>" in remainder:
+    blocks, _, unclosed = split_tool_calls(text)
+    calls = [_parse_tool_call_block(block) for block in blocks]
+    if unclosed is not None:
         raise ToolCallParseError("unclosed <tool_call> block (generation truncated?)")
     return calls
 
 
+def _shown_block(block: str) -> str:
+    block = block.strip()
+    return repr(block if len(block) <= 200 else block[:200] + "...")
+
+
 def _parse_tool_call_block(block: str) -> dict[str, Any]:
-    """Parse and validate the JSON body of one tool-call block."""
+    """Parse and validate the JSON body of one tool-call block (its ``arguments`` object one
+    level below the block's, so the block may nest one level deeper than arguments may)."""
+    # Imported here: importing this module stays cheap (safe_json brings pydantic).
+    from harnessgrid import safe_json
+    from harnessgrid.models import MAX_ARGUMENT_DEPTH
+
     try:
-        payload = json.loads(block)
-    except json.JSONDecodeError as exc:
+        payload = safe_json.loads(block, max_depth=MAX_ARGUMENT_DEPTH + 1)
+    except safe_json.JSONError as exc:
         raise ToolCallParseError(
-            f"tool call is not valid JSON: {exc.msg}: {block.strip()!r}"
-        ) from exc
+            f"tool call is not valid JSON: {exc}: {_shown_block(block)}") from None
     if not isinstance(payload, dict):
-        raise ToolCallParseError(f"tool call is not a JSON object: {block.strip()!r}")
+        raise ToolCallParseError(f"tool call is not a JSON object: {_shown_block(block)}")
     name = payload.get("name")
     if not isinstance(name, str) or not name:
-        raise ToolCallParseError(f"tool call has no string 'name': {block.strip()!r}")
+        raise ToolCallParseError(f"tool call has no string 'name': {_shown_block(block)}")
     arguments = payload.get("arguments", {})
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolCallParseError(f"tool call {name!r} has invalid JSON arguments") from exc
+            arguments = safe_json.loads(arguments) if arguments.strip() else {}
+        except safe_json.JSONError as exc:
+            raise ToolCallParseError(
+                f"tool call {name!r} has invalid JSON arguments ({exc})") from None
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):

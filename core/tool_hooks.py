@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from harnessgrid import safe_json
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action, ToolCall, ToolResult
 
@@ -97,10 +98,27 @@ class ToolHooks:
     emit: Callable[[Event], None] | None = None
     turn: int = 0
     last_call: ToolCall | None = None  # the call the next observation answers (events)
+    #: Whether that call went well: false once it was denied (:func:`gate`) or its result
+    #: failed (:func:`note_result`). The observation's text cannot tell (a harness shows a
+    #: denial as a failed call, an adapter maybe as a normal result): ``tool_result.ok`` can.
+    call_ok: bool = True
 
     def event(self, event: Event) -> None:
         if self.emit is not None:
             self.emit(event)
+
+    def take_call_ok(self) -> bool:
+        """Whether the call the observation just shown answers went well; the next answer
+        starts as ok (a finish, a skipped call: nothing ran that could fail)."""
+        ok, self.call_ok = self.call_ok, True
+        return ok
+
+
+def note_result(env: Environment, result: ToolResult) -> None:
+    """Record whether the call being answered went well (:attr:`ToolHooks.call_ok`);
+    nothing outside a session."""
+    if env.hooks is not None:
+        env.hooks.call_ok = result.ok
 
 
 async def gate(env: Environment, call: ToolCall, action: Action | None = None) -> (
@@ -125,6 +143,7 @@ async def gate(env: Environment, call: ToolCall, action: Action | None = None) -
         raise ConfigError(f"the approval callback returned {approval!r}",
                           hint="return hg.allow(), hg.deny(reason) or hg.modify(call)")
     hooks.last_call = call
+    hooks.call_ok = approval.verdict != "deny"
     if approval.verdict == "deny":
         hooks.event(ToolDenied(turn=hooks.turn, call_id=call.id, name=call.name,
                                reason=approval.reason))
@@ -143,7 +162,16 @@ def denied_result(denied: Denied) -> ToolResult:
 
 
 async def run_product_tool(env: Environment, name: str, arguments: Any) -> ToolResult:
-    """Run the product tool ``name`` on the host (see :mod:`harnessgrid.product_tools`)."""
+    """Run the product tool ``name`` on the host (see :mod:`harnessgrid.product_tools`).
+    ``arguments`` given as text are decoded within the bounds of
+    :func:`harnessgrid.safe_json.loads`; whatever they hold is a failed call's result, never
+    an exception."""
+    result = await _product_tool_result(env, name, arguments)
+    note_result(env, result)  # adapters call this directly, not through tools.execute
+    return result
+
+
+async def _product_tool_result(env: Environment, name: str, arguments: Any) -> ToolResult:
     hooks = env.hooks
     tool = None if hooks is None else hooks.product_tools.get(name)
     if tool is None:
@@ -152,8 +180,8 @@ async def run_product_tool(env: Environment, name: str, arguments: Any) -> ToolR
             f"; the product tools are {', '.join(known)}" if known else ""))
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError as exc:
+            arguments = safe_json.loads(arguments) if arguments.strip() else {}
+        except safe_json.JSONError as exc:
             return ToolResult(error=f"the arguments of {name!r} are not valid JSON: {exc}")
     return await tool.call(arguments)
 
@@ -161,10 +189,14 @@ async def run_product_tool(env: Environment, name: str, arguments: Any) -> ToolR
 async def sandbox_tool_call(env: Environment, name: str, arguments: dict[str, Any]) -> (
         tuple[bool, str]):
     """A product tool called from inside the sandbox (a command of the ``bash`` interfaces):
-    approved like any call, run on the host; (ok, text) for the command."""
+    approved like any call, run on the host; (ok, text) for the command. Arguments a
+    :class:`ToolCall` cannot hold as they are (nested too deep, a number too large, lone
+    surrogates) fail the call, as a format error fails a call of any other interface."""
     call = ToolCall(id=f"sandbox_{name}", name=name, arguments=arguments)
+    if call.parse_error is not None:
+        return False, f"{name}: {call.parse_error}"
     checked = await gate(env, call, Action.of("tool", name=name,
-                                              arguments=json.dumps(arguments)))
+                                              arguments=json.dumps(call.arguments)))
     if isinstance(checked, Denied):
         return False, f"denied: {checked.reason}"
     result = await run_product_tool(env, checked.name, dict(checked.arguments))

@@ -18,6 +18,7 @@ from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.models import Action, ToolResult
 from harnessgrid.sandbox import HostTools, Sandbox
 from harnessgrid.timing import tool_span
+from harnessgrid.tool_hooks import note_result
 from harnessgrid.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ async def execute(action: Action, env: Environment) -> ToolResult:
     with tool_span() as span:
         result = await _execute(action, env)
         span.floor = result.duration_s  # the least it took: the rest may be loop wait
+    note_result(env, result)  # a session's tool_result event says whether it went well
     return result
 
 

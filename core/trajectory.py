@@ -15,6 +15,15 @@ found by :class:`Message` equality on every field, so validation rebuilds the vi
 and rebuilt views share their message objects with ``history`` as the runtime's do. A turn
 stored with a whole ``view`` (the earlier format) is read as it is. The Python form
 (``model_dump()``) keeps whole views.
+
+**Stored replies.** What a model sends is unbounded (a 10 MB reply, 50 calls of 10,000
+characters each), and a trajectory holds each reply up to three times (the turn, the history,
+the call records). :func:`cap_replies` bounds each of those copies to
+``EpisodeLimits.stored_reply_bytes`` (:data:`STORED_REPLY_BYTES` by default) once the episode
+is over and graded: the strings of a longer reply (text, call names, arguments) are cut to a
+common length, each ending in a marker with its original size, and the turn records the
+reply's size in ``original_reply_bytes``. The episode ran on the whole reply; token ids are
+never cut (training reads them, and a token policy's ``max_new_tokens`` bounds them).
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -127,6 +136,9 @@ class TurnRecord(_Record):
     format_error: str | None = None
     appended: list[Message] = Field(default_factory=list)  # what the harness added afterwards
     new_segment: bool = False
+    #: Set when the reply is stored cut (:func:`cap_replies`): its size in bytes as the model
+    #: sent it (the JSON form of ``assistant`` before the cut). None: stored whole.
+    original_reply_bytes: int | None = None
     #: Where the turn's wall time went (:mod:`harnessgrid.timing`): the policy call, the tool
     #: executions host-side (round trip included), the CPU of harness code, and the rest,
     #: waiting for the event loop (or the CPU) while other episodes ran. They add up to
@@ -386,6 +398,206 @@ def _expand(delta: Any, history: list[Any], previous: list[Any], n: int) -> list
                              "[\"h\" or \"v\", start, stop] of the history or previous view")
         view.append(_shared(piece))
     return view
+
+
+# --- stored replies (module doc) -----------------------------------------------------------
+
+#: The default of ``EpisodeLimits.stored_reply_bytes``: the most bytes one copy of a model
+#: reply takes in a stored trajectory. Far above a normal reply (a few KB, a whole file
+#: written), far below what a runaway or hostile model may send.
+STORED_REPLY_BYTES = 256 * 1024
+#: Room kept for the marker that ends a cut string (``[... harnessgrid: stored N of M bytes]``).
+_MARKER_BYTES = 96
+#: When less than 1/_STRUCTURE_SHARE of the limit is left for strings, a reply is mostly
+#: structure (arguments holding a million numbers): its calls' arguments are stored as their
+#: JSON text instead (``raw_arguments``), which can be cut.
+_STRUCTURE_SHARE = 4
+
+#: What a stored copy of a reply is made of: the message, or its calls and their actions.
+ReplyPart = Message | ToolCall | Action
+
+
+def stored_size(part: BaseModel) -> int:
+    """Bytes of ``part``'s JSON form, as a trajectory stores it."""
+    return len(part.model_dump_json().encode())
+
+
+def cap_reply(message: Message, limit: int) -> Message:
+    """``message`` (a model reply) as stored: itself when its JSON form takes at most
+    ``limit`` bytes, else a copy with its strings cut (:func:`fit_reply`)."""
+    [out] = fit_reply([message], limit)
+    assert isinstance(out, Message)
+    return out
+
+
+def cap_calls(records: list[CallRecord], limit: int) -> list[CallRecord]:
+    """One turn's call records with their calls and actions (the reply's arguments again) cut
+    together to ``limit`` bytes; ``records`` itself when they fit."""
+    parts: list[ReplyPart] = [p for r in records for p in (r.call, r.action)]
+    cut = fit_reply(parts, limit)
+    if cut is parts:
+        return records
+    return [r.model_copy(update={"call": call, "action": action})
+            for r, call, action in zip(records, cut[::2], cut[1::2], strict=True)]
+
+
+def fit_reply(parts: list[ReplyPart], limit: int) -> list[ReplyPart]:
+    """``parts`` with every string longer than one common length cut to it, each cut ending in
+    a marker with its original size, so that their JSON forms take at most ``limit`` bytes
+    together; ``parts`` itself when they fit. Arguments that are mostly structure are first
+    replaced by their JSON text, which can be cut. Ids, roles and kinds are never cut."""
+    total = sum(stored_size(p) for p in parts)
+    if total <= limit:
+        return parts
+    length = _common_length(parts, total, limit)
+    if length is None:
+        parts = [_arguments_as_text(p) for p in parts]
+        length = _common_length(parts, sum(stored_size(p) for p in parts), limit) or 0
+    cut = _Cut(length)
+    return [cut.part(p) for p in parts]
+
+
+def _common_length(parts: list[ReplyPart], total: int, limit: int) -> int | None:
+    """The length (JSON bytes) to cut every longer string of ``parts`` to, so that the parts
+    take ``limit`` bytes: short strings stay whole and leave their share to the long ones.
+    None when the structure around the strings leaves them too little room."""
+    sizes = sorted(_json_len(text) for p in parts for text in _strings(p))
+    room = limit - (total - sum(sizes))
+    if room < limit // _STRUCTURE_SHARE:
+        return None
+    for i, size in enumerate(sizes):
+        share = room // (len(sizes) - i)
+        if size > share:  # this one and every longer one get the same share
+            return max(0, share - _MARKER_BYTES)
+        room -= size
+    return room  # not reached: the parts did not fit, so some string is longer than its share
+
+
+def _json_len(text: str) -> int:
+    """Bytes of ``text`` inside a JSON string (escapes included, quotes not)."""
+    return len(json.dumps(text, ensure_ascii=False).encode()) - 2
+
+
+def _strings(part: ReplyPart) -> Iterator[str]:
+    """The strings of a reply part that the model wrote (what :class:`_Cut` may cut)."""
+    if isinstance(part, Action):
+        yield from part.args.values()
+        return
+    calls = (part,) if isinstance(part, ToolCall) else (*part.tool_calls, *part.parsed_calls)
+    if isinstance(part, Message):
+        yield part.content
+    for call in calls:
+        yield call.name
+        if call.raw_arguments is not None:
+            yield call.raw_arguments
+        yield from _leaves(call.arguments)
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+
+
+def _arguments_as_text(part: ReplyPart) -> ReplyPart:
+    """``part`` with each call's arguments as JSON text in ``raw_arguments`` (and ``{}``)."""
+    def as_text(call: ToolCall) -> ToolCall:
+        if not call.arguments:
+            return call
+        raw = call.raw_arguments
+        return call.model_copy(update={"arguments": {}, "raw_arguments": raw if raw is not None
+                                       else json.dumps(call.arguments, ensure_ascii=False)})
+
+    if isinstance(part, ToolCall):
+        return as_text(part)
+    if isinstance(part, Message):
+        return part.model_copy(update={"tool_calls": tuple(map(as_text, part.tool_calls)),
+                                       "parsed_calls": tuple(map(as_text, part.parsed_calls))})
+    return part
+
+
+class _Cut:
+    """Cuts each string longer than ``length`` JSON bytes (and the marker) to ``length``."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def text(self, text: str) -> str:
+        if _json_len(text) <= self.length + _MARKER_BYTES:
+            return text
+        head = text.encode()[:self.length].decode("utf-8", "ignore")
+        while (over := _json_len(head) - self.length) > 0:  # escapes take more than a byte
+            head = head[:len(head) - max(1, over // 6)]
+        return (f"{head} [... harnessgrid: stored {len(head.encode()):,} of "
+                f"{len(text.encode()):,} bytes]")
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):  # arguments nest at most MAX_ARGUMENT_DEPTH levels
+            return {key: self.value(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(item) for item in value]
+        return value
+
+    def call(self, call: ToolCall) -> ToolCall:
+        raw = call.raw_arguments
+        return call.model_copy(update={"name": self.text(call.name),
+                                       "arguments": self.value(call.arguments),
+                                       "raw_arguments": None if raw is None else self.text(raw)})
+
+    def part(self, part: ReplyPart) -> ReplyPart:
+        if isinstance(part, Action):
+            return part.model_copy(update={"args": {k: self.text(v)
+                                                    for k, v in part.args.items()}})
+        if isinstance(part, ToolCall):
+            return self.call(part)
+        return part.model_copy(update={"content": self.text(part.content),
+                                       "tool_calls": tuple(map(self.call, part.tool_calls)),
+                                       "parsed_calls": tuple(map(self.call, part.parsed_calls))})
+
+
+class _StoredReplies:
+    """Each assistant message capped once, by identity, so that views keep sharing their
+    messages with the history (what their stored deltas refer to)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._seen: dict[int, tuple[Message, Message]] = {}  # id → (original, stored)
+
+    def __call__(self, message: Message) -> Message:
+        if message.role != "assistant":
+            return message
+        seen = self._seen.get(id(message))
+        if seen is None:
+            seen = self._seen[id(message)] = (message, cap_reply(message, self.limit))
+        return seen[1]
+
+
+def cap_replies(traj: Trajectory, limit: int) -> int:
+    """Cut, in place, each copy of a model reply that takes more than ``limit`` bytes stored
+    (module doc): the assistant messages of the history, views and turns, and each turn's
+    call records; a cut turn records ``original_reply_bytes``. Token records stay whole.
+    Returns how many turns were cut."""
+    stored: Callable[[Message], Message] = _StoredReplies(limit)
+    traj.history = [stored(m) for m in traj.history]
+    cut = 0
+    for turn in traj.turns:
+        assistant, calls = stored(turn.assistant), cap_calls(turn.calls, limit)
+        if assistant is not turn.assistant or calls is not turn.calls:
+            turn.original_reply_bytes = (turn.original_reply_bytes
+                                         or stored_size(turn.assistant))
+            turn.assistant, turn.calls = assistant, calls
+            cut += 1
+        turn.view = [stored(m) for m in turn.view]
+        turn.appended = [stored(m) for m in turn.appended]
+    return cut
 
 
 def openclaw_transcript(history: list[Message], session_id: str, cwd: str,

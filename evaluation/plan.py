@@ -11,10 +11,13 @@ Settings follow the paper:
   unless the design's configurations are given (``train_harnesses``).
 
 Harnesses are named as everywhere else (:func:`harnessgrid.composition.resolve_config`): a
-code in the harness space of every registered level (``S0-T0-O3-C0-W3`` for a plugin's fourth
-observation and workflow levels) or a level list, and stored under their code. Without an
-explicit ``space`` the designs (held-out, ``train``, ``all``) stay over the paper's 3^5 grid,
-whose codes are the same in the harness space.
+code (numbers name the paper's built-in levels, a plugin level is named: ``S0-T0-O=diffstat-C0-
+W=checklist``), ``NAME:CODE`` for a plugin's named space, or a level list. Each is stored under
+its harness address (:func:`harnessgrid.composition.harness_address`), which names the same
+harness on every machine, so a results file reads the same whatever plugins are installed
+later. Without an explicit ``space`` the designs (held-out, ``train``, ``all``) are over the
+paper's 3^5 grid; with one (the micro demo's), its configurations are recorded by address too
+(``micro:S0-T1-O2-C0-W1``).
 
 Everything is resolved and validated before the first episode starts, so a typo costs no
 compute.
@@ -23,11 +26,17 @@ compute.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harnessgrid.errors import ConfigError
-from harnessgrid.space import FactorSpace
+from harnessgrid.space import FactorSpace, HarnessConfig
 from harnessgrid.tasks import Task, TaskSuite, task_ids
+
+if TYPE_CHECKING:
+    from harnessgrid.evaluation.manifest import Manifest
+    from harnessgrid.evaluation.results import EvalResult
 
 SETTINGS: tuple[str, ...] = ("in-space", "out-of-space", "original", "train")
 DEFAULT_SETTINGS: tuple[str, ...] = ("in-space", "out-of-space")
@@ -47,8 +56,10 @@ def split_list(text: str | Sequence[str] | None) -> list[str]:
 def split_harnesses(text: str | Sequence[str] | None) -> list[str]:
     """Like :func:`split_list`, but a level list stays one item although it holds commas:
     ``"S0-T0-O0-C0-W0,system_prompt=minimal,...,workflow=react,S1-T1-O1-C1-W1"`` → three
-    harnesses. A level list ends after its fifth factor, at an item without ``=``, or where a
-    factor repeats; ``;`` also separates harnesses."""
+    harnesses. A level list ends after its fifth factor, at an item that is no ``factor=level``
+    (a code, even one naming a level: ``S0-T0-O=diffstat-C0-W0``), or where a factor repeats;
+    ``;`` also separates harnesses."""
+    from harnessgrid.composition import LEVEL_LIST_START
     from harnessgrid.space import FACTORS
 
     if text is None:
@@ -67,7 +78,7 @@ def split_harnesses(text: str | Sequence[str] | None) -> list[str]:
             seen.clear()
 
     for item in items:
-        if "=" not in item:
+        if not LEVEL_LIST_START.match(item):
             flush()
             out.append(item)
             continue
@@ -87,15 +98,13 @@ def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = Non
                      adapters: Sequence[str] = DEFAULT_ADAPTERS, holdout_seed: int = 0,
                      holdout_n: int = 18, train_harnesses: Sequence[str] | None = None,
                      ) -> dict[str, list[str]]:
-    """Setting → harness ids (configuration codes or ``adapter:NAME``), in report order.
+    """Setting → harness ids (harness addresses or ``adapter:NAME``), in report order.
 
-    ``space`` is the space of the designs and of explicit codes; without one, designs are over
-    the paper's 3^5 grid and explicit harnesses are read in the harness space (every
-    registered level).
+    ``space`` is the space of the designs and of explicit codes (numbers by position in it);
+    without one, designs are over the paper's 3^5 grid and explicit harnesses are read as
+    every command reads them.
     """
-    from harnessgrid.composition import harness_space
-
-    names = space or harness_space()  # where explicit codes and level lists are read
+    names = space  # where explicit codes are read: None reads them as every command does
     space = space or FactorSpace.default()
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown or not settings:
@@ -118,7 +127,7 @@ def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = Non
             from harnessgrid.designs import orthogonal_design
 
             out[setting] = (_explicit(space, names, train_harnesses) if train_harnesses
-                            else list(orthogonal_design(space).codes))
+                            else _addresses(orthogonal_design(space).configs))
         elif setting == "original":
             if original is None:
                 raise ConfigError("the original setting needs the baseline's training harness",
@@ -129,32 +138,85 @@ def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = Non
     return out
 
 
+def _addresses(configs: Iterable[HarnessConfig]) -> list[str]:
+    """How results record configurations: by harness address, the same on every machine."""
+    from harnessgrid.composition import harness_address
+
+    return [harness_address(c) for c in configs]
+
+
 def _held_out(space: FactorSpace, n: int, seed: int) -> list[str]:
     from harnessgrid.designs import holdout, orthogonal_design
 
-    return list(holdout(orthogonal_design(space), n, seed).codes)
+    return _addresses(holdout(orthogonal_design(space), n, seed).configs)
 
 
-def _explicit(space: FactorSpace, names: FactorSpace, harnesses: Sequence[str]) -> list[str]:
-    """Explicit configurations as their codes in ``names``; ``all``: every one of ``space``."""
+def _explicit(space: FactorSpace, names: FactorSpace | None,
+              harnesses: Sequence[str]) -> list[str]:
+    """Explicit configurations (read in ``names`` when given) as their addresses; ``all``:
+    every configuration of ``space``."""
     from harnessgrid.composition import resolve_config
 
     if list(harnesses) == ["all"]:
-        return [c.code for c in space]
-    codes = [resolve_config(spec, names).code for spec in harnesses]
+        return _addresses(space)
+    codes = _addresses(resolve_config(spec, names) for spec in harnesses)
     dupes = sorted({c for c in codes if codes.count(c) > 1})
     if dupes:
         raise ConfigError(f"--harnesses names {', '.join(dupes)} more than once")
     return codes
 
 
-def _one_harness(names: FactorSpace, spec: str) -> str:
+def _one_harness(names: FactorSpace | None, spec: str) -> str:
     from harnessgrid.composition import resolve_config
 
     if spec.startswith(ADAPTER_PREFIX):
         check_adapters([spec.removeprefix(ADAPTER_PREFIX)])
         return spec
-    return resolve_config(spec, names).code
+    return _addresses([resolve_config(spec, names)])[0]
+
+
+def check_recorded_harnesses(out_dir: str | Path, results: Iterable[EvalResult],
+                             manifest: Manifest | None = None) -> None:
+    """Refuse an evaluation directory whose harness ids no longer name what they recorded.
+
+    Before stable codes, a code numbered plugin levels by position among whatever plugins the
+    writing machine had (``S0-T0-O3-C0-W3``); read today, such an id names no level, or other
+    levels than the results say they ran (their ``levels``). Mixing or reporting them would
+    silently attribute results to another harness, so this raises, naming each such id and
+    how the same harness is written now."""
+    from harnessgrid.composition import address_levels
+
+    recorded: dict[str, dict[str, str] | None] = {r.harness: r.levels for r in results}
+    for ids in (manifest.settings.values() if manifest is not None else ()):
+        for hid in ids:
+            recorded.setdefault(hid, None)
+    wrong: list[str] = []
+    for hid, levels in recorded.items():
+        try:
+            now = address_levels(hid)
+        except ConfigError:
+            wrong.append(f"{hid} (numbers a plugin level by position" + (
+                f"; it ran {_written(levels)}" if levels else "") + ")")
+            continue
+        if levels and now is not None and now != levels:
+            wrong.append(f"{hid} (it ran {_written(levels)}, but reads today as "
+                         f"{_written(now)})")
+    if wrong:
+        raise ConfigError(
+            f"{out_dir} records {len(wrong)} harness(es) under codes written by an older "
+            f"harnessgrid, which numbered levels by position: {'; '.join(wrong[:3])}"
+            + (f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""),
+            hint="these ids meant different harnesses on machines with different plugins, so "
+                 "their results are neither reported nor resumed; evaluate into a fresh --out "
+                 "DIR (a plugin level is now written by name, e.g. S0-T0-O=diffstat-C0-W0; a "
+                 "named space as micro:CODE)")
+
+
+def _written(levels: dict[str, str]) -> str:
+    """``levels`` as the stable code a user would type today."""
+    from harnessgrid.space import FACTORS, stable_code
+
+    return stable_code(levels) if set(levels) == set(FACTORS) else str(levels)
 
 
 def check_adapters(names: Sequence[str]) -> list[str]:

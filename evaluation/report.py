@@ -449,11 +449,15 @@ def load_report(path: str | Path) -> Report:
     if not p.is_dir():
         raise ConfigError(f"{p} is neither an evaluation directory nor a report.json",
                           hint="give the --out DIR of `harnessgrid eval`")
+    from harnessgrid.evaluation.plan import check_recorded_harnesses
+
     results = read_results(p)
-    if not results and read_manifest(p) is None:
+    manifest = read_manifest(p)
+    if not results and manifest is None:
         raise ConfigError(f"{p} holds no evaluation results",
                           hint="run `harnessgrid eval --out DIR ...` first")
-    return build_report(results, read_manifest(p))
+    check_recorded_harnesses(p, results, manifest)  # ids must mean what they ran
+    return build_report(results, manifest)
 
 
 @dataclass

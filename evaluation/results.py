@@ -18,6 +18,9 @@ from harnessgrid.trajectory import Trajectory
 
 #: Where the evaluation key and task facts travel inside ``Trajectory.meta``.
 META_KEY = "eval"
+#: The termination of a record saying that a result's trajectory is no longer in
+#: ``trajectories.jsonl`` (see :mod:`harnessgrid.evaluation.store`): its episode runs again.
+TRAJECTORY_LOST = "trajectory_lost"
 
 
 class ResultKey(NamedTuple):
@@ -103,6 +106,20 @@ class EvalResult(BaseModel):
     @property
     def tokens(self) -> int:
         return self.tokens_in + self.tokens_out
+
+    @property
+    def trajectory_lost(self) -> bool:
+        """This record says that its episode's trajectory was lost (:meth:`lost_result`)."""
+        return self.termination == TRAJECTORY_LOST
+
+    def lost_result(self, reason: str) -> EvalResult:
+        """The record that replaces this result once its trajectory is found lost: an
+        infrastructure failure (the episode says nothing until it runs again), of the same
+        episode, pointing at no trajectory; the score it had stays in the file."""
+        return EvalResult.model_validate({
+            **self.model_dump(), "termination": TRAJECTORY_LOST, "infra_failure": True,
+            "error": f"trajectory lost: {reason}"[:500], "score": None, "passed": None,
+            "subscores": {}, "grade_error": None, "traj_offset": -1})
 
     @classmethod
     def from_trajectory(cls, traj: Trajectory, offset: int = -1) -> EvalResult:

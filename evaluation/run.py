@@ -41,6 +41,7 @@ from harnessgrid.evaluation.manifest import (
     Plan,
     SuiteEntry,
     now,
+    read_manifest,
     reconcile,
     redact,
     write_manifest,
@@ -48,6 +49,7 @@ from harnessgrid.evaluation.manifest import (
 from harnessgrid.evaluation.plan import (
     DEFAULT_ADAPTERS,
     DEFAULT_SETTINGS,
+    check_recorded_harnesses,
     resolve_settings,
     select_tasks,
 )
@@ -179,7 +181,6 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     progress bar with an ETA on stderr.
     """
     from harnessgrid.api import resolve_harness, resolve_policy
-    from harnessgrid.composition import harness_space
     from harnessgrid.registry import get_registry
     from harnessgrid.runtime import require_sandbox
     from harnessgrid.tasks import load_suite
@@ -187,17 +188,17 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     started = time.perf_counter()
     _check_workers(config, policy)
     out = require_output_dir(out_dir, "the evaluation directory (--out)")
-    # Designs are over ``space`` (default: the paper's 3^5 grid); harness ids are codes read
-    # in ``space`` when one is given, else in the harness space of every registered level.
+    # Designs are over ``space`` (default: the paper's 3^5 grid); explicit codes are read in
+    # ``space`` when one is given. Every harness id is a harness address, which names the same
+    # harness on every machine: jobs, workers and Ray nodes resolve it as it stands.
     settings = resolve_settings(config.settings, space=space, harnesses=config.harnesses,
                                 original=config.original, adapters=config.adapters,
                                 holdout_seed=config.holdout_seed, holdout_n=config.holdout_n,
                                 train_harnesses=config.train_harnesses)
-    names = space or harness_space()
     space = space or FactorSpace.default()
     for harnesses in settings.values():  # build each once: a broken harness fails here
         for hid in harnesses:
-            resolve_harness(hid, names)
+            resolve_harness(hid)
     suites: dict[str, tuple[str, str, list[Task]]] = {}
     broken: dict[str, dict[str, str]] = {}  # tasks the loader could not build: reported, not run
     for spec in dict.fromkeys(config.suites):
@@ -228,6 +229,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
             if progress:
                 _say(f"Ray cluster at {config.ray}: {resources.get('CPU', 0):g} CPUs")
         store = stack.enter_context(EvalStore(out))
+        check_recorded_harnesses(out, store.results.values(), read_manifest(out))
         merged = reconcile(out, manifest)
         done, failed = store.done, set() if config.keep_failures else store.failed
         todo = [j for j in jobs if j.key not in done or j.key in failed]
@@ -239,11 +241,11 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
         write_manifest(out, merged)
         report = _reporter(progress, len(todo), skipped, on_result, retried, kept)
         if config.ray is not None:
-            ran = _run_jobs_on_ray(todo, config, names, store, report)
+            ran = _run_jobs_on_ray(todo, config, store, report)
         elif config.workers > 1:
-            ran = _run_jobs_in_workers(todo, config, names, store, report)
+            ran = _run_jobs_in_workers(todo, config, store, report)
         else:
-            ran = await _run_jobs(todo, policy, config, names, store, report)
+            ran = await _run_jobs(todo, policy, config, store, report)
         results = [store.results[j.key] for j in jobs]
         recovered = store.recovered
     return EvalOutcome(out_dir=out, total=len(jobs), skipped=skipped, ran=ran,
@@ -252,7 +254,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
 
 
 async def _run_jobs(jobs: Sequence[Job], policy: Policy | None, config: EvalConfig,
-                    space: FactorSpace, store: EvalStore, report: _Reporter) -> int:
+                    store: EvalStore, report: _Reporter) -> int:
     """A bounded pool of workers; each stored result is committed before the next starts."""
     if not jobs:
         report.close()
@@ -270,7 +272,7 @@ async def _run_jobs(jobs: Sequence[Job], policy: Policy | None, config: EvalConf
                 job = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            traj = await _episode(job, policy, config.limits, space, pool)
+            traj = await _episode(job, policy, config.limits, pool)
             tag_trajectory(traj, job.key, job.task.tags, job.task.category)
             result = store.commit(traj)
             done += 1
@@ -301,22 +303,21 @@ def _check_workers(config: EvalConfig, policy: Policy | None) -> None:
                                "and no policy= object, or use workers=1")
 
 
-def _episode_jobs(jobs: Sequence[Job], config: EvalConfig,
-                  space: FactorSpace) -> list[EpisodeJob]:
-    """The jobs as specs that another process rebuilds (a Ray node, a worker process)."""
+def _episode_jobs(jobs: Sequence[Job], config: EvalConfig) -> list[EpisodeJob]:
+    """The jobs as specs that another process rebuilds (a Ray node, a worker process); a
+    harness id is an address that needs no space to resolve."""
     from harnessgrid.ray_episodes import EpisodeJob
 
-    levels = {f.name: list(f.levels) for f in space.factors}
     tasks = {(j.key.suite, j.task.id): j.task for j in jobs}
     hashes = {key: task.content_hash() for key, task in tasks.items()}  # once per task
     return [EpisodeJob(harness=j.key.harness, suite=j.key.suite, task_id=j.task.id,
                        task_hash=hashes[j.key.suite, j.task.id], policy=config.policy,
-                       policy_options=config.policy_options, limits=config.limits,
-                       space=levels) for j in jobs]
+                       policy_options=config.policy_options, limits=config.limits)
+            for j in jobs]
 
 
-def _run_jobs_in_workers(jobs: Sequence[Job], config: EvalConfig, space: FactorSpace,
-                         store: EvalStore, report: _Reporter) -> int:
+def _run_jobs_in_workers(jobs: Sequence[Job], config: EvalConfig, store: EvalStore,
+                         report: _Reporter) -> int:
     """The jobs in local worker processes (:mod:`harnessgrid.evaluation.workers`), committed
     here as they come back, as :func:`_run_jobs_on_ray` does."""
     from harnessgrid.evaluation.workers import worker_episodes
@@ -325,14 +326,14 @@ def _run_jobs_in_workers(jobs: Sequence[Job], config: EvalConfig, space: FactorS
         report.close()
         return 0
     task = asyncio.current_task()  # Ctrl-C under asyncio.run cancels it: stop waiting then
-    finished = worker_episodes(_episode_jobs(jobs, config, space), workers=config.workers,
+    finished = worker_episodes(_episode_jobs(jobs, config), workers=config.workers,
                                concurrency=config.concurrency,
                                cancelled=lambda: task is not None and task.cancelling() > 0)
     return _commit_all(jobs, finished, store, report)
 
 
-def _run_jobs_on_ray(jobs: Sequence[Job], config: EvalConfig, space: FactorSpace,
-                     store: EvalStore, report: _Reporter) -> int:
+def _run_jobs_on_ray(jobs: Sequence[Job], config: EvalConfig, store: EvalStore,
+                     report: _Reporter) -> int:
     """The jobs as Ray tasks (see :func:`harnessgrid.ray_episodes.ray_episodes`); each
     trajectory is tagged and committed exactly as :func:`_run_jobs` does, as it arrives. This
     waits on Ray in the calling thread: nothing else runs on the event loop meanwhile."""
@@ -341,7 +342,7 @@ def _run_jobs_on_ray(jobs: Sequence[Job], config: EvalConfig, space: FactorSpace
     if not jobs:
         report.close()
         return 0
-    return _commit_all(jobs, ray_episodes(_episode_jobs(jobs, config, space)), store, report)
+    return _commit_all(jobs, ray_episodes(_episode_jobs(jobs, config)), store, report)
 
 
 def _commit_all(jobs: Sequence[Job], finished: Iterator[tuple[int, Trajectory]],
@@ -367,7 +368,7 @@ def _say(text: str) -> None:
 
 
 async def _episode(job: Job, policy: Policy, limits: EpisodeLimits,
-                   space: FactorSpace, pool: SandboxPool | None = None) -> Trajectory:
+                   pool: SandboxPool | None = None) -> Trajectory:
     """One episode; an unexpected exception becomes an infrastructure failure (the same rule
     as ``run_episodes``), never a crash of the evaluation."""
     from harnessgrid.api import resolve_harness
@@ -376,7 +377,7 @@ async def _episode(job: Job, policy: Policy, limits: EpisodeLimits,
     episode_id = uuid.uuid4().hex[:12]
     harness_name = job.key.harness
     try:
-        harness = resolve_harness(job.key.harness, space)
+        harness = resolve_harness(job.key.harness)
         harness_name = harness.name
         return await run_episode(harness, job.task, policy, limits, episode_id=episode_id,
                                  pool=pool)

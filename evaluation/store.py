@@ -24,14 +24,25 @@ result (killed between the two appends) still carries its key in ``meta["eval"]`
 result is rebuilt from it instead of re-running the episode — nothing is lost and nothing is
 stored twice.
 
+**Lost trajectories.** ``trajectories.jsonl`` can also lose its tail to something other than a
+killed writer (a full disk, a copy, a sync tool), or a results line can point past the end of
+the file: a result is then stored without its trajectory. So :meth:`EvalStore.open` reads back
+the trajectory of every effective result (one line each, at its offset: no other line is
+parsed) and, for each that is missing, cut or another episode's, appends a *loss record* (an
+infrastructure failure of termination ``trajectory_lost``, saying why) that supersedes the
+result: the episode runs again on resume, ``--keep-failures`` or not, and its old result stays
+in the file. The record is written before anything else is appended, since new trajectories
+may later fill the offset the lost one had.
+
 **One effective result per key.** Re-running the same command skips stored keys, except those
 whose result is an infrastructure failure (policy, sandbox or internal error: a missing key, an
 API outage), which are run again unless ``keep_failures``. Nothing is ever rewritten: the new
 trajectory and result are appended, and the rule for reading is that *a later result for a key
-supersedes an earlier infrastructure failure of that key* (and nothing else: a second result
-after a real one can only come from files copied together by hand; it is reported and
-ignored). Reports read only the effective results (:func:`read_results`); the superseded ones
-stay in the files for the audit trail (:func:`read_superseded`, :func:`read_history`).
+supersedes an earlier infrastructure failure of that key*, and a loss record the result it
+was written for (and nothing else: a second result after a real one can only come from files
+copied together by hand; it is reported and ignored). Reports read only the effective results
+(:func:`read_results`); the superseded ones stay in the files for the audit trail
+(:func:`read_superseded`, :func:`read_history`).
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ from typing import IO, Self
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.results import META_KEY, EvalResult, ResultKey
+from harnessgrid.models import clean_text
 from harnessgrid.paths import require_output_dir
 from harnessgrid.trajectory import Trajectory, TrajectoryStore, read_trajectory_line
 
@@ -117,19 +129,23 @@ def _whole_lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
 
 
 def supersedes(new: EvalResult, old: EvalResult | None) -> bool:
-    """Whether ``new``, stored after ``old`` for the same key, becomes the key's result: only
-    an infrastructure failure is ever superseded (by a retry of its episode)."""
-    return old is None or old.infra_failure
+    """Whether ``new``, stored after ``old`` for the same key, becomes the key's result: an
+    infrastructure failure is superseded by a retry of its episode (a loss record is one),
+    a result whose trajectory was lost by the loss record of that episode."""
+    return old is None or old.infra_failure or (new.trajectory_lost
+                                                and new.episode_id == old.episode_id)
 
 
 @dataclass
 class StoredResults:
     """What ``results.jsonl`` holds: the effective result of each key (in order of the key's
-    first record), the infrastructure failures later results superseded (in file order), and
-    how many records were ignored as duplicates."""
+    first record), the results later records superseded (in file order), among them
+    ``lost_results``, those whose trajectory a loss record says is gone, and how many records
+    were ignored as duplicates."""
 
     effective: dict[ResultKey, EvalResult] = field(default_factory=dict)
     superseded: list[EvalResult] = field(default_factory=list)
+    lost_results: list[EvalResult] = field(default_factory=list)
     duplicates: int = 0
 
     def add(self, result: EvalResult) -> bool:
@@ -140,6 +156,8 @@ class StoredResults:
             return False
         if old is not None:
             self.superseded.append(old)
+            if result.trajectory_lost and old.traj_offset >= 0:
+                self.lost_results.append(old)
         self.effective[result.key] = result
         return True
 
@@ -170,8 +188,9 @@ def read_results(out_dir: str | Path) -> list[EvalResult]:
 
 
 def read_superseded(out_dir: str | Path) -> list[EvalResult]:
-    """The infrastructure failures that a later result of the same key replaced, in the order
-    they were stored (each still points at its trajectory: :func:`load_trajectory`)."""
+    """The results that a later record of the same key replaced, in the order they were
+    stored: infrastructure failures (each still points at its trajectory:
+    :func:`load_trajectory`), loss records, and results whose trajectory was lost."""
     return scan_results(out_dir).superseded
 
 
@@ -187,12 +206,69 @@ def read_history(out_dir: str | Path) -> dict[ResultKey, list[EvalResult]]:
     return history
 
 
+class TrajectoryMissing(ValueError):
+    """A stored result's trajectory is not in ``trajectories.jsonl`` (lost, or never stored)."""
+
+
 def load_trajectory(out_dir: str | Path, result: EvalResult) -> Trajectory:
-    """The full trajectory of one stored result, read at its recorded offset."""
+    """The full trajectory of one stored result, read at its recorded offset; raises
+    :class:`TrajectoryMissing`, saying why, when that is not its trajectory (or none)."""
     path = Path(out_dir) / TRAJECTORIES
+    try:
+        if result.traj_offset < 0:
+            raise TrajectoryMissing(result.error if result.trajectory_lost
+                                    else "the result was stored without it")
+        with path.open("rb") as f:
+            return read_stored_trajectory(f, os.fstat(f.fileno()).st_size, result)
+    except (TrajectoryMissing, FileNotFoundError) as exc:
+        raise TrajectoryMissing(f"the trajectory of {result.key.describe()} (episode "
+                                f"{result.episode_id or '?'}) is not stored: {exc}") from None
+
+
+def read_stored_trajectory(f: IO[bytes], size: int, result: EvalResult) -> Trajectory:
+    """``result``'s trajectory, read from the open ``trajectories.jsonl`` (``size`` bytes) at
+    its offset; :class:`TrajectoryMissing` with the reason when the line there is not whole,
+    does not read back, or is another episode's (the offset was filled again after a loss)."""
+    offset = result.traj_offset
+    if offset >= size:
+        raise TrajectoryMissing(f"its offset {offset:,} is at or beyond the end of "
+                                f"{TRAJECTORIES} ({size:,} bytes)")
+    f.seek(max(0, offset - 1))
+    if offset > 0 and f.read(1) != b"\n":
+        raise TrajectoryMissing(f"its offset {offset:,} in {TRAJECTORIES} is not the start "
+                                "of a line")
+    raw = f.readline()
+    if not raw.endswith(b"\n"):
+        raise TrajectoryMissing(f"its line in {TRAJECTORIES} is cut off")
+    try:
+        traj = Trajectory.model_validate_json(raw)
+    except (ValueError, RecursionError) as exc:  # ValidationError included
+        first = " ".join(str(exc).splitlines()[:3])[:300]
+        raise TrajectoryMissing(f"its line in {TRAJECTORIES} does not read back ({first})"
+                                ) from None
+    if result.episode_id and traj.episode_id != result.episode_id:
+        raise TrajectoryMissing(f"the line at its offset in {TRAJECTORIES} is episode "
+                                f"{clean_text(traj.episode_id)[:40]}'s")
+    return traj
+
+
+def lost_trajectories(path: Path, results: Iterable[EvalResult]) -> list[tuple[EvalResult, str]]:
+    """Each of ``results`` whose trajectory does not read back from ``path``, with why. Reads
+    one line per result (in file order), none other."""
+    pointing = sorted((r for r in results if r.traj_offset >= 0), key=lambda r: r.traj_offset)
+    if not pointing:
+        return []
+    if not path.exists():
+        return [(r, f"{TRAJECTORIES} does not exist") for r in pointing]
+    lost: list[tuple[EvalResult, str]] = []
     with path.open("rb") as f:
-        f.seek(result.traj_offset)
-        return Trajectory.model_validate_json(f.readline())
+        size = os.fstat(f.fileno()).st_size
+        for result in pointing:
+            try:
+                read_stored_trajectory(f, size, result)
+            except TrajectoryMissing as exc:
+                lost.append((result, str(exc)))
+    return lost
 
 
 class EvalStore:
@@ -207,23 +283,38 @@ class EvalStore:
         self.dir = Path(out_dir)
         self.results_path = self.dir / RESULTS
         self.trajectories = TrajectoryStore(self.dir / TRAJECTORIES)
-        #: The effective result of each stored key (see the module doc).
-        self.results: dict[ResultKey, EvalResult] = {}
-        #: Infrastructure failures superseded by a later result (kept in the files).
-        self.superseded: list[EvalResult] = []
+        self._stored = StoredResults()
         self.recovered = 0
         self._lock: IO[str] | None = None
 
     @property
+    def results(self) -> dict[ResultKey, EvalResult]:
+        """The effective result of each stored key (see the module doc)."""
+        return self._stored.effective
+
+    @property
+    def superseded(self) -> list[EvalResult]:
+        """Results superseded by a later record (kept in the files)."""
+        return self._stored.superseded
+
+    @property
     def done(self) -> set[ResultKey]:
-        """Every key with a stored result (whatever its outcome)."""
-        return set(self.results)
+        """Every key with a stored result (whatever its outcome), but those whose trajectory
+        was lost: they run again on resume."""
+        return set(self.results) - self.lost
 
     @property
     def failed(self) -> set[ResultKey]:
         """The keys whose result is an infrastructure failure: re-run on resume unless the
-        evaluation keeps failures."""
-        return {key for key, result in self.results.items() if result.infra_failure}
+        evaluation keeps failures (a lost trajectory is not one of them: see :attr:`lost`)."""
+        return {key for key, result in self.results.items()
+                if result.infra_failure and not result.trajectory_lost}
+
+    @property
+    def lost(self) -> set[ResultKey]:
+        """The keys whose trajectory was lost (found so on this open or an earlier one):
+        always run again, ``keep_failures`` or not."""
+        return {key for key, result in self.results.items() if result.trajectory_lost}
 
     def __enter__(self) -> Self:
         self.open()
@@ -239,9 +330,11 @@ class EvalStore:
         self._acquire_lock()
         repair_tail(self.trajectories.path)
         repair_tail(self.results_path)
-        stored = scan_results(self.dir)
-        self.results, self.superseded = stored.effective, stored.superseded
+        self._stored = scan_results(self.dir)
+        # Before anything is appended: a new trajectory may take the offset of a lost one.
+        self._record_lost_trajectories()
         self._recover_orphans()
+        self._say_what_runs_again()
 
     def close(self) -> None:
         if self._lock is not None:
@@ -265,14 +358,33 @@ class EvalStore:
         lock.flush()
         self._lock = lock
 
+    def _record_lost_trajectories(self) -> None:
+        """Append a loss record for each effective result whose trajectory does not read back
+        (see the module doc)."""
+        for result, reason in lost_trajectories(self.trajectories.path,
+                                                list(self.results.values())):
+            self._append_result(result.lost_result(reason))
+
+    def _say_what_runs_again(self) -> None:
+        lost = [self.results[key] for key in self.lost]
+        if not lost:
+            return
+        which = "; ".join(f"{r.key.describe()} (episode {r.episode_id or '?'}: "
+                          f"{(r.error or '').removeprefix('trajectory lost: ')})"
+                          for r in lost[:10])
+        more = f"; and {len(lost) - 10} more" if len(lost) > 10 else ""
+        warnings.warn(f"{self.dir}: re-running {len(lost)} episode(s) whose trajectory was "
+                      f"lost: {which}{more}", stacklevel=3)
+
     def _recover_orphans(self) -> None:
         """Commit results for trajectories stored after the last committed one (a retry of an
         infrastructure failure included: it supersedes the failure, as if committed)."""
         path = self.trajectories.path
         if not path.exists():
             return
-        last = max((r.traj_offset for r in [*self.results.values(), *self.superseded]),
-                   default=-1)
+        gone = {id(r) for r in self._stored.lost_results}  # offsets pointing at no line of theirs
+        last = max((r.traj_offset for r in [*self.results.values(), *self.superseded]
+                    if id(r) not in gone), default=-1)
         with path.open("rb") as f:
             if last >= 0:
                 f.seek(last)
@@ -306,13 +418,10 @@ class EvalStore:
         return result
 
     def _append_result(self, result: EvalResult) -> None:
-        old = self.results.get(result.key)
-        if not supersedes(result, old):
+        if not supersedes(result, self.results.get(result.key)):
             raise RuntimeError(f"result already stored: {result.key.describe()}")
         append_line(self.results_path, (result.model_dump_json() + "\n").encode())
-        if old is not None:
-            self.superseded.append(old)
-        self.results[result.key] = result
+        self._stored.add(result)
 
     def extend(self, results: Iterable[EvalResult]) -> None:
         """Store results without trajectories (imports, tests of the reports)."""

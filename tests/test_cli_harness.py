@@ -51,10 +51,12 @@ def test_diff_names_changed_factors_and_prompt_lines() -> None:
 
 
 def test_show_bad_code_is_a_clear_error() -> None:
-    # codes count every registered level (the micro plugin's too), so T5 may exist; T99 not
-    out = hg_cli("harness", "show", "S0-T99-O0-C0-W0")
-    assert out.returncode == 2 and "factor tool_interface has levels 0.." in out.stderr
-    assert "got 99" in out.stderr and "Traceback" not in out.stderr
+    # numbers name the paper's three built-ins only, micro installed or not; a plugin's
+    # levels are named (T=micro_tags), which the hint says
+    for code, part in [("S0-T99-O0-C0-W0", "T99"), ("S0-T3-O0-C0-W0", "T3")]:
+        out = hg_cli("harness", "show", code)
+        assert out.returncode == 2 and f"{part} is not a level of tool_interface" in out.stderr
+        assert "T=micro_tags" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_show_titles_the_harness_and_lists_its_levels_whole() -> None:

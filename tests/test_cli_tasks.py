@@ -69,7 +69,7 @@ def test_list_suites_and_tasks(plugins: Path) -> None:
     assert [r["id"] for r in rows] == ["archive_logs", "fix_port", "hello_note", "sum_sales"]
     assert rows[0] == {"address": f"clawgym:{CLAWGYM}/archive_logs", "id": "archive_logs",
                        "split": "eval", "category": "files", "tags": [], "difficulty": 1,
-                       "grading": "automated", "plan_length": 0}
+                       "grading": "automated", "plan_length": 0, "sessions": 1}
     assert as_json("list", "--suite", f"clawgym:{CLAWGYM}") == rows  # the older spelling
     fails_with("two suites given", "list", "examples", "--suite", "grid-bench")
     table = invoke("list", f"pinchbench:{PINCHBENCH}").output
@@ -216,18 +216,19 @@ PINCHBENCH_REPO = TESTS / "fixtures" / "pinchbench_repo"
 
 
 def test_a_broken_task_is_listed_and_the_others_show(plugins: Path) -> None:
-    """The public layout with task_20's asset missing: ``list`` shows every good task and the
-    broken ones with their reasons, ``show`` works for a good task and says why for the
-    broken one (issue 14)."""
+    """The public layout with task_20's asset missing: ``list`` shows every good task (the
+    multi-session one with its sessions) and the broken one with its reason, ``show`` works
+    for a good task and says why for the broken one (issue 14)."""
     suite = f"pinchbench:{PINCHBENCH_REPO}"
     rows = {r["id"]: r for r in as_json("list", suite)}
     assert {i for i, r in rows.items() if r["grading"] != "broken"} == {
         "task_00_sanity", "task_15_hybrid_weighted", "task_16_notes_in_scores",
-        "task_19_sales_total"}
+        "task_19_sales_total", "task_22_second_brain"}
     assert "GPT4.pdf" in rows["task_20_eli5_pdf_summary"]["broken"]
-    assert "multi-session" in rows["task_22_second_brain"]["broken"]
+    assert rows["task_22_second_brain"]["sessions"] == 3
+    assert rows["task_00_sanity"]["sessions"] == 1
     text = invoke("list", suite).output
-    assert "4 tasks, 2 broken" in text
+    assert "5 tasks, 1 broken" in text and "sessions" in text
     assert f"broken, skipped: {suite}/task_20_eli5_pdf_summary" in text
     shown = as_json("show", f"{suite}/task_19_sales_total")
     assert shown["files"] == [{"path": "sales.csv", "bytes": 41}]

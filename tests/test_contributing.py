@@ -204,7 +204,24 @@ def test_page_and_examples_register_through_entry_points(
         ("factor level", "observation:diffstat"), ("factor level", "workflow:reflective"),
         ("factor level", "observation:last_lines"), ("adapter", "sh"),
         ("adapter", "plain-bash"), ("task suite", "mysuite"), ("task suite", "hello-suite"),
-        ("policy backend", "echo")}, origins
+        ("policy backend", "echo"), ("space", "text-tools")}, origins
+
+
+def test_hookspec_space_example_names_codes(
+        docs_installed: tuple[Path, dict[str, list[str]]]) -> None:
+    """The example's named space reads ``text-tools:CODE`` in its own numbering, and its
+    harnesses run; the paper's codes are unchanged by it."""
+    import harnessgrid as hg
+    from harnessgrid.plugins.tasks.examples import UPPER_TASK
+    from harnessgrid.policies.scripted import ScriptedPolicy
+
+    harness = hg.resolve_harness("text-tools:S1-T0-O1-C0-W1")
+    assert harness.config.levels == {  # type: ignore[attr-defined]
+        "system_prompt": "stepwise", "tool_interface": "xml_tags", "observation": "annotated",
+        "context": "full", "workflow": "verify_recover"}
+    assert harness.name == "text-tools:S1-T0-O1-C0-W1"
+    assert asyncio.run(hg.run_episode(harness, UPPER_TASK, ScriptedPolicy())).passed
+    assert hg.resolve_config("S1-T0-O1-C0-W1").level("tool_interface") == "function_calling"
 
 
 def test_hookspec_suite_and_policy_examples_work(

@@ -36,7 +36,8 @@ def test_first_order_uses_level_i_of_every_factor() -> None:
     assert first_order_design(SPACE).codes == ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W1",
                                                "S2-T2-O2-C2-W2"]
     # Mixed levels wrap with i % levels: four runs, the 3-level factors restart at level 0.
-    assert first_order_design(MIXED).codes[-1] == "S0-T0-O3-C0-W0"
+    assert first_order_design(MIXED).configs[-1] == MIXED.parse("S0-T0-O3-C0-W0")
+    assert first_order_design(MIXED).codes[-1] == "S0-T0-O=diffstat-C0-W0"  # named: stable
     assert first_order_design(MIXED).diagnostics().strength == 0  # level 0 twice, others once
 
 

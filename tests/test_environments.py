@@ -155,6 +155,92 @@ def test_env_dir_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert env_root() == tmp_path / "override"
 
 
+def test_builtin_environments_hold_what_their_suites_tasks_name() -> None:
+    """ClawGym tasks name requests, flask and openpyxl besides the data stack; PinchBench tasks
+    hand the agent spreadsheets (python, pandas, openpyxl) and declare an environment of their
+    own. Every built-in list is pinned (the digest, and what graders see, must not drift)."""
+    from harnessgrid.environments import BUILTIN_SYSTEM_TOOLS, normalise_requirements
+    from harnessgrid.plugins.tasks import pinchbench
+
+    def names(env: str) -> set[str]:
+        lines = normalise_requirements(BUILTIN_REQUIREMENTS[env]).splitlines()
+        assert all("==" in line for line in lines), lines
+        return {line.split("==")[0].lower() for line in lines}
+
+    assert {"requests", "flask", "openpyxl", "pandas", "numpy", "pyyaml"} <= names("clawgym")
+    assert {"pandas", "openpyxl"} <= names("pinchbench")
+    assert "ruby" in BUILTIN_SYSTEM_TOOLS["clawgym"]  # task_0199's grader calls it
+    repo = Path(__file__).parent / "fixtures" / "pinchbench_repo"
+    assert {t.environment for t in pinchbench.load(str(repo)).tasks()} == {"pinchbench"}
+
+
+def test_build_says_which_system_tools_a_venv_cannot_carry(
+        env_dir: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A built-in environment may need a program that is no Python package (ClawGym's ruby):
+    ``env build`` names each one the host lacks and how to provide it, instead of building a
+    venv that silently cannot run those tasks; ``env show`` lists them with their state."""
+    from harnessgrid import environments
+
+    monkeypatch.setitem(environments.BUILTIN_REQUIREMENTS, "toolbox", "")
+    monkeypatch.setitem(environments.BUILTIN_SYSTEM_TOOLS, "toolbox", ("sh", "hg-absent-tool"))
+    code, out, err = hg_cli(capsys, monkeypatch, "env", "build", "toolbox")
+    assert code == 0, err
+    said = " ".join(err.split())
+    assert "hg-absent-tool" in said and "a venv cannot carry" in said
+    assert "apt-get install" in said and "--rootfs" in said
+    assert "sh:" not in said  # the host has sh: nothing to say about it
+    code, out, _ = hg_cli(capsys, monkeypatch, "env", "show", "toolbox")
+    assert "hg-absent-tool (missing on this host)" in out and "sh (found)" in out
+    assert get_environment("toolbox").system_tools == ("sh", "hg-absent-tool")
+    code, _, err = hg_cli(capsys, monkeypatch, "env", "build", "mine", "-r", "")
+    assert code == 0 and "cannot carry" not in err  # a list of one's own declares no tools
+
+
+JAVA_SKIP = pytest.mark.skipif(
+    __import__("shutil").which("java") is None,
+    reason="java is not installed on this host (e.g. apt-get install -y default-jre-headless)")
+HELLO_JAVA = ("public class Hello { public static void main(String[] a) {"
+              " System.out.println(\"heap_mb=\" + Runtime.getRuntime().maxMemory() / 1048576);"
+              " } }\n")
+
+
+def compiled_hello(where: Path) -> dict[str, bytes]:
+    """Hello.class, compiled on the host (the sandbox does not show the JDK's /etc config,
+    which javac needs), or nothing without a javac."""
+    import shutil
+
+    if shutil.which("javac") is None:
+        return {}
+    (where / "Hello.java").write_text(HELLO_JAVA)
+    subprocess.run(["javac", "-d", str(where), str(where / "Hello.java")], check=True,
+                   capture_output=True, timeout=300)
+    return {"Hello.class": (where / "Hello.class").read_bytes()}
+
+
+@JAVA_SKIP
+def test_a_jvm_starts_in_an_environment_under_the_default_limits(env_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    """The sandbox caps each process's address space (``SandboxLimits.memory_mb``, 2 GiB);
+    a JVM's default reservations (a quarter of the host's memory for the heap, 1 GiB of class
+    space) exceed it and it dies at start. An environment's ``java`` starts with reservations
+    that fit the cap, and flags given on the command line still win."""
+    record = build_venv("bare", "")
+    classes = compiled_hello(tmp_path)
+    ws = Workspace.create(classes, None, mount_path=MOUNT)
+    try:
+        with Sandbox(ws, environment=record) as sb:
+            version = sb.run_sync("java -version")
+            assert version.ok and "Error occurred" not in version.stdout, version
+            if classes:
+                ran = sb.run_sync("java -cp . Hello")
+                assert ran.ok and 0 < int(ran.stdout.split("=")[1]) <= 2048 // 4, ran
+                mine = sb.run_sync("java -Xmx96m -cp . Hello")
+                assert mine.ok and int(mine.stdout.split("=")[1]) <= 96, mine
+    finally:
+        ws.cleanup()
+
+
 # --- inside the sandbox --------------------------------------------------------------------
 
 
@@ -404,3 +490,48 @@ def test_clawgym_style_pandas_task_passes_in_its_environment(clawgym_env: None,
     assert traj.environment is not None and traj.environment["name"] == "clawgym"
     bare = play(harness, task, EpisodeLimits(environment="none"))
     assert not bare.passed  # without the environment neither the script nor the check runs
+
+
+@pytest.mark.slow
+def test_clawgym_environment_holds_the_modules_its_tasks_name(clawgym_env: None) -> None:
+    """requests, flask and openpyxl import in the sandbox, on the environment's python."""
+    ws = Workspace.create({}, None, mount_path=MOUNT)
+    try:
+        with Sandbox(ws, environment=get_environment("clawgym")) as sb:
+            result = sb.run_sync("python -c 'import flask, openpyxl, pandas, requests, yaml'")
+            assert result.ok, result
+    finally:
+        ws.cleanup()
+
+
+SPREADSHEET = textwrap.dedent("""\
+    import openpyxl, pandas
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Q1_Expenses"
+    sheet.append(["Employee", "Amount"])
+    for row in (["Alice Chen", 5400], ["Bo", 30]):
+        sheet.append(row)
+    book.save("company_expenses.xlsx")
+    frame = pandas.read_excel("company_expenses.xlsx", sheet_name="Q1_Expenses")
+    print("total", int(frame["Amount"].sum()))
+    """)
+
+
+@pytest.mark.slow
+def test_pinchbench_environment_reads_spreadsheets(tmp_path: Path) -> None:
+    """The environment PinchBench tasks declare, built with the CLI from its built-in list:
+    ``python`` in the sandbox reads an ``.xlsx`` with pandas (through openpyxl), which the
+    bare sandbox cannot (it has no ``python`` at all, only ``python3`` without pandas)."""
+    out = subprocess.run([sys.executable, "-m", "harnessgrid", "env", "build", "pinchbench"],
+                         capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr
+    ws = Workspace.create({"summary.py": SPREADSHEET}, None, mount_path=MOUNT)
+    try:
+        with Sandbox(ws, environment=get_environment("pinchbench")) as sb:
+            result = sb.run_sync("python summary.py")
+            assert result.ok and result.stdout.strip() == "total 5430", result
+        with Sandbox(ws) as sb:
+            assert not sb.run_sync("python summary.py").ok
+    finally:
+        ws.cleanup()

@@ -1,6 +1,7 @@
-"""Harnesses of a space extended by plugins, named from the command line: codes are read in the
-harness space of every registered level (built-ins first, then the others by name), level lists
-are accepted wherever a harness is, and designs over the extension print the same codes.
+"""Harnesses of a space extended by plugins, named from the command line: a plugin level is
+written by name in a code (``S0-T0-O=diffstat-C0-W=checklist``), level lists are accepted
+wherever a harness is, and designs over the extension print the same codes. (That a code means
+the same harness whatever other plugins are installed is pinned in test_stable_codes.py.)
 
 The plugin is a real installed-looking distribution (``plugin_dist.write_dist_info``): a fourth
 observation level, ``diffstat``, a fifth, ``tally``, and a fourth workflow level,
@@ -25,8 +26,7 @@ from plugin_dist import write_dist_info
 import harnessgrid as hg
 from harnessgrid.composition import (
     config_in,
-    harness_code,
-    harness_space,
+    harness_address,
     level_order,
     parse_level_list,
     registry_space,
@@ -34,7 +34,7 @@ from harnessgrid.composition import (
 )
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.plan import resolve_settings, split_harnesses
-from harnessgrid.space import DEFAULT_LEVELS, FACTORS, FactorSpace
+from harnessgrid.space import DEFAULT_LEVELS, FACTORS, FactorSpace, stable_code
 
 TESTS = Path(__file__).parent
 MODULE = "hg_extended_levels"
@@ -100,9 +100,9 @@ def install(root: Path) -> Path:
 
 @pytest.fixture
 def installed(tmp_path: Path, on_sys_path: Callable[[Path], None]) -> FactorSpace:
-    """The plugin installed in this process; returns the harness space."""
+    """The plugin installed in this process; returns the space of every registered level."""
     on_sys_path(install(tmp_path / "plugin"))
-    return harness_space()
+    return registry_space(all_levels=True)
 
 
 @pytest.fixture(scope="module")
@@ -125,13 +125,12 @@ def index_of(space: FactorSpace, factor: str, level: str) -> int:
     return space.factor(factor).levels.index(level)
 
 
-def code_of(space: FactorSpace, **levels: str) -> str:
-    """The code of the built-in level 0 everywhere except ``levels``."""
-    mapping = {f: DEFAULT_LEVELS[f][0] for f in FACTORS} | levels
-    return space.from_mapping(mapping).code
+def code_of(**levels: str) -> str:
+    """The code of the built-in level 0 everywhere except ``levels`` (plugin levels by name)."""
+    return stable_code({f: DEFAULT_LEVELS[f][0] for f in FACTORS} | levels)
 
 
-# -- the harness space and the one resolution function ----------------------------------------
+# -- spaces of registered levels and the one resolution function ------------------------------
 
 def test_builtins_first_then_every_other_level_by_name(installed: FactorSpace) -> None:
     for factor in installed.factors:
@@ -151,11 +150,13 @@ def test_builtins_first_then_every_other_level_by_name(installed: FactorSpace) -
     # the paper's codes name the same built-ins whether or not plugins are installed
     for code in ("S0-T0-O0-C0-W0", "S1-T2-O2-C1-W0", "S2-T1-O1-C2-W2"):
         assert resolve_config(code).levels == FactorSpace.default().parse(code).levels
+    # and a space of every registered level writes a plugin level by name
+    config = installed.from_mapping(parse_level_list(LEVEL_LIST))
+    assert config.code == "S0-T1-O=diffstat-C0-W=checklist"
 
 
 def test_codes_and_level_lists_resolve_alike(installed: FactorSpace) -> None:
-    code = code_of(installed, tool_interface="xml_tags", observation="diffstat",
-                   workflow="checklist")
+    code = code_of(tool_interface="xml_tags", observation="diffstat", workflow="checklist")
     config = resolve_config(code)
     assert config.levels == parse_level_list(LEVEL_LIST)
     assert resolve_config(LEVEL_LIST).code == code  # a level list is named by its code
@@ -179,13 +180,14 @@ def test_with_levels_order_does_not_change_codes(installed: FactorSpace) -> None
     skip = registry_space(["observation:tally"])
     config = skip.from_mapping({**{f: DEFAULT_LEVELS[f][0] for f in FACTORS},
                                 "observation": "tally"})
-    assert config.code == "S0-T0-O3-C0-W0"
-    assert harness_code(config) == code_of(installed, observation="tally")
-    assert resolve_config(harness_code(config)).levels == config.levels
-    assert config_in(resolve_config(harness_code(config)), skip) == config
+    assert skip.parse("S0-T0-O3-C0-W0") == config  # numbered within its own space ...
+    assert config.code == code_of(observation="tally") == "S0-T0-O=tally-C0-W0"  # ... named
+    assert harness_address(config) == config.code
+    assert resolve_config(config.code).levels == config.levels
+    assert config_in(resolve_config(config.code), skip) == config
     with pytest.raises(ConfigError, match="observation:diffstat, which this space does not "
                                           "hold") as exc:
-        config_in(resolve_config(code_of(installed, observation="diffstat")), skip)
+        config_in(resolve_config(code_of(observation="diffstat")), skip)
     assert "--with observation:diffstat" in (exc.value.hint or "")
 
 
@@ -212,8 +214,8 @@ def test_split_harnesses_keeps_level_lists_whole() -> None:
     assert split_harnesses(None) == [] and split_harnesses(["a,b", "c"]) == ["a", "b", "c"]
 
 
-def test_eval_settings_read_the_harness_space(installed: FactorSpace) -> None:
-    code = code_of(installed, observation="diffstat", workflow="checklist")
+def test_eval_settings_read_plugin_levels_by_name(installed: FactorSpace) -> None:
+    code = code_of(observation="diffstat", workflow="checklist")
     settings = resolve_settings(["in-space", "original"], harnesses=[code, LEVEL_LIST],
                                 original=LEVEL_LIST)
     listed = resolve_config(LEVEL_LIST).code
@@ -227,21 +229,18 @@ def test_eval_settings_read_the_harness_space(installed: FactorSpace) -> None:
 # -- the command line, in fresh processes with the plugin installed ---------------------------
 
 def extended_code(env: dict[str, str], **levels: str) -> str:
-    """The code of ``levels`` as `plugins list` numbers them: built-ins, then names sorted."""
+    """The code of ``levels`` put together from the code parts `plugins list` shows."""
     data = json.loads(ok(hg_cli(env, "plugins", "list", "--json")))
-    names: dict[str, list[str]] = {f: [] for f in FACTORS}
-    for item in data["registrations"]:
-        if item["kind"] == "factor level":
-            factor, _, name = item["name"].partition(":")
-            names[factor].append(name)
-    space = FactorSpace.from_levels({f: sorted(n, key=lambda x, f=f: level_order(f, x))
-                                     for f, n in names.items()})
-    return code_of(space, **levels)
+    parts = {item["name"]: item["code"] for item in data["registrations"]
+             if item["kind"] == "factor level"}
+    mapping = {f: DEFAULT_LEVELS[f][0] for f in FACTORS} | levels
+    return "-".join(parts[f"{f}:{mapping[f]}"] for f in FACTORS)
 
 
-def test_eval_and_harness_show_with_o3_and_w3(env: dict[str, str], tmp_path: Path) -> None:
+def test_eval_and_harness_show_with_named_plugin_levels(env: dict[str, str],
+                                                        tmp_path: Path) -> None:
     code = extended_code(env, observation="diffstat", workflow="checklist")
-    assert code.split("-")[2:] == ["O3", "C0", "W3"]  # 4th observation, 4th workflow level
+    assert code.split("-")[2:] == ["O=diffstat", "C0", "W=checklist"]
     out = tmp_path / "eval"
     ok(hg_cli(env, "eval", "--policy", "scripted", "--suites", "examples", "--settings",
               "in-space", "--harnesses", f"{code},{LEVEL_LIST}", "--runs", "1", "--out",
@@ -320,7 +319,7 @@ def test_design_nearly_orthogonal_over_the_extension(env: dict[str, str]) -> Non
         assert text in ok(human)
     shown = hg_cli(env, "design", "show", *extra, "--kind", "nearly-orthogonal", "--runs", "18")
     assert "24 runs balance every factor" in shown.stderr
-    printed = re.findall(r"\bS\d+-T\d+-O\d+-C\d+-W\d+\b", ok(shown))
+    printed = re.findall(r"\bS\d+-T\d+-O(?:\d+|=\w+)-C\d+-W(?:\d+|=\w+)", ok(shown))
     assert len(printed) == 18 and len(set(printed)) == 18
     code = extended_code(env, observation="diffstat", workflow="checklist")
     held = json.loads(ok(hg_cli(env, "design", "holdout", *extra, "--kind", "nearly-orthogonal",
@@ -341,9 +340,8 @@ def test_design_nearly_orthogonal_over_the_extension(env: dict[str, str]) -> Non
 
 
 def test_designs_print_codes_every_command_reads(env: dict[str, str]) -> None:
-    """``--with observation:tally`` alone makes tally the design's fourth observation level,
-    but the printed code numbers it as the harness space does (after diffstat), so the code
-    can be pasted into `harness show`."""
+    """``--with observation:tally`` alone makes tally the design's fourth observation level;
+    the printed code names it (``O=tally``), so the code can be pasted into `harness show`."""
     code = extended_code(env, observation="tally")
     shown = ok(hg_cli(env, "design", "show", "--with", "observation:tally", "--kind",
                       "single", "--config", code))
@@ -378,6 +376,7 @@ def test_plugins_list_shows_the_code_of_each_level(env: dict[str, str]) -> None:
     listed = json.loads(ok(hg_cli(env, "plugins", "list", "--json")))["registrations"]
     codes = {r["name"]: r["code"] for r in listed if r["kind"] == "factor level"}
     assert codes["observation:raw"] == "O0" and codes["workflow:react"] == "W0"
+    assert codes["observation:diffstat"] == "O=diffstat"
     code = "-".join([codes["system_prompt:minimal"], codes["tool_interface:function_calling"],
                      codes["observation:diffstat"], codes["context:full"],
                      codes["workflow:checklist"]])

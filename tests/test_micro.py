@@ -107,10 +107,13 @@ def test_fifteen_levels_proper_subclasses_prefixed_and_a_space_of_243() -> None:
     assert config.levels == {"system_prompt": "micro_persona", "tool_interface": "micro_cmd",
                              "observation": "micro_plain", "context": "micro_digest",
                              "workflow": "micro_plan"}
-    # the level-list address resolves to the same harness anywhere a harness is accepted
+    # the address (the named space micro) resolves to the same harness anywhere a harness is
+    # accepted, and is the name a micro harness records
+    assert micro_address(config) == "micro:S1-T2-O0-C2-W1"
     harness = hg.resolve_harness(micro_address(config))
     assert harness.config.levels == config.levels  # type: ignore[attr-defined]
-    assert micro_harness("S1-T2-O0-C2-W1").name == "S1-T2-O0-C2-W1"
+    assert micro_harness("S1-T2-O0-C2-W1").name == "micro:S1-T2-O0-C2-W1"
+    assert micro_config("micro:S1-T2-O0-C2-W1") == config
     assert len(hg.orthogonal_design(MICRO_SPACE).configs) == 18
 
 

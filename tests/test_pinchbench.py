@@ -18,7 +18,7 @@ from servers import Canned, OpenAICompatServer, http_error, openai_text
 
 import harnessgrid as hg
 from harnessgrid.errors import ConfigError
-from harnessgrid.models import Action
+from harnessgrid.models import Action, ModelTurn
 from harnessgrid.plugins.tasks import clawgym, pinchbench
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.runtime import run_episode
@@ -307,9 +307,9 @@ def repo() -> TaskSuite:
 def test_one_missing_asset_breaks_only_its_task(repo: TaskSuite) -> None:
     """task_20's ``GPT4.pdf`` is missing: the other tasks load and task_20 is reported broken
     with the missing file as its reason; asking for it says so."""
-    assert [t.id for t in repo.tasks()] == sorted(REPO_SOLUTIONS)
+    assert [t.id for t in repo.tasks()] == sorted([*REPO_SOLUTIONS, "task_22_second_brain"])
     broken = {b.id: b.reason for b in repo.broken}
-    assert set(broken) == {"task_20_eli5_pdf_summary", "task_22_second_brain"}
+    assert set(broken) == {"task_20_eli5_pdf_summary"}
     assert "GPT4.pdf" in broken["task_20_eli5_pdf_summary"]
     assert "not found" in broken["task_20_eli5_pdf_summary"]
     with pytest.raises(ConfigError, match="task_20_eli5_pdf_summary.*is broken.*GPT4.pdf"):
@@ -318,13 +318,113 @@ def test_one_missing_asset_breaks_only_its_task(repo: TaskSuite) -> None:
     assert sales.files == {"sales.csv": (REPO / "assets/csvs/sales.csv").read_bytes()}
 
 
-def test_multi_session_task_is_refused_with_its_reason(repo: TaskSuite) -> None:
-    """The runtime has one user instruction per episode, so a ``sessions`` task is not run on
-    its placeholder prompt: it is broken, saying why."""
-    reason = next(b.reason for b in repo.broken if b.id == "task_22_second_brain")
-    assert "multi-session task (3 sessions" in reason and "single user instruction" in reason
-    with pytest.raises(ConfigError, match="multi-session"):
-        repo.get("task_22_second_brain")
+def test_multi_session_task_loads_with_its_sessions(repo: TaskSuite) -> None:
+    """A ``sessions`` task is runnable: its first prompt is the instruction and the others
+    follow in order; ``new_session`` is kept as upstream's runner keeps it (same workspace,
+    same conversation)."""
+    task = repo.get("task_22_second_brain")
+    assert task.instruction.startswith("Please remember that my build server")
+    assert task.followups == ("What is my build server called?",
+                              "Which port does my build server use?")
+    assert [s["id"] for s in task.metadata["sessions"]] == [
+        "store", "recall_same_session", "recall_new_session"]
+    assert task.metadata["sessions"][2]["new_session"] is True
+    assert "multi-session" not in " ".join(b.reason for b in repo.broken)
+
+
+SESSIONS_TASK = """\
+    ---
+    id: task_23_three_sessions
+    grading_type: automated
+    multi_session: true
+    sessions:
+      - id: first
+        prompt: Write `a.txt` saying `one`.
+      - id: second
+        prompt: |
+          Now write `b.txt` saying `two`.
+      - id: third
+        new_session: true
+        prompt: Finally write `c.txt` saying `three`.
+    ---
+    ## Prompt
+    This is a multi-session task; see the sessions in the front matter.
+    ## Automated Checks
+    ```python
+    def grade(transcript, workspace_path):
+        import os
+        def said(name):
+            path = os.path.join(workspace_path, name)
+            return open(path).read().strip() if os.path.exists(path) else ""
+        asked = [part.get("text", "") for event in transcript if event.get("type") == "message"
+                 and event["message"]["role"] == "user" for part in event["message"]["content"]]
+        return {"a": float(said("a.txt") == "one"), "b": float(said("b.txt") == "two"),
+                "c": float(said("c.txt") == "three"),
+                "asked_in_order": float(any("Finally write" in text for text in asked[2:]))}
+    ```
+    """
+
+
+class SessionPlanPolicy:
+    """Plays one plan per user message (the first instruction, then each follow-up), each
+    action rendered by the harness, then finishes: a stand-in for a model that does what each
+    session asks."""
+
+    spec = "session-plans"
+
+    def __init__(self, *plans: tuple[Action, ...]) -> None:
+        self.plans = plans
+
+    async def act(self, request: Any) -> Any:
+        state = request.state
+        harness = request.harness
+        expected = harness.protocol.expected_turn(state)
+        if expected is not None:
+            if expected.kind in ("plan", "text"):
+                return ModelTurn(content=expected.text or "Plan: do it, then finish.")
+            return harness.render_action(expected.action, f"call_{state.turn + 1}", state)
+        run = sum(m.kind in ("task", "followup") for m in state.history) - 1
+        step = state.scratch.setdefault("session-plan", {}).get(run, 0)
+        state.scratch["session-plan"][run] = step + 1
+        plan = self.plans[run] if run < len(self.plans) else ()
+        action = plan[step] if step < len(plan) else A("finish", message=f"session {run} done")
+        return harness.render_action(action, f"call_{state.turn + 1}", state)
+
+
+SESSION_PLANS = ((A("write", path="a.txt", content="one\n"),),
+                 (A("write", path="b.txt", content="two\n"),),
+                 (A("write", path="c.txt", content="three\n"),))
+
+
+@pytest.mark.parametrize("code", ["S0-T0-O0-C0-W0", "adapter:openclaw"])
+def test_multi_session_task_runs_each_session_then_grades_once(tmp_path: Path,
+                                                               code: str) -> None:
+    """As upstream's runner: each session's prompt is a further user message in the same
+    conversation and workspace (``Session.send``), and the task is graded once, on the final
+    workspace and the whole transcript."""
+    from harnessgrid.api import resolve_harness
+    from harnessgrid.task_sessions import run_task_episode
+
+    task = pinchbench.load(str(write(tmp_path, "task_23_three_sessions.md",
+                                     SESSIONS_TASK))).tasks()[0]
+    assert len(task.followups) == 2
+    traj = asyncio.run(run_task_episode(resolve_harness(code), task,
+                                        SessionPlanPolicy(*SESSION_PLANS)))
+    assert traj.task_id == "task_23_three_sessions" and traj.suite == task.suite
+    assert traj.grade_error is None and traj.passed, (traj.error, traj.subscores)
+    assert traj.meta["sessions"] == {"sent": 3, "total": 3}
+    followups = [m.content for m in traj.history if m.kind == "followup"]
+    assert followups == list(task.followups)
+
+
+def test_a_multi_session_task_run_as_one_instruction_is_ungraded(tmp_path: Path) -> None:
+    """A runner that sends only the first prompt (plain ``run_episode``) gets no score for it,
+    saying why, rather than a score for a third of the task."""
+    task = pinchbench.load(str(write(tmp_path, "task_23_three_sessions.md",
+                                     SESSIONS_TASK))).tasks()[0]
+    traj = play(task, SESSION_PLANS[0])
+    assert traj.score is None and traj.grade_error is not None
+    assert traj.grade_error.startswith("ungraded:") and "1 of its 3 sessions" in traj.grade_error
 
 
 @pytest.mark.parametrize("task_id", sorted(REPO_SOLUTIONS))
@@ -402,8 +502,10 @@ def test_grading_weights_are_read_as_upstream(tmp_path: Path, weights: Any,
 
 @pytest.mark.slow
 def test_an_evaluation_runs_the_good_tasks_and_reports_the_broken(tmp_path: Path) -> None:
-    """End to end: ``evaluate`` over the public layout runs the four good tasks and its report
-    lists task_20 (missing asset) and task_22 (multi-session) as skipped, with reasons."""
+    """End to end: ``evaluate`` over the public layout runs the good tasks and its report lists
+    task_20 (missing asset) as skipped, with its reason. The evaluation's episodes send one
+    instruction (``run_episode``), so multi-session task_22 runs but is ungraded, saying why,
+    rather than scored on its first session."""
     from harnessgrid.evaluation.manifest import read_manifest
     from harnessgrid.evaluation.report import build_report
     from harnessgrid.evaluation.run import EvalConfig, evaluate
@@ -413,11 +515,78 @@ def test_an_evaluation_runs_the_good_tasks_and_reports_the_broken(tmp_path: Path
     config = EvalConfig(policy="scripted", suites=(spec,), settings=("in-space",),
                         harnesses=("S0-T0-O0-C0-W0",), runs=1)
     outcome = evaluate(config, tmp_path / "run")
-    assert sorted(r.task for r in outcome.results) == sorted(REPO_SOLUTIONS)
+    results = {r.task: r for r in outcome.results}
+    assert sorted(results) == sorted([*REPO_SOLUTIONS, "task_22_second_brain"])
+    multi = results["task_22_second_brain"]
+    assert multi.score is None and "sent 1 of its 3 sessions" in str(multi.grade_error)
     manifest = read_manifest(tmp_path / "run")
     assert manifest is not None
     report = build_report(outcome.results, manifest)
     skipped = {s.task: s.reason for s in report.skipped}
-    assert set(skipped) == {"task_20_eli5_pdf_summary", "task_22_second_brain"}
+    assert set(skipped) == {"task_20_eli5_pdf_summary"}
     assert "GPT4.pdf" in skipped["task_20_eli5_pdf_summary"]
-    assert "2 task(s) skipped" in render_markdown(report, brief=True)
+    assert "1 task(s) skipped" in render_markdown(report, brief=True)
+
+
+# --- file names that differ from the declared id (upstream: task_18_market_research.md declares
+# task_16_market_research, task_19_spreadsheet_summary.md task_18_spreadsheet_summary) --------
+
+RENAMED = """\
+    ---
+    id: {id}
+    grading_type: automated
+    {extra}
+    ---
+    ## Prompt
+    Write `done.txt` saying `ok`.
+    ## Automated Checks
+    ```python
+    def grade(transcript, workspace_path):
+        import os
+        path = os.path.join(workspace_path, "done.txt")
+        return {{"done": float(os.path.exists(path) and open(path).read().strip() == "ok")}}
+    ```
+    """
+
+
+def renamed_task(root: Path, file_name: str, task_id: str, extra: str = "") -> Path:
+    return write(root, f"tasks/{file_name}.md", RENAMED.format(id=task_id, extra=extra))
+
+
+def test_a_task_is_addressed_by_its_declared_id_or_its_file_name(tmp_path: Path) -> None:
+    """The id wins (it names the task in results); the file name is an alias that finds the
+    same task, also through the CLI's SUITE/ID address and for a broken task."""
+    import shutil
+
+    from harnessgrid.cli.tasks_cmd import find_task
+
+    root = Path(shutil.copytree(REPO, tmp_path / "repo"))
+    renamed_task(root, "task_18_market_research", "task_16_market_research")
+    renamed_task(root, "task_19_spreadsheet_summary", "task_18_spreadsheet_summary")
+    renamed_task(root, "task_30_missing_asset", "task_29_missing_asset",
+                 "workspace_files: [nowhere.csv]")
+    suite = pinchbench.load(str(root))
+    ids = [t.id for t in suite.tasks()]
+    assert {"task_16_market_research", "task_18_spreadsheet_summary"} <= set(ids)
+    assert not {"task_18_market_research", "task_19_spreadsheet_summary"} & set(ids)
+    market = suite.get("task_18_market_research")
+    assert market.id == "task_16_market_research"
+    assert suite.get("task_16_market_research") is market
+    assert suite.split_of("task_19_spreadsheet_summary") == "eval"
+    # task_18_spreadsheet_summary is an id (of task_19_spreadsheet_summary.md) and no file's
+    # name clashes with it; the id is what it finds.
+    assert suite.get("task_18_spreadsheet_summary").id == "task_18_spreadsheet_summary"
+    _, by_address = find_task(f"pinchbench:{root}/task_18_market_research", [])
+    assert by_address.id == "task_16_market_research"
+    with pytest.raises(ConfigError, match="task_29_missing_asset.*is broken.*nowhere.csv"):
+        suite.get("task_30_missing_asset")
+    traj = play(market, (A("write", path="done.txt", content="ok\n"),))
+    assert traj.task_id == "task_16_market_research" and traj.passed
+
+
+def test_when_a_file_name_is_another_task_id_the_id_wins(tmp_path: Path) -> None:
+    renamed_task(tmp_path, "task_40_first", "task_41_second")
+    renamed_task(tmp_path, "task_41_second", "task_40_first")
+    suite = pinchbench.load(str(tmp_path))
+    for task_id in ("task_40_first", "task_41_second"):
+        assert suite.get(task_id).id == task_id

@@ -428,12 +428,16 @@ def run_condition(condition: Condition, seed: int, model: Path, model_fingerprin
              "so far)")
         run_stage(grpo, lambda resume: stages.train(grpo_config, resume=resume), who)
 
+    from harnessgrid.plugins.micro import micro_address
+
     codes = design_codes(condition, seed)
     eval_config = EvalConfig(
         policy=f"hf:{grpo_dir / 'final'}",
         policy_options={"temperature": 0, "max_new_tokens": profile.max_new_tokens},
         suites=("micro",), settings=("in-space", "out-of-space", "train"), runs=1,
-        train_harnesses=tuple(codes), limit=profile.eval_tasks, concurrency=64,
+        # micro:CODE: the evaluator reads a plain code in the paper's space
+        train_harnesses=tuple(micro_address(c) for c in codes), limit=profile.eval_tasks,
+        concurrency=64,
         limits=EpisodeLimits(max_turns=profile.max_turns, max_context_tokens=4096))
     eval_params = {"from": grpo.fingerprint, **eval_config.model_dump(
         mode="json", exclude={"policy", "concurrency", "workers", "ray", "keep_failures"})}

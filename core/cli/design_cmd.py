@@ -42,8 +42,8 @@ VariantOpt = Annotated[str, typer.Option(
     "--variant", help="OA choice: min_aberration (the paper's) or local (nearer neighbours).")]
 Config = Annotated[str | None, typer.Option("--config", metavar="CODE",
                                             help="The configuration of --kind single: a code "
-                                                 "(levels numbered as in `harnessgrid plugins "
-                                                 "list`) or a level list.")]
+                                                 "(a plugin level by name, O=NAME; see "
+                                                 "`harnessgrid plugins list`) or a level list.")]
 
 
 def _space_from_options(with_levels: list[str] | None) -> FactorSpace:
@@ -107,20 +107,17 @@ def _config(space: FactorSpace, spec: str) -> HarnessConfig:
 
 
 def _codes(space: FactorSpace) -> Callable[[HarnessConfig], str]:
-    """How configurations of ``space`` are printed: their code in the harness space, which
-    `--harness`, `eval --harnesses` and `harness show` read (the same as the design's own code
-    unless `--with` skips a registered level that sorts before the one it adds)."""
-    from harnessgrid.space import FactorSpace
-
-    if space == FactorSpace.default():
+    """How configurations of ``space`` are printed: as the harness address `--harness`, `eval
+    --harnesses` and `harness show` read on every machine (a space over the paper's levels
+    prints its own stable codes, ``S0-T0-O=diffstat-C0-W0``; a plugin's named space
+    ``NAME:CODE``)."""
+    if space.extends_paper:
         return lambda c: c.code
     try:
-        from harnessgrid.composition import harness_code, harness_space
-
-        names = harness_space()
-    except (ImportError, ConfigError):
+        from harnessgrid.composition import harness_address
+    except ImportError:
         return lambda c: c.code
-    return lambda c: harness_code(c, names)
+    return harness_address
 
 
 def _build_design(space: FactorSpace, kind: str, n: int, seed: int, config: str | None,

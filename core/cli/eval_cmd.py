@@ -51,8 +51,9 @@ def eval_command(
                                    "this machine), one per cluster CPU; results are stored "
                                    "here as they end. Needs harnessgrid[ray] on every node."),
     harnesses: str | None = typer.Option(None, "--harnesses", help="In-space configurations: "
-                                         "CODE,CODE,... (codes of `harnessgrid plugins list`'s "
-                                         "levels, e.g. S0-T0-O3-C0-W3), level lists "
+                                         "CODE,CODE,... (a plugin level by name, e.g. "
+                                         "S0-T0-O=diffstat-C0-W0; micro:CODE for a named "
+                                         "space; see `harnessgrid plugins list`), level lists "
                                          "(system_prompt=minimal,...,workflow=react), or all "
                                          "(default: the 18 held out of the orthogonal "
                                          "training design)."),

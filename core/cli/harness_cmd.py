@@ -147,8 +147,9 @@ def _observation_title(obs: dict[str, Any]) -> str:
 
 
 @harness_app.command("show")
-def show(harness: str = typer.Argument(..., help="CODE (levels numbered as in `harnessgrid "
-                                        "plugins list`), level list, or adapter:NAME."),
+def show(harness: str = typer.Argument(..., help="CODE (a plugin level by name, O=NAME; "
+                                        "codes as `harnessgrid plugins list` shows them), "
+                                        "SPACE:CODE, level list, or adapter:NAME."),
          task: str | None = TASK,
          as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Print the system prompt, tool specs, a rendered sample turn (reading notes.txt) and

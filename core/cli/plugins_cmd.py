@@ -1,5 +1,9 @@
 """``harnessgrid plugins``: what is registered and where it came from, what was skipped and
-why, and a template for a new plugin package."""
+why, and a template for a new plugin package.
+
+Factor levels are listed with the part of a harness code that names them: the paper's 15
+built-in levels by position (``O2``), every plugin level by name (``O=diffstat``), the same on
+every machine; named spaces (``micro``) follow, their codes written ``NAME:CODE``."""
 
 from __future__ import annotations
 
@@ -16,8 +20,8 @@ plugins_app = typer.Typer(help="Inspect registered plugins, or start a new one."
                           no_args_is_help=True)
 
 #: JSON/table kind of a registration → the kind the registry keys its origin by.
-_ORIGIN_KIND = {"factor level": "factor level", "adapter": "adapter", "task suite": "task suite",
-                "policy": "policy backend"}
+_ORIGIN_KIND = {"factor level": "factor level", "space": "space", "adapter": "adapter",
+                "task suite": "task suite", "policy": "policy backend"}
 
 
 def _short(origin: str) -> str:
@@ -41,6 +45,8 @@ def _rows(reg: Registry) -> list[tuple[str, str, str, str, str]]:
     """(kind, name as a user writes it, description, plugin, origin name) per registration."""
     rows = [("factor level", f"{f}:{n}", cls.description, reg.origin[("factor level", f"{f}:{n}")],
              f"{f}:{n}") for (f, n), cls in reg.factor_levels.items()]
+    rows += [("space", n, s.description, reg.origin[("space", n)], n)
+             for n, s in reg.spaces.items()]
     # An adapter's version is the version of the shell it emulates: part of what it is.
     rows += [("adapter", f"adapter:{n}", f"v{a.version}: {a.description}"
               if a.version else a.description, reg.origin[("adapter", n)], n)
@@ -79,13 +85,14 @@ def list_plugins(
         return reg.clashes.get((_ORIGIN_KIND[kind], name), [])[1:]
 
     if as_json:
-        codes = _level_codes()
+        codes = _level_codes(reg)
         typer.echo(json.dumps({
             "plugins": [{"name": p.name, "source": p.source} for p in reg.plugins],
             "registrations": [{"kind": k, "name": n, "description": d, "plugin": p,
                                "also_registered_by": others(k, o),
                                "code": codes[n][2] if k == "factor level" and n in codes
                                else None,
+                               "levels": _space_levels(reg, o) if k == "space" else None,
                                "version": reg.adapters[o].version if k == "adapter" else None}
                               for k, n, d, p, o in rows],
             "problems": [{"plugin": p.plugin, "error": p.error, "contribution": p.contribution,
@@ -102,24 +109,29 @@ def list_plugins(
         raise typer.Exit(1)
 
 
-def _level_codes() -> dict[str, tuple[int, int, str]]:
-    """``factor:level`` → (factor index, level index, ``O3``): the numbering harness codes use
-    (built-in levels first, then the others by name; see :func:`harnessgrid.harness_space`)."""
-    from harnessgrid.composition import harness_space
+def _level_codes(reg: Registry) -> dict[str, tuple[int, int, str]]:
+    """``factor:level`` → (factor index, order, code part): a built-in level by its position in
+    the paper's grid (``O2``), any other by name (``O=diffstat``), as codes write them."""
+    from harnessgrid.space import DEFAULT_LEVELS, FACTOR_LETTERS, FACTORS
 
-    try:
-        space = harness_space()
-    except Exception:  # noqa: BLE001 - a listing must not fail over its extra column
-        return {}
-    return {f"{f.name}:{level}": (i, j, f"{f.letter}{j}")
-            for i, f in enumerate(space.factors) for j, level in enumerate(f.levels)}
+    out = {}
+    for factor, name in reg.factor_levels:
+        builtin, letter = DEFAULT_LEVELS[factor], FACTOR_LETTERS[factor]
+        out[f"{factor}:{name}"] = ((FACTORS.index(factor), builtin.index(name), f"{letter}"
+                                    f"{builtin.index(name)}") if name in builtin else
+                                   (FACTORS.index(factor), len(builtin), f"{letter}={name}"))
+    return out
+
+
+def _space_levels(reg: Registry, name: str) -> dict[str, list[str]]:
+    """A named space's levels per factor, in the order its codes number them."""
+    return {f.name: list(f.levels) for f in reg.spaces[name].space.factors}
 
 
 def _print_human(reg: Registry, rows: list[tuple[str, str, str, str, str]], others: Any,
                  console: Any, print_table: Any) -> None:
-    kinds = {"factor level": "factor levels", "adapter": "adapters",
+    kinds = {"factor level": "factor levels", "space": "named spaces", "adapter": "adapters",
              "task suite": "task suites", "policy": "policy backends"}
-    codes = _level_codes()
     for kind, plural in kinds.items():
         group = []
         for k, n, d, p, o in rows:
@@ -127,11 +139,13 @@ def _print_human(reg: Registry, rows: list[tuple[str, str, str, str, str]], othe
                 also = others(k, o)
                 owner = _short(p) + (f" (also {', '.join(also)}: skipped)" if also else "")
                 group.append((n, owner, d))
-        if kind == "factor level":  # with the code part that names the level in a harness code
-            group.sort(key=lambda row: codes.get(row[0], (99, 999, ""))[:2])
-            print_table(f"{plural} ({len(group)}; code = its part of a harness code)",
-                        ("code", "name", "plugin", "description"),
-                        [(codes.get(n, (0, 0, "?"))[2], n, o, d) for n, o, d in group],
+        if kind == "factor level":
+            _print_levels(reg, group, console, print_table)
+        elif kind == "space":
+            print_table(f"{plural} ({len(group)}; a code of one is written NAME:CODE, e.g. "
+                        "micro:S0-T1-O2-C0-W1, numbered as the space orders its levels)",
+                        ("name", "plugin", "levels (code order)", "description"),
+                        [(f"{n}:", o, _ordered(reg, n), d) for n, o, d in group],
                         console=console)
         else:
             print_table(f"{plural} ({len(group)})", ("name", "plugin", "description"), group,
@@ -155,6 +169,31 @@ def _print_human(reg: Registry, rows: list[tuple[str, str, str, str, str]], othe
                 for c in reg.contributions if c.plugin == plugin and c.registered]
         console.print(f"{plugin}: registered {', '.join(done) if done else 'nothing'}",
                       highlight=False, markup=False, soft_wrap=True)
+
+
+def _print_levels(reg: Registry, group: list[tuple[str, str, str]], console: Any,
+                  print_table: Any) -> None:
+    """The paper's built-in levels (numbered), then every plugin level (named), each with the
+    part of a harness code that names it."""
+    codes = _level_codes(reg)
+    group.sort(key=lambda row: codes.get(row[0], (99, 999, ""))[:2] + (row[0],))
+    builtin = [(codes[n][2], n, o, d) for n, o, d in group if "=" not in codes[n][2]]
+    plugin = [(codes[n][2], n, o, d) for n, o, d in group if "=" in codes[n][2]]
+    print_table(f"factor levels of the paper's space ({len(builtin)}; code = its part of a "
+                "harness code, e.g. S1-T0-O2-C1-W0)", ("code", "name", "plugin", "description"),
+                builtin, console=console)
+    console.print()
+    print_table(f"plugin levels ({len(plugin)}; named in a code, e.g. S0-T0-O=NAME-C0-W0, "
+                "the same on every machine)", ("code", "name", "plugin", "description"),
+                plugin, console=console)
+
+
+def _ordered(reg: Registry, name: str) -> str:
+    """``S: a b c; T: ...``: a named space's levels in code order (S0 is the first)."""
+    from harnessgrid.space import FACTOR_LETTERS
+
+    return "; ".join(f"{FACTOR_LETTERS[f]}: {' '.join(levels)}"
+                     for f, levels in _space_levels(reg, name).items())
 
 
 @plugins_app.command("new")

@@ -108,9 +108,9 @@ def run(
                                           "task (worked on in a copy unless --in-place)."),
     in_place: bool = typer.Option(False, "--in-place", help="Let the agent change --workspace."),
     harness: str = typer.Option(..., "--harness", help="Configuration code (S1-T0-O2-C1-W0; a "
-                                "plugin's levels follow the built-ins, see `harnessgrid plugins "
-                                "list`), level list (system_prompt=minimal,...,workflow=react) "
-                                "or adapter:NAME."),
+                                "plugin level by name, S1-T0-O=diffstat-C1-W0; a named space's "
+                                "micro:CODE; see `harnessgrid plugins list`), level list "
+                                "(system_prompt=minimal,...,workflow=react) or adapter:NAME."),
     policy: str = typer.Option(..., "--policy", help="scripted, null, openai:MODEL, "
                                "anthropic:MODEL, litellm:MODEL, hf:PATH, vllm:NAME (a "
                                "plugin's too: `harnessgrid plugins list`)."),
@@ -140,7 +140,8 @@ def run(
     import asyncio
 
     from harnessgrid.api import arun_agent, resolve_harness, resolve_policy
-    from harnessgrid.runtime import EpisodeLimits, run_episode
+    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.task_sessions import run_task_episode
     from harnessgrid.trajectory import TrajectoryStore
 
     if (task is None) == (instruction is None):
@@ -157,9 +158,10 @@ def run(
 
         require_output_file(save, "--save")
     if task is not None:
-        traj = asyncio.run(run_episode(resolve_harness(harness),
-                                       find_task(task, suite_option, judge),
-                                       resolve_policy(policy, options), limits))
+        # Through its sessions when the task has follow-ups (PinchBench multi-session).
+        traj = asyncio.run(run_task_episode(resolve_harness(harness),
+                                            find_task(task, suite_option, judge),
+                                            resolve_policy(policy, options), limits))
     else:
         if workspace is None:
             raise ConfigError("--instruction needs --workspace DIR")

@@ -96,13 +96,14 @@ def task_row(address: str, split: str, task: Task) -> dict[str, Any]:
     """One task as ``tasks list`` shows it; ``address`` is what ``run --task`` takes."""
     return {"address": address, "id": task.id, "split": split, "category": task.category,
             "tags": list(task.tags), "difficulty": task.difficulty, "grading": grading_of(task),
-            "plan_length": len(task.plan)}
+            "plan_length": len(task.plan), "sessions": 1 + len(task.followups)}
 
 
 def broken_row(address: str, broken: BrokenTask) -> dict[str, Any]:
     """A task the loader could not build, as ``tasks list`` shows it."""
     return {"address": address, "id": broken.id, "split": "", "category": "", "tags": [],
-            "difficulty": None, "grading": "broken", "plan_length": 0, "broken": broken.reason}
+            "difficulty": None, "grading": "broken", "plan_length": 0, "sessions": None,
+            "broken": broken.reason}
 
 
 def _list_suites(as_json: bool) -> None:
@@ -155,11 +156,15 @@ def list_tasks(suite: str | None = typer.Argument(None, help="A suite address (g
     if as_json:
         typer.echo(json.dumps(rows + broken, indent=2))
         return
+    # A sessions column only where some task has follow-ups (PinchBench multi-session).
+    sessions = any(r["sessions"] > 1 for r in rows)
     print_table(f"{loaded.name} (version {loaded.version}): {total} tasks"
                 + (f", {len(broken)} broken" if broken else ""),
-                ("address", "split", "category", "tags", "grading", "plan"),
+                ("address", "split", "category", "tags", "grading", "plan")
+                + (("sessions",) if sessions else ()),
                 [(r["address"], r["split"], r["category"], ", ".join(r["tags"]), r["grading"],
-                  str(r["plan_length"] or "-")) for r in rows])
+                  str(r["plan_length"] or "-")) + ((str(r["sessions"]),) if sessions else ())
+                 for r in rows])
     if total > len(rows):
         typer.echo(f"… {total - len(rows)} more (--limit N, or --json)")
     for row in broken:
@@ -202,6 +207,9 @@ def show(ref: str = typer.Argument(..., help="SUITE/ID, e.g. examples/upper or "
     console = Console()
     console.print(Panel(task.instruction, title=f"{suite.name} / {task.id}",
                         title_align="left"), highlight=False, markup=False)
+    for number, message in enumerate(task.followups, 2):  # a multi-session task's later prompts
+        console.print(Panel(message, title=f"session {number}", title_align="left"),
+                      highlight=False, markup=False)
     for key in ("split", "category", "tags", "difficulty", "mount_path", "grading", "grader",
                 "limits"):
         console.print(f"[bold]{key}[/]: {info[key]}", highlight=False)

@@ -55,6 +55,7 @@ from dataclasses import replace
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from harnessgrid import safe_json
 from harnessgrid.errors import ConfigError, PolicyError
 from harnessgrid.models import Message, ModelTurn, ToolCall
 from harnessgrid.policies import PolicyRequest
@@ -73,26 +74,47 @@ API_INSTALL_HINT = "pip install 'harnessgrid[api]'"
 # --- shared: tool-call decoding, errors, retries ----------------------------------------------
 
 
-def decode_call(call_id: str | None, name: str | None, raw: object) -> ToolCall:
-    """A tool call from an API, never raising: undecodable arguments become ``parse_error``.
+def decode_call(call_id: object, name: object, raw: object) -> ToolCall:
+    """A tool call from an API; never raises: arguments that are not one JSON object within
+    the bounds of :func:`harnessgrid.safe_json.loads` (too deep, a number too long, bytes
+    that are not UTF-8, not JSON at all) become ``parse_error``, which the harness shows the
+    model as a format error, so the turn is scored like any malformed call.
 
-    Blank arguments mean a call without arguments (several servers send ``""`` for ``{}``);
-    the harness still rejects the call if the tool needs arguments.
+    Text (OpenAI-style APIs) or bytes are decoded; an object an SDK already decoded
+    (Anthropic's ``input``) is taken as it is, :class:`ToolCall` bounding its depth and
+    values without recursion. Blank arguments mean a call without arguments (several
+    servers send ``""`` for ``{}``); the harness still rejects the call if the tool needs
+    arguments.
     """
-    call_id = call_id or f"call_{uuid.uuid4().hex[:12]}"
-    name = name or ""
+    call_id = call_id if isinstance(call_id, str) and call_id else f"call_{uuid.uuid4().hex[:12]}"
+    name = name if isinstance(name, str) else ""  # no name: "unknown tool", a format error
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return ToolCall(id=call_id, name=name)
-    text = raw if isinstance(raw, str) else json.dumps(raw, default=str)
+    if isinstance(raw, dict):
+        return ToolCall(id=call_id, name=name, arguments=raw)
+    if not isinstance(raw, str | bytes | bytearray):
+        return ToolCall(id=call_id, name=name, raw_arguments=_shown(raw),
+                        parse_error=f"the arguments must be a JSON object, not "
+                                    f"{type(raw).__name__}")
+    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", "replace")
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
+        value = safe_json.loads(raw)
+    except safe_json.JSONError as exc:
         error = f"the arguments are not valid JSON ({exc})"
     else:
         if isinstance(value, dict):
             return ToolCall(id=call_id, name=name, arguments=value)
         error = f"the arguments must be a JSON object, not {type(value).__name__}"
     return ToolCall(id=call_id, name=name, raw_arguments=text, parse_error=error)
+
+
+def _shown(value: object) -> str:
+    """Arguments that are not an object, as JSON for the model to see (their type when even
+    that fails: too deep, a number too long)."""
+    try:
+        return json.dumps(value, default=str)[:200]
+    except (RecursionError, TypeError, ValueError):
+        return type(value).__name__
 
 
 def _status(exc: Exception) -> int | None:

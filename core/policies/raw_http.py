@@ -45,9 +45,20 @@ class JSONObject:
         return f"JSONObject({self.__dict__!r})"
 
 
-def loads(data: bytes | str) -> Any:
-    """JSON with objects as :class:`JSONObject`."""
-    return json.loads(data, object_hook=JSONObject)
+#: How deep a server's answer may nest: an envelope of a few levels around tool-call
+#: arguments, which travel as strings. Deeper is not an answer (and would recurse past the
+#: stack in ``json.loads``).
+MAX_BODY_DEPTH = 128
+
+
+def loads(data: bytes | str, object_hook: Any = JSONObject) -> Any:
+    """JSON with objects as :class:`JSONObject` (``object_hook``); a :class:`ValueError`
+    (and nothing else) for an answer that is not JSON within :data:`MAX_BODY_DEPTH` levels."""
+    # Imported here: importing this module stays light (safe_json brings pydantic).
+    from harnessgrid import safe_json
+
+    return safe_json.loads(data, max_depth=MAX_BODY_DEPTH, max_chars=None,
+                           object_hook=object_hook)
 
 
 class TransportError(Exception):
@@ -64,7 +75,7 @@ class HTTPStatusError(Exception):
         self.response = JSONObject({"headers": headers, "status_code": status})
         self.body: Any = None
         try:
-            self.body = json.loads(body)
+            self.body = loads(body, object_hook=None)
         except ValueError:
             pass
         error = self.body.get("error") if isinstance(self.body, dict) else None

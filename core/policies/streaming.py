@@ -19,9 +19,10 @@ Shared rules (every streaming policy keeps them):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
+
+from harnessgrid.tiny_model import split_tool_calls
 
 #: ``on_text``: called with each piece of the reply's text.
 OnText = Callable[[str], None]
@@ -182,7 +183,6 @@ class AnthropicEvents:
 # --- token policies -----------------------------------------------------------------------------
 
 _TOOL_OPEN = "<tool_call>"
-_TOOL_BLOCK = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
 
 
 def visible_text(text: str, native_tools: bool) -> str:
@@ -195,8 +195,7 @@ def visible_text(text: str, native_tools: bool) -> str:
     anything from an unclosed ``<tool_call>`` or a trailing prefix of one on."""
     text = text.rstrip("\ufffd")
     if native_tools:
-        text = _TOOL_BLOCK.sub("", text)
-        text = text.split(_TOOL_OPEN, 1)[0]
+        _, text, _ = split_tool_calls(text)  # linear, up to an unclosed block
         for k in range(min(len(_TOOL_OPEN) - 1, len(text)), 0, -1):
             if _TOOL_OPEN.startswith(text[-k:]):
                 text = text[:-k]

@@ -63,7 +63,7 @@ from harnessgrid.models import Message, ModelTurn, TokenRecord, ToolCall, ToolSp
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.batching import GenerationBatcher, GenerationRequest, GenerationStats
 from harnessgrid.policies.streaming import TextSink, TokenTextStream
-from harnessgrid.tiny_model import ToolCallParseError, parse_chatml_tool_calls
+from harnessgrid.tiny_model import ToolCallParseError, parse_chatml_tool_calls, split_tool_calls
 
 __all__ = [
     "Generate",
@@ -80,7 +80,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _PROBE = "HGPROBE7c1e"
-_TOOL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
 
 
@@ -131,9 +130,10 @@ def parse_tool_calls(text: str, id_prefix: str = "call") -> tuple[str, tuple[Too
 
     Each ``<tool_call>{json}</tool_call>`` block becomes a :class:`ToolCall` (through
     :func:`parse_chatml_tool_calls`, one block at a time so one bad block does not hide the good
-    ones). A block that is not a valid call, or an unclosed ``<tool_call>`` left by a truncated
-    generation, becomes a call with ``parse_error`` and ``raw_arguments`` set, so the harness can
-    report a format error. ``content`` is the text without the blocks, stripped.
+    ones). A block that is not a valid call (JSON too deep or with too long a number
+    included), or an unclosed ``<tool_call>`` left by a truncated generation, becomes a call
+    with ``parse_error`` and ``raw_arguments`` set, so the harness can report a format error.
+    ``content`` is the text without the blocks, stripped. Linear in the length of the text.
     """
     calls: list[ToolCall] = []
 
@@ -152,13 +152,11 @@ def parse_tool_calls(text: str, id_prefix: str = "call") -> tuple[str, tuple[Too
         calls.append(ToolCall(id=call_id, name=name.group(1) if name else "",
                               raw_arguments=block.strip(), parse_error=error))
 
-    for match in _TOOL_BLOCK.finditer(text):
-        add(match.group(1), None)
-    content = _TOOL_BLOCK.sub("", text)
-    head, opened, tail = content.partition("<tool_call>")
-    if opened:
-        add(tail, "unclosed <tool_call> block (generation truncated?)")
-        content = head
+    blocks, content, unclosed = split_tool_calls(text)
+    for block in blocks:
+        add(block, None)
+    if unclosed is not None:
+        add(unclosed, "unclosed <tool_call> block (generation truncated?)")
     return content.strip(), tuple(calls)
 
 

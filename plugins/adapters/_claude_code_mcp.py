@@ -23,11 +23,11 @@ terminal's rejection text when the callback gave no reason of its own (``hg.deny
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from harnessgrid import safe_json
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import ToolCall, ToolResult, ToolSpec
 from harnessgrid.plugins.adapters._claude_code_shell import cap_error
@@ -89,8 +89,10 @@ async def call_product(env: Environment, name: str, arguments: Mapping[str, Any]
 
 
 def arguments_of(text: str) -> dict[str, Any]:
-    """A ``tool`` action's arguments (JSON object text) as the call's input."""
-    value = json.loads(text) if text.strip() else {}
+    """A ``tool`` action's arguments (JSON object text) as the call's input; ValueError (and
+    nothing else) when the text is not one JSON object within the bounds of
+    :func:`harnessgrid.safe_json.loads`."""
+    value = safe_json.loads(text) if text.strip() else {}
     if not isinstance(value, dict):
         raise ValueError(f"a product tool's arguments must be a JSON object, got {text[:80]!r}")
     return value

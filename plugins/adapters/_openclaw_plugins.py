@@ -27,6 +27,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from harnessgrid import safe_json
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action, ToolResult, ToolSpec
 from harnessgrid.plugins.adapters._openclaw_tools import TOOL_NAME_ALIASES, thrown_text
@@ -61,8 +62,10 @@ def prompt_lines(tools: Mapping[str, ToolSpec]) -> list[tuple[str, str]]:
 
 
 def arguments_of(text: str) -> dict[str, Any]:
-    """A ``tool`` action's arguments (JSON object text) as the call's arguments."""
-    value = json.loads(text) if text.strip() else {}
+    """A ``tool`` action's arguments (JSON object text) as the call's arguments; ValueError
+    (and nothing else) when the text is not one JSON object within the bounds of
+    :func:`harnessgrid.safe_json.loads`."""
+    value = safe_json.loads(text) if text.strip() else {}
     if not isinstance(value, dict):
         raise ValueError(f"a product tool's arguments must be a JSON object, got {text[:80]!r}")
     return value

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harnessgrid import safe_json
 from harnessgrid.episode import EpisodeState
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.models import Action, ToolCall, ToolResult, ToolSpec
@@ -196,12 +197,13 @@ def thrown_text(tool: str, message: str) -> str:
 
 def thrown_payload(text: str) -> dict[str, str] | None:
     """The ``{status, tool, error}`` payload if ``text`` is a :func:`thrown_text`, else None
-    (what the session file records as the result's ``details``)."""
+    (what the session file records as the result's ``details``). Never raises: ``text`` may
+    be any tool output (a command can print that prefix and then anything)."""
     if not text.startswith('{\n  "status": "error",'):
         return None
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = safe_json.loads(text)
+    except safe_json.JSONError:
         return None
     if not isinstance(value, dict) or tuple(value) != _THROWN_KEYS or not all(
             isinstance(v, str) for v in value.values()):

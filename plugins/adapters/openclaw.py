@@ -98,7 +98,7 @@ from harnessgrid.plugins.adapters._openclaw_tools import (
 from harnessgrid.plugins.adapters._openclaw_transcript import session_events, session_jsonl
 from harnessgrid.registrations import AdapterSpec
 from harnessgrid.tasks import Task
-from harnessgrid.tool_hooks import Denied, denied_result, gate
+from harnessgrid.tool_hooks import Denied, denied_result, gate, note_result
 from harnessgrid.tools import Environment, as_shell
 from harnessgrid.trajectory import Trajectory
 
@@ -281,6 +281,7 @@ class OpenClawHarness:
                 state.append(self._result(asked, text, "observation"))
                 continue
             done = await run_call(call, env, state, self.exec_limits)
+            note_result(env, done.result)  # the session's tool_result says whether it went well
             outcome.executed.append(ExecutedCall(call, done.action, done.result))
             state.append(self._result(asked, done.text, "observation"))
         failed = outcome.format_error is not None

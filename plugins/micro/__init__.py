@@ -7,9 +7,12 @@ entry-point group in pyproject.toml (not the built-in list), with level names pr
 - five factors x three compact levels (:data:`MICRO_LEVELS`), short enough that a
   sub-million-parameter model reads a whole prompt in a few hundred tokens, yet differing
   between levels in tool names, call syntax, observation layout and prompts;
-- :data:`MICRO_SPACE`, the 3^5 space over them; a configuration is named by its code in that
-  space (``micro_config("S0-T1-O2-C0-W1")``), and :func:`micro_address` gives the level list
-  that ``--harness`` and :func:`harnessgrid.resolve_harness` accept anywhere;
+- :data:`MICRO_SPACE`, the 3^5 space over them, registered as the named space ``micro``
+  (``harnessgrid_spaces``): a micro configuration is written ``micro:S0-T1-O2-C0-W1``
+  wherever a harness is (``--harness``, :func:`harnessgrid.resolve_harness`, ``eval
+  --harnesses``), and :func:`micro_address` writes it so. The paper's space is unchanged by
+  the plugin: its levels are registered (a level list or ``O=micro_lines`` may name them), but
+  ``S0-T0-O0-C0-W0`` stays the paper's built-in harness;
 - the ``micro`` task suite (splits ``train`` and ``eval``) of one- to four-step file tasks;
 - :func:`micro_corpus`, texts for training the demo model's tokenizer.
 
@@ -32,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
 from harnessgrid.levels import FactorLevel
-from harnessgrid.registrations import TaskSuiteSpec
+from harnessgrid.registrations import SpaceSpec, TaskSuiteSpec
 from harnessgrid.space import FACTORS, FactorSpace, HarnessConfig
 
 from . import contexts, interfaces, observations, prompts, workflows
@@ -56,25 +59,27 @@ assert tuple(_CLASSES) == FACTORS
 MICRO_LEVELS: dict[str, tuple[str, ...]] = {
     factor: tuple(cls.name for cls in classes) for factor, classes in _CLASSES.items()}
 
-#: The 3^5 space of micro levels; its codes name micro harnesses.
+#: The 3^5 space of micro levels, the named space ``micro``: its codes name micro harnesses.
 MICRO_SPACE: FactorSpace = FactorSpace.from_levels(MICRO_LEVELS)
+SPACE_NAME = "micro"
 
 
 def micro_config(code: str | HarnessConfig) -> HarnessConfig:
-    """A micro configuration from its code in :data:`MICRO_SPACE` (``"S0-T1-O2-C0-W1"``)."""
+    """A micro configuration from its code in :data:`MICRO_SPACE` (``"S0-T1-O2-C0-W1"``, or
+    ``"micro:S0-T1-O2-C0-W1"`` as written elsewhere)."""
     if isinstance(code, HarnessConfig):
         if code.space != MICRO_SPACE:
             raise ConfigError(f"configuration {code.code} is not in the micro space",
                               hint="build it with micro_config(CODE) or MICRO_SPACE.parse")
         return code
-    return MICRO_SPACE.parse(code)
+    return MICRO_SPACE.parse(code.strip().removeprefix(f"{SPACE_NAME}:"))
 
 
 def micro_address(code: str | HarnessConfig) -> str:
-    """The harness address of a micro configuration as an explicit level list
-    (``system_prompt=micro_terse,tool_interface=micro_tags,...``), which ``--harness``,
-    :func:`harnessgrid.resolve_harness` and Ray episode jobs accept."""
-    return ",".join(f"{f}={n}" for f, n in micro_config(code).levels.items())
+    """The harness address of a micro configuration, ``micro:S0-T1-O2-C0-W1``, which
+    ``--harness``, ``eval --harnesses``, :func:`harnessgrid.resolve_harness` and Ray episode
+    jobs accept on every machine with this plugin."""
+    return f"{SPACE_NAME}:{micro_config(code).code}"
 
 
 def micro_harness(code: str | HarnessConfig) -> ComposedHarness:
@@ -107,6 +112,13 @@ def build_micro_model(path: str | Path, seed: int = 0,
 def harnessgrid_factor_levels() -> Iterator[type[FactorLevel]]:
     for classes in _CLASSES.values():
         yield from classes
+
+
+@hookimpl
+def harnessgrid_spaces() -> Iterator[SpaceSpec]:
+    yield SpaceSpec(name=SPACE_NAME, space=MICRO_SPACE,
+                    description="The micro plugin's 3^5 grid of compact levels (the CPU demo's "
+                                "space).")
 
 
 def _load_suite(argument: str | None = None, **options: Any) -> Any:

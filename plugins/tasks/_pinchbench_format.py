@@ -82,6 +82,43 @@ def parse_task_file(path: Path) -> ParsedTask:
     return parsed
 
 
+@dataclass(frozen=True)
+class SessionPrompt:
+    """One session of a multi-session task: a user message sent after the previous one."""
+
+    id: str
+    prompt: str
+    new_session: bool = False
+    """Upstream's "the user comes back later"; its runner still sends the prompt in the same
+    conversation and workspace, and so do we (kept in metadata for graders and readers)."""
+
+
+def session_prompts(front: dict[str, Any], path: Path) -> list[SessionPrompt]:
+    """The ``sessions`` of the front matter, in order: each a string (the prompt) or a mapping
+    with ``prompt`` (or upstream's other spelling, ``message``) and optional ``id`` and
+    ``new_session``. Empty when there are none (``multi_session: true`` alone is then a plain
+    task, as upstream's runner treats it). A session without a prompt is an error: upstream
+    would send an empty message, which no conversation here accepts."""
+    raw = front.get("sessions") or []
+    if not isinstance(raw, list):
+        raise ConfigError(f"{path}: sessions must be a list of prompts, got {raw!r:.80}")
+    sessions = []
+    for number, entry in enumerate(raw, 1):
+        if isinstance(entry, str):
+            entry = {"prompt": entry}
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{path}: session {number} is {entry!r:.80}, neither a prompt "
+                              "nor a mapping with one")
+        text = entry.get("prompt") or entry.get("message")
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"{path}: session {number} has no prompt",
+                              hint="give each session a non-empty 'prompt'")
+        sessions.append(SessionPrompt(id=str(entry.get("id") or f"session_{number}"),
+                                      prompt=text.strip(),
+                                      new_session=bool(entry.get("new_session"))))
+    return sessions
+
+
 def _front_matter(lines: list[str], path: Path) -> tuple[list[str], list[str]]:
     start = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
     if start < len(lines) and lines[start].strip() == "---":

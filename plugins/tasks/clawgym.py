@@ -104,6 +104,19 @@ class ClawGymGrader:
             return check_output_scores(result, what)
         return {"reward": reward_from(result, what)}
 
+    def sources(self) -> dict[str, str]:
+        """The reward folder's text files by path (``harnessgrid env check`` reads what they
+        import and run; a data file it cannot decode is left out)."""
+        found: dict[str, str] = {}
+        for path in sorted(self.reward_dir.rglob("*")):
+            if path.is_file() and not path.is_symlink() and path.stat().st_size <= 1 << 19:
+                try:
+                    found[f"reward/{path.relative_to(self.reward_dir).as_posix()}"] = \
+                        path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError):
+                    continue
+        return found
+
     def export_reward(self, dest: Path) -> None:
         """The reward folder as it is (the exporter's hook for graders that are files)."""
         shutil.copytree(self.reward_dir, dest, symlinks=True)

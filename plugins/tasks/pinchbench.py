@@ -27,10 +27,20 @@ with ``ungraded:``) and hybrid tasks are graded on their automated part only;
 One bad task file never takes the suite down: a task that cannot be built (a missing
 workspace file, malformed front matter, no prompt) is a broken task of the suite
 (:attr:`TaskSuite.broken`), reported with its reason by ``tasks list``/``validate`` and
-evaluation reports, and the other tasks load, show and run. Multi-session tasks (a
-``sessions`` list in the front matter, each a prompt sent as a new user message in the same
-workspace) are refused that way too: an episode here has one user instruction, and the
-runtime has no way to send a later session's prompt.
+evaluation reports, and the other tasks load, show and run.
+
+Multi-session tasks (a ``sessions`` list in the front matter, each a prompt sent as a further
+user message in the same workspace) load with the first prompt as the instruction and the
+others as :attr:`Task.followups`; :func:`harnessgrid.task_sessions.run_task_episode` (what
+``harnessgrid run --task`` uses) sends them one after another and grades once at the end, as
+upstream's runner does. The grader scores only an episode whose transcript holds every
+session's prompt, so a runner that sends the first alone gets an ``ungraded:`` grade error,
+never a score for part of the task.
+
+Tasks declare the ``pinchbench`` environment (python, pandas, openpyxl: see
+:data:`harnessgrid.environments.BUILTIN_REQUIREMENTS`). A file named unlike the id it declares
+(upstream's ``task_18_market_research.md`` declares ``task_16_market_research``) is found by
+either: the id names the task in results, the file name is an alias (:attr:`TaskSuite.aliases`).
 """
 
 from __future__ import annotations
@@ -44,11 +54,17 @@ from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
 from harnessgrid.registrations import TaskSuiteSpec
 from harnessgrid.suites import load_each, suite_name, suite_path
-from harnessgrid.tasks import GraderError, Scores, Task, TaskLimits, TaskSuite
+from harnessgrid.tasks import BrokenTask, GraderError, Scores, Task, TaskLimits, TaskSuite
 
 from ._clawgym_export import NotExportable, write_reward
 from ._judge import Criterion, JudgeContext, LiteLLMJudge, judge_score
-from ._pinchbench_format import check_code, parse_rubric, parse_task_file
+from ._pinchbench_format import (
+    SessionPrompt,
+    check_code,
+    parse_rubric,
+    parse_task_file,
+    session_prompts,
+)
 from ._sandboxed_grader import (
     GRADING_DIR,
     GradingLimits,
@@ -61,6 +77,10 @@ from ._sandboxed_grader import (
 __all__ = ["PinchBenchGrader", "load", "load_task", "parse_rubric", "parse_task_file"]
 
 DEFAULT_MOUNT = "/root/.openclaw/workspace"
+ENVIRONMENT = "pinchbench"
+"""The environment PinchBench tasks declare: upstream runs them on a machine with python,
+pandas and openpyxl (its spreadsheet tasks hand the agent ``.xlsx`` files); see
+:data:`harnessgrid.environments.BUILTIN_REQUIREMENTS`."""
 GRADING_TYPES = ("automated", "llm_judge", "hybrid")
 _OPTIONS = {"assets", "judge", "judge_api_base", "judge_api_key", "judge_timeout_s",
             "mount_path", "split", "grader_timeout_s"}
@@ -72,8 +92,10 @@ class PinchBenchGrader:
     def __init__(self, task_id: str, grading_type: str, code: str | None, problem: str | None,
                  criteria: list[Criterion], context: JudgeContext, mount_path: str,
                  judge: LiteLLMJudge | None, limits: GradingLimits | None = None,
-                 weights: tuple[float, float] = (0.5, 0.5)) -> None:
+                 weights: tuple[float, float] = (0.5, 0.5),
+                 followups: tuple[str, ...] = ()) -> None:
         self.task_id = task_id
+        self.followups = followups
         self.grading_type = grading_type
         self.code = code
         self.problem = problem
@@ -95,6 +117,7 @@ class PinchBenchGrader:
         return "automated_only" if self.grading_type == "hybrid" and self.code else "ungraded"
 
     def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+        self._require_every_session(transcript)
         uses_code = self.grading_type in ("automated", "hybrid")
         if self.problem and uses_code:
             raise GraderError(f"task {self.task_id}: {self.problem}")
@@ -116,6 +139,18 @@ class PinchBenchGrader:
                       total=(automated * w_auto + judged * w_judge) / (w_auto + w_judge),
                       warnings=auto.warnings)
 
+    def _require_every_session(self, transcript: list[dict[str, Any]]) -> None:
+        """A multi-session task is graded only on an episode that sent every session: a runner
+        that sent the first prompt alone (plain ``run_episode``) would otherwise score a part
+        of the task as the whole."""
+        sent = 1 + sessions_sent(self.followups, transcript)
+        total = 1 + len(self.followups)
+        if sent < total:
+            raise GraderError(f"ungraded: the episode sent {sent} of its {total} sessions "
+                              f"(task {self.task_id} is multi-session); run it with "
+                              "harnessgrid.task_sessions.run_task_episode, which sends each "
+                              "session's prompt as a follow-up")
+
     def _automated(self, workspace: Path, transcript: list[dict[str, Any]]) -> Scores:
         assert self.code is not None
         result = run_in_sandbox(workspace, self.mount_path,
@@ -125,12 +160,43 @@ class PinchBenchGrader:
         what = "automated checks"
         return numeric_scores(printed_value(result, what), what)
 
+    def sources(self) -> dict[str, str]:
+        """The automated checks as a file (``harnessgrid env check`` reads their imports)."""
+        return {"check.py": self.code} if self.code else {}
+
     def export_reward(self, dest: Path) -> None:
         """Automated-only tasks become a ClawGym ``check.py``; judged ones have no such form."""
         if self.grading_type != "automated" or self.code is None:
             raise NotExportable(f"{self.grading_type} grading needs an LLM judge, which a "
                                 "check.py cannot express")
         write_reward(dest, self.code)
+
+
+def sessions_sent(followups: tuple[str, ...], transcript: list[dict[str, Any]]) -> int:
+    """How many of ``followups`` the transcript's user messages hold, in order (a harness may
+    wrap a message, e.g. with a timestamp, so each is looked for inside one)."""
+    said = iter(_user_texts(transcript))
+    count = 0
+    for message in followups:
+        wanted = " ".join(message.split())
+        if not any(wanted in text for text in said):
+            break
+        count += 1
+    return count
+
+
+def _user_texts(transcript: list[dict[str, Any]]) -> list[str]:
+    """The text of each user message of OpenClaw-style session events, whitespace-folded."""
+    texts = []
+    for event in transcript:
+        message = event.get("message") if isinstance(event, dict) else None
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [{"text": content}]
+        text = " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+        texts.append(" ".join(text.split()))
+    return texts
 
 
 def load(argument: str | None = None, **options: Any) -> TaskSuite:
@@ -169,7 +235,20 @@ def load(argument: str | None = None, **options: Any) -> TaskSuite:
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise ConfigError(f"task ids used by more than one file: {', '.join(dupes)}")
-    return TaskSuite(name=name, splits={split: tuple(tasks)}, broken=tuple(broken))
+    return TaskSuite(name=name, splits={split: tuple(tasks)}, broken=tuple(broken),
+                     aliases=_file_aliases(tasks, broken))
+
+
+def _file_aliases(tasks: list[Task], broken: list[BrokenTask]) -> dict[str, str]:
+    """File name -> declared id, where they differ. Upstream files do (task_18_market_research.md
+    declares task_16_market_research): the id names the task in results, and the name people
+    see in the folder still finds it. A file name that is another task's id stays that id."""
+    sources = [(str(t.metadata["source"]), t.id) for t in tasks]
+    sources += [(b.source, b.id) for b in broken]
+    ids = {task_id for _, task_id in sources}
+    aliases = {Path(source).stem: task_id for source, task_id in sources}
+    return {stem: task_id for stem, task_id in aliases.items()
+            if stem != task_id and stem not in ids}
 
 
 def _task_id(path: Path) -> str:
@@ -202,11 +281,12 @@ def load_task(path: Path, *, assets: Path, root: Path | None = None,
     parsed = parse_task_file(path)
     front, sections = parsed.front, parsed.sections
     task_id = str(front.get("id") or path.stem)
-    _refuse_sessions(front, path)
-    prompt = sections.get("prompt", "").strip()
+    sessions = session_prompts(front, path)
+    prompt = sessions[0].prompt if sessions else sections.get("prompt", "").strip()
     if not prompt:
         raise ConfigError(f"{path}: no '## Prompt' section (or it is empty)",
                           hint="the prompt is what the agent is asked to do")
+    followups = tuple(s.prompt for s in sessions[1:])
     checks = sections.get("checks", "")
     code = check_code(checks) if checks.strip() else None
     grading_type = str(front.get("grading_type") or ("automated" if code else "llm_judge"))
@@ -221,15 +301,18 @@ def load_task(path: Path, *, assets: Path, root: Path | None = None,
     criteria = parse_rubric(sections.get("rubric", ""), sections.get("criteria", ""))
     grader = PinchBenchGrader(
         task_id, grading_type, code, problem, criteria,
-        JudgeContext(prompt=prompt, expected=sections.get("expected", "")), mount_path, judge,
-        GradingLimits(timeout_s=grader_timeout_s), _weights(front.get("grading_weights"), path))
+        JudgeContext(prompt=_judged_prompt(prompt, sessions),
+                     expected=sections.get("expected", "")), mount_path, judge,
+        GradingLimits(timeout_s=grader_timeout_s), _weights(front.get("grading_weights"), path),
+        followups)
     return Task(
         id=task_id, instruction=prompt, files=_workspace_files(front, path, task_id, assets,
                                                                       root or path.parent),
         grader=grader, category=str(front.get("category") or "general"),
         limits=TaskLimits(wall_s=_timeout(front.get("timeout_seconds"), path)),
-        mount_path=mount_path, suite=suite,
+        mount_path=mount_path, suite=suite, followups=followups, environment=ENVIRONMENT,
         metadata={"name": str(front.get("name") or task_id), "grading_type": grading_type,
+                  "sessions": [{"id": s.id, "new_session": s.new_session} for s in sessions],
                   "graded_as": grader.graded_as, "judge": judge.model if judge else None,
                   "grading_weights": {"automated": grader.weights[0],
                                       "llm_judge": grader.weights[1]},
@@ -239,18 +322,12 @@ def load_task(path: Path, *, assets: Path, root: Path | None = None,
                   "extra_sections": parsed.extra, "source": str(path)})
 
 
-def _refuse_sessions(front: dict[str, Any], path: Path) -> None:
-    """Multi-session tasks send each ``sessions`` prompt as a further user message in the same
-    workspace; an episode here holds one user instruction, so such a task is refused (it
-    becomes a broken task with this reason) rather than run on its placeholder prompt."""
-    sessions = front.get("sessions")
-    if not sessions and not front.get("multi_session"):
-        return
-    count = len(sessions) if isinstance(sessions, list) else 0
-    raise ConfigError(f"{path}: multi-session task ({count} sessions in its front matter): "
-                      "each session is a further user message in the same workspace, and a "
-                      "harnessgrid episode has a single user instruction",
-                      hint="multi-session tasks are not supported; the suite's other tasks run")
+def _judged_prompt(prompt: str, sessions: list[SessionPrompt]) -> str:
+    """What the judge is told the user asked: the prompt, or every session's in order (the
+    ``## Prompt`` of a multi-session task is only a pointer to them)."""
+    if not sessions:
+        return prompt
+    return "\n\n".join(f"Session {n} ({s.id}):\n{s.prompt}" for n, s in enumerate(sessions, 1))
 
 
 def _weights(value: Any, path: Path) -> tuple[float, float]:

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from harnessgrid import safe_json
 from harnessgrid.models import Action, FormatError, ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -34,10 +35,11 @@ def tool_action(name: str, arguments: Mapping[str, Any]) -> Action:
 
 
 def action_arguments(action: Action) -> dict[str, Any] | None:
-    """The argument object of a ``tool`` action; None when its text is not a JSON object."""
+    """The argument object of a ``tool`` action; None when its text is not a JSON object
+    (within the bounds of :func:`harnessgrid.safe_json.loads`). Never raises."""
     try:
-        value = json.loads(action.args["arguments"])
-    except ValueError:
+        value = safe_json.loads(action.args["arguments"])
+    except safe_json.JSONError:
         return None
     return value if isinstance(value, dict) else None
 

@@ -12,8 +12,9 @@ small dialect, not XML, chosen so any string survives a render → parse round t
   ``&amp;`` for an ``&`` that starts something entity-like, and ``&#N;`` for control characters
   other than newline and tab; in attributes also ``&quot;`` and ``&#10;``/``&#9;``. Parsing
   decodes ``&amp; &lt; &gt; &quot; &apos; &#N; &#xH;`` and leaves any other ``&`` as written, so
-  a model may write ``a && b`` or ``x < y`` without escaping. Every character, NUL included,
-  round-trips.
+  a model may write ``a && b`` or ``x < y`` without escaping (a reference that is no
+  character, such as one of 100,000 digits, stays as written too). Every character, NUL
+  included, round-trips.
 
 Lenient where it is safe: attribute order, extra whitespace, single or double quotes, tag names in
 any case, calls anywhere in the text. Strict where a guess could run the wrong thing: a tag at the
@@ -24,8 +25,9 @@ ignored), a missing or unknown parameter, an unclosed tag. Those reject the whol
 An embedding product's tools (:meth:`~harnessgrid.levels.ToolInterfaceLevel.add_product_tools`)
 share one more tag, ``<tool name="lookup_order">{"order_id": "A1"}</tool>``: the tool's name as
 the attribute, its arguments as one JSON object between the tags (escaped like any text
-between tags). An unknown name or text that is not a JSON object rejects the reply like any
-other malformed call; arguments that break the tool's schema fail that call only, as wrong
+between tags). An unknown name or text that is not a JSON object (nesting too deep or a
+number too long included: :mod:`harnessgrid.safe_json`) rejects the reply like any other
+malformed call; arguments that break the tool's schema fail that call only, as wrong
 arguments do in native tool calling. Without product tools ``<tool>`` is not a tag.
 """
 
@@ -37,7 +39,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harnessgrid import hookimpl
+from harnessgrid import hookimpl, safe_json
 from harnessgrid.levels import FactorLevel, ToolInterfaceLevel
 from harnessgrid.models import Action, ActionKind, FormatError, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.plugins.factors.tool_interface import _product
@@ -107,10 +109,17 @@ def escape_attr(value: str) -> str:
     return re.sub(r"[\x00-\x1f\x7f-\x9f]", _char_ref, value)
 
 
+#: Digits a character reference may have (leading zeros aside): U+10FFFF is 1114111 in
+#: decimal. Longer is never a character, and ``int()`` of 4,300 digits raises.
+_MAX_REF_DIGITS = 7
+
+
 def _decode(m: re.Match[str]) -> str:
     named, dec, hexa = m.groups()
     if named:
         return _NAMED[named]
+    if len((dec or hexa).lstrip("0")) > _MAX_REF_DIGITS:
+        return m.group()  # not a character: leave it as written
     code = int(dec) if dec else int(hexa, 16)
     if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
         return m.group()  # not a character: leave it as written
@@ -253,8 +262,8 @@ def _product_call(text: str, at: int, product: Mapping[str, ToolSpec], index: in
                           f"own: {_tool_list()})")
     body = args["arguments"].strip()
     try:
-        arguments = json.loads(body) if body else {}
-    except ValueError as exc:
+        arguments = safe_json.loads(body) if body else {}
+    except safe_json.JSONError as exc:
         raise FormatError(f"the arguments of <tool name=\"{spec.name}\"> are not valid JSON "
                           f"({exc}); write one JSON object between the tags, e.g. "
                           f"{_product_example(spec)!r}") from None

@@ -1,0 +1,165 @@
+"""Episodes of tasks with follow-up messages (PinchBench multi-session tasks).
+
+Such a task (:attr:`Task.followups`) is played the way PinchBench's own runner plays it: the
+first prompt starts the conversation, each later prompt is sent once the agent has answered the
+previous one, in the same conversation and workspace (:meth:`AsyncSession.send`), all of them
+within the task's one time budget; the task is graded once, after the last session, on the final
+workspace and the whole transcript. A session that ends the run early (time or token budget
+spent, the context full, an infrastructure failure) stops the rest, as upstream stops at a
+session that times out or fails; the trajectory's ``meta["sessions"]`` says how many were sent,
+and the grader refuses to score an episode that did not send them all.
+
+:func:`run_task_episode` is the entry point for one task of any kind (``harnessgrid run
+--task`` uses it): tasks without follow-ups go to :func:`harnessgrid.runtime.run_episode`
+unchanged. Callers that use ``run_episode`` directly (evaluations, ``tasks validate``, training
+rollouts) send the instruction alone; a multi-session task is then ungraded, never scored on
+its first session.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import warnings
+from typing import TYPE_CHECKING
+
+from harnessgrid.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harnessgrid.environments import EnvironmentRecord
+    from harnessgrid.harness import Harness
+    from harnessgrid.policies import Policy
+    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.session import AsyncSession
+    from harnessgrid.tasks import Task
+    from harnessgrid.trajectory import Trajectory
+    from harnessgrid.workspace import Workspace
+
+__all__ = ["run_task_episode", "run_task_sessions"]
+
+#: How a run may end and still leave the conversation ready for the next session: the agent
+#: finished, or used its turns or protocol budget for this message. Anything else (time or
+#: tokens spent, the context full, an infrastructure failure, a cancel) stops the sessions.
+_CONTINUES = frozenset({"finished", "max_turns", "format_errors"})
+
+
+async def run_task_episode(harness: Harness, task: Task, policy: Policy,
+                           limits: EpisodeLimits | None = None, *,
+                           episode_id: str | None = None) -> Trajectory:
+    """One episode of ``task``: through its sessions when it has follow-ups, else a plain
+    :func:`~harnessgrid.runtime.run_episode`."""
+    if task.followups:
+        return await run_task_sessions(harness, task, policy, limits, episode_id=episode_id)
+    from harnessgrid.runtime import run_episode
+
+    return await run_episode(harness, task, policy, limits, episode_id=episode_id)
+
+
+async def run_task_sessions(harness: Harness, task: Task, policy: Policy,
+                            limits: EpisodeLimits | None = None, *,
+                            episode_id: str | None = None) -> Trajectory:
+    """Play ``task.instruction`` then each of ``task.followups`` in one :class:`AsyncSession`
+    on the task's workspace and environment, then grade (see the module doc). ``limits``
+    bound each session's turns; their ``wall_s`` (or the task's, if stricter) bounds all the
+    sessions together."""
+    from harnessgrid.environments import ACTIVE_ENVIRONMENT
+    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.workspace import Workspace
+
+    _refuse_oracle(task, policy)
+    limits = _task_limits(limits or EpisodeLimits(), task)
+    environment = _environment(task, limits)
+    ws = Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
+    token = ACTIVE_ENVIRONMENT.set(environment)  # graders' sandboxes mount it too
+    try:
+        return await _play_and_grade(harness, task, policy, limits, environment, ws,
+                                     episode_id or uuid.uuid4().hex[:12])
+    finally:
+        ACTIVE_ENVIRONMENT.reset(token)
+        ws.cleanup()
+
+
+def _refuse_oracle(task: Task, policy: Policy) -> None:
+    """Said here in the task's terms: a session would refuse it as an ad-hoc instruction."""
+    if policy.spec.partition(":")[0] == "scripted":
+        raise ConfigError(f"task {task.id} has {1 + len(task.followups)} sessions, and the "
+                          "scripted oracle plays one plan for one instruction",
+                          hint="run multi-session tasks with a model policy (or null)")
+
+
+def _task_limits(limits: EpisodeLimits, task: Task) -> EpisodeLimits:
+    """The stricter of the episode's and the task's limits (as every episode takes them)."""
+    update: dict[str, object] = {}
+    if task.limits.max_turns is not None:
+        update["max_turns"] = min(limits.max_turns, task.limits.max_turns)
+    if task.limits.wall_s is not None:
+        update["wall_s"] = min(limits.wall_s, task.limits.wall_s)
+    return limits.model_copy(update=update) if update else limits
+
+
+def _environment(task: Task, limits: EpisodeLimits) -> EnvironmentRecord | None:
+    """The environment the sessions run in: ``--env``, else the task's own when built (else
+    none, with the same warning an episode gives)."""
+    from harnessgrid.environments import resolve_episode_environment
+
+    environment, warning = resolve_episode_environment(task.environment, limits.environment)
+    if warning is not None:
+        warnings.warn(warning, RuntimeWarning, stacklevel=3)
+    return environment
+
+
+async def _play_and_grade(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
+                          environment: EnvironmentRecord | None, ws: Workspace,
+                          episode_id: str) -> Trajectory:
+    from harnessgrid.runtime import _grade  # the grading every episode gets
+    from harnessgrid.sandbox import UNSAFE_NO_SANDBOX
+    from harnessgrid.session import AsyncSession
+
+    clock = time.perf_counter()
+    # The session finds its environment by name in its limits: the one resolved here, or none.
+    named = environment.name if environment is not None else "none"
+    session = AsyncSession(ws.root, harness=harness, policy=policy, in_place=True,
+                           limits=limits.model_copy(update={"environment": named}),
+                           mount_path=task.mount_path, wall_s=limits.wall_s)
+    session.episode_id = episode_id
+    try:
+        sent = await _send_each(session, task)
+        traj = session.trajectory()  # ends as the last session's run ended
+    finally:
+        await session.close()  # every process of the episode gone before grading
+    _describe(traj, task, limits, environment, sent)
+    if not traj.infra_failure and task.grader is not None:
+        events = getattr(harness, "session_events", None)
+        transcript = events(traj) if callable(events) else traj.transcript()
+        unsafe = UNSAFE_NO_SANDBOX.set(limits.unsafe_no_sandbox)  # graders follow the episode
+        try:
+            await _grade(task, ws, traj, transcript, limits.grader_timeout_s)
+        finally:
+            UNSAFE_NO_SANDBOX.reset(unsafe)
+    traj.wall_s = time.perf_counter() - clock
+    return traj
+
+
+async def _send_each(session: AsyncSession, task: Task) -> int:
+    """Send the instruction, then each follow-up while the conversation can go on; how many
+    were sent."""
+    reply = await session.run(task.instruction)
+    sent = 1
+    for message in task.followups:
+        if reply.termination not in _CONTINUES:
+            break
+        reply = await session.send(message)
+        sent += 1
+    return sent
+
+
+def _describe(traj: Trajectory, task: Task, limits: EpisodeLimits,
+              environment: EnvironmentRecord | None, sent: int) -> None:
+    """Name the task (a session calls itself ``session``), its environment (as an episode
+    records it: the mounted one, or the declared one that was missing) and its sessions."""
+    traj.task_id, traj.suite = task.id, task.suite
+    if environment is not None:
+        traj.environment = environment.summary()
+    elif task.environment and limits.environment is None:
+        traj.environment = {"name": task.environment, "missing": "true"}
+    traj.meta["sessions"] = {"sent": sent, "total": 1 + len(task.followups)}

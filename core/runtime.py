@@ -118,7 +118,8 @@ def require_sandbox(limits: EpisodeLimits) -> None:
         raise SandboxError(problem, hint=INSTALL_HINT)
 
 
-def _effective(limits: EpisodeLimits, task: Task) -> EpisodeLimits:
+def effective_limits(limits: EpisodeLimits, task: Task) -> EpisodeLimits:
+    """The stricter of the episode's limits and the task's own (as every episode takes them)."""
     update: dict[str, Any] = {}
     if task.limits.max_turns is not None:
         update["max_turns"] = min(limits.max_turns, task.limits.max_turns)
@@ -144,7 +145,7 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
     no ``workspace``) the episode takes a pre-started sandbox from it when its key matches,
     and hands it back to be recycled or closed in the background (see
     :mod:`harnessgrid.sandbox_pool`); a :class:`PoolsByKey` gives the pool of its key."""
-    limits = _effective(limits or EpisodeLimits(), task)
+    limits = effective_limits(limits or EpisodeLimits(), task)
     require_sandbox(limits)
     environment, warning = resolve_episode_environment(task.environment, limits.environment)
     if warning is not None:

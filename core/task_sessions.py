@@ -63,11 +63,11 @@ async def run_task_sessions(harness: Harness, task: Task, policy: Policy,
     bound each session's turns; their ``wall_s`` (or the task's, if stricter) bounds all the
     sessions together."""
     from harnessgrid.environments import ACTIVE_ENVIRONMENT
-    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.runtime import EpisodeLimits, effective_limits
     from harnessgrid.workspace import Workspace
 
     _refuse_oracle(task, policy)
-    limits = _task_limits(limits or EpisodeLimits(), task)
+    limits = effective_limits(limits or EpisodeLimits(), task)
     environment = _environment(task, limits)
     ws = Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
     token = ACTIVE_ENVIRONMENT.set(environment)  # graders' sandboxes mount it too
@@ -85,16 +85,6 @@ def _refuse_oracle(task: Task, policy: Policy) -> None:
         raise ConfigError(f"task {task.id} has {1 + len(task.followups)} sessions, and the "
                           "scripted oracle plays one plan for one instruction",
                           hint="run multi-session tasks with a model policy (or null)")
-
-
-def _task_limits(limits: EpisodeLimits, task: Task) -> EpisodeLimits:
-    """The stricter of the episode's and the task's limits (as every episode takes them)."""
-    update: dict[str, object] = {}
-    if task.limits.max_turns is not None:
-        update["max_turns"] = min(limits.max_turns, task.limits.max_turns)
-    if task.limits.wall_s is not None:
-        update["wall_s"] = min(limits.wall_s, task.limits.wall_s)
-    return limits.model_copy(update=update) if update else limits
 
 
 def _environment(task: Task, limits: EpisodeLimits) -> EnvironmentRecord | None:

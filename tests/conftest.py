@@ -38,6 +38,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
+def env_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty environment store of this test's own."""
+    from harnessgrid.environments import ENV_DIR_VARIABLE
+
+    root = tmp_path / "envs"
+    monkeypatch.setenv(ENV_DIR_VARIABLE, str(root))
+    return root
+
+
+@pytest.fixture
 def on_sys_path() -> Iterator[Callable[[Path], None]]:
     """Put folders on sys.path for one test; undo it and drop the registry cache afterwards."""
     added: list[str] = []

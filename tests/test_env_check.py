@@ -9,38 +9,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from cli_in_process import hg_cli
 
 from harnessgrid.env_needs import python_needs, shell_commands, task_needs
-from harnessgrid.environments import ENV_DIR_VARIABLE, build_venv
+from harnessgrid.environments import build_venv
 from harnessgrid.plugins.tasks import clawgym, pinchbench
-
-
-@pytest.fixture
-def env_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "envs"
-    monkeypatch.setenv(ENV_DIR_VARIABLE, str(root))
-    return root
-
-
-def hg_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-           *args: str) -> tuple[int, str, str]:
-    from harnessgrid.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["harnessgrid", *args])
-    capsys.readouterr()
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 # --- the scan --------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_in_process import hg_cli
 
 from harnessgrid.api import resolve_harness
 from harnessgrid.environments import (
@@ -48,27 +49,6 @@ A = Action.of
 MOUNT = clawgym.DEFAULT_MOUNT
 
 
-@pytest.fixture
-def env_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "envs"
-    monkeypatch.setenv(ENV_DIR_VARIABLE, str(root))
-    return root
-
-
-def hg_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-           *args: str) -> tuple[int, str, str]:
-    """The real entry point, in-process (a subprocess per call costs ~0.5 s of imports)."""
-    from harnessgrid.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["harnessgrid", *args])
-    capsys.readouterr()
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --- building ----------------------------------------------------------------------------

@@ -144,7 +144,20 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
     failures (they become the trajectory's ``termination`` and ``error``). With ``pool`` (and
     no ``workspace``) the episode takes a pre-started sandbox from it when its key matches,
     and hands it back to be recycled or closed in the background (see
-    :mod:`harnessgrid.sandbox_pool`); a :class:`PoolsByKey` gives the pool of its key."""
+    :mod:`harnessgrid.sandbox_pool`); a :class:`PoolsByKey` gives the pool of its key.
+
+    A task with follow-up prompts (a multi-session task) is played session by session
+    (:mod:`harnessgrid.task_sessions`), so every runner - ``eval`` in-process, its workers,
+    Ray, training rollouts - grades it whole; only the scripted oracle, whose plan answers one
+    instruction, and a caller's own ``workspace`` get the single-instruction episode (ungraded,
+    saying why)."""
+    if task.followups and workspace is None and policy.spec.partition(":")[0] != "scripted":
+        from harnessgrid.task_sessions import run_task_sessions
+
+        try:
+            return await run_task_sessions(harness, task, policy, limits, episode_id=episode_id)
+        except Exception as exc:  # noqa: BLE001 - never raises, as every episode
+            return crashed_episode(harness.name, task, policy, exc)
     limits = effective_limits(limits or EpisodeLimits(), task)
     require_sandbox(limits)
     environment, warning = resolve_episode_environment(task.environment, limits.environment)

@@ -9,11 +9,10 @@ spent, the context full, an infrastructure failure) stops the rest, as upstream 
 session that times out or fails; the trajectory's ``meta["sessions"]`` says how many were sent,
 and the grader refuses to score an episode that did not send them all.
 
-:func:`run_task_episode` is the entry point for one task of any kind (``harnessgrid run
---task`` uses it): tasks without follow-ups go to :func:`harnessgrid.runtime.run_episode`
-unchanged. Callers that use ``run_episode`` directly (evaluations, ``tasks validate``, training
-rollouts) send the instruction alone; a multi-session task is then ungraded, never scored on
-its first session.
+:func:`harnessgrid.runtime.run_episode` sends a task with follow-ups here, so every runner
+(``run --task``, evaluations, workers, Ray, training rollouts) grades it whole. The scripted
+oracle (``tasks validate``) and a caller's own workspace get the instruction alone: a
+multi-session task is then ungraded, never scored on its first session.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ class CategoryCell(_Row):
 
 
 class SkippedTask(_Row):
-    """A task its suite's loader could not build (a missing asset, a multi-session task):
+    """A task its suite's loader could not build (a missing asset, bad front matter):
     never run, in no score, listed with the reason."""
 
     suite: str

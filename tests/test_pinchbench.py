@@ -417,6 +417,18 @@ def test_multi_session_task_runs_each_session_then_grades_once(tmp_path: Path,
     assert followups == list(task.followups)
 
 
+def test_run_episode_plays_every_session_so_every_runner_grades_the_whole_task(
+        tmp_path: Path) -> None:
+    """``eval`` (in-process, workers, Ray) and training rollouts all call ``run_episode``: a
+    multi-session task must reach its grader with every session sent."""
+    task = pinchbench.load(str(write(tmp_path, "task_23_three_sessions.md",
+                                     SESSIONS_TASK))).tasks()[0]
+    harness = hg.compose(hg.FactorSpace.default().parse("S0-T0-O0-C0-W0"))
+    traj = asyncio.run(run_episode(harness, task, SessionPlanPolicy(*SESSION_PLANS)))
+    assert traj.meta["sessions"] == {"sent": 3, "total": 3}
+    assert traj.grade_error is None and traj.passed, (traj.error, traj.subscores)
+
+
 def test_a_multi_session_task_run_as_one_instruction_is_ungraded(tmp_path: Path) -> None:
     """A runner that sends only the first prompt (plain ``run_episode``) gets no score for it,
     saying why, rather than a score for a third of the task."""

@@ -820,7 +820,9 @@ class Sandbox:
         try:
             channel = await asyncio.shield(launching)
             deadline = time.monotonic() + _START_TIMEOUT_S
-            self._check_ready(await self._guard(channel.read_async(deadline)))
+            frame = await self._guard(channel.read_async(deadline))
+            # Off the loop too: the IPC limits are set from a thread that joins the namespace.
+            await asyncio.shield(off_loop_detached(lambda: self._check_ready(frame)))
         except BaseException:
             launching.add_done_callback(lambda _: _LIFECYCLE.submit(self.close_sync))
             raise

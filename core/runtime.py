@@ -463,7 +463,11 @@ async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[d
             checked = validate_scores(scores)
             traj.subscores = dict(checked)
             traj.score = task_score(checked)  # the grader's own total (weights), else the mean
-            traj.passed = traj.score == 1.0
+            traj.grading = checked.grading or "automated"
+            # Part of the rubric was never assessed (a hybrid without its judge): the score
+            # stays, but it cannot say the task passed.
+            traj.grading_note = checked.partial
+            traj.passed = None if checked.partial else traj.score == 1.0
             if checked.warnings:
                 traj.meta["grade_warnings"] = list(checked.warnings)
         except TimeoutError:

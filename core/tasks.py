@@ -4,6 +4,10 @@ A grader returns named sub-scores in [0, 1]; the task score is their mean — or
 own total when it returns :class:`Scores` with one (weights, a check's own reward) — and
 *pass* means the score is exactly 1. A grader that cannot produce scores (crash, timeout, garbage) raises
 :class:`GraderError`, which the runtime records as ``grader_error`` — never a silent 0.
+
+Every result says how it was graded (:data:`GRADINGS`): a score resting on less than the
+task's whole rubric (a PinchBench hybrid graded without its judge: ``automated_only``) is kept
+but never a pass, since the part that was not assessed could have failed it.
 """
 
 from __future__ import annotations
@@ -31,20 +35,43 @@ UNKNOWN_CATEGORY = "unknown"
 (reports say so rather than inventing a ``general`` bucket)."""
 
 
+GRADINGS: tuple[str, ...] = ("automated", "judge", "hybrid", "automated_only", "ungraded")
+"""How a result was graded: by code, by an LLM judge, by both, by the code part alone of a
+rubric that also has a judged part (``automated_only``: never a pass), or not at all."""
+PARTIAL_GRADINGS: frozenset[str] = frozenset({"automated_only"})
+"""Gradings that cover less than the task's full rubric."""
+
+
+def infer_grading(score: Any, subscores: Any, grade_error: Any) -> str:
+    """The grading of a result stored before results said it: ungraded without a score, else
+    what the sub-score names show (a PinchBench judge writes ``llm_judge``), else automated."""
+    if score is None or grade_error:
+        return "ungraded"
+    names = set(subscores) if isinstance(subscores, dict) else set()
+    if "llm_judge" in names:
+        return "hybrid" if "automated" in names else "judge"
+    return "automated"
+
+
 class Scores(dict[str, float]):
     """A grader's sub-scores, plus what it says about them.
 
     ``total`` is the task score when the grader's own rule is not the plain mean of the
     sub-scores (a PinchBench hybrid's ``grading_weights``, the ``reward`` a ClawGym check
     computes itself); ``warnings`` say what the grader skipped (a non-numeric sub-score).
-    A plain dict from a grader means: the mean, no warnings.
+    A plain dict from a grader means: the mean, no warnings. ``grading`` is one of
+    :data:`GRADINGS` (None: ``automated``, what a code check is); ``partial`` says why the
+    scores cover less than the task's rubric, and makes the result never a pass.
     """
 
     def __init__(self, values: Mapping[str, float] | None = None, *,
-                 total: float | None = None, warnings: Sequence[str] = ()) -> None:
+                 total: float | None = None, warnings: Sequence[str] = (),
+                 grading: str | None = None, partial: str | None = None) -> None:
         super().__init__(values or {})
         self.total = total
         self.warnings: tuple[str, ...] = tuple(warnings)
+        self.grading = grading
+        self.partial = partial
 
 
 def task_score(scores: Mapping[str, float]) -> float:
@@ -62,6 +89,17 @@ class Grader(Protocol):
     OpenClaw-style session events, see :mod:`harnessgrid.trajectory`)."""
 
     def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]: ...
+
+
+def check_graders_ready(tasks: Sequence[Task]) -> None:
+    """Let every grader that can say it will fail (an LLM judge without an API key) say so
+    now, as a ConfigError, before the first episode: found at grading time it would cost
+    every episode (and its retries) and read as a grade error, not as the setup mistake it
+    is. A grader opts in with a ``check_ready()`` method."""
+    for task in tasks:
+        check = getattr(task.grader, "check_ready", None)
+        if callable(check):
+            check()
 
 
 class FunctionGrader:
@@ -90,7 +128,9 @@ def validate_scores(scores: Any) -> Scores:
         out[str(name)] = _unit(value, f"sub-score {name!r}")
     total = getattr(scores, "total", None)
     return Scores(out, total=None if total is None else _unit(total, "the total score"),
-                  warnings=getattr(scores, "warnings", ()))
+                  warnings=getattr(scores, "warnings", ()),
+                  grading=getattr(scores, "grading", None),
+                  partial=getattr(scores, "partial", None))
 
 
 def _unit(value: Any, what: str) -> float:

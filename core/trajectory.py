@@ -173,6 +173,11 @@ class Trajectory(BaseModel):
     subscores: dict[str, float] = Field(default_factory=dict)
     passed: bool | None = None
     grade_error: str | None = None
+    #: How the score was reached (:data:`harnessgrid.tasks.GRADINGS`); ``grading_note`` says
+    #: why a partial one (``automated_only``) is no pass. Trajectories stored before these
+    #: fields read them from their scores (:func:`harnessgrid.tasks.infer_grading`).
+    grading: str = "ungraded"
+    grading_note: str | None = None
     tokens_in: int = 0
     tokens_out: int = 0
     wall_s: float = 0.0
@@ -224,6 +229,17 @@ class Trajectory(BaseModel):
             turn[VIEW_DELTA] = [list(p) if isinstance(p, tuple) else next(messages)
                                 for p in delta]
         return out
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_grading(cls, data: Any) -> Any:
+        """A trajectory stored before ``grading`` existed: say what its scores show."""
+        if isinstance(data, dict) and "grading" not in data and "score" in data:
+            from harnessgrid.tasks import infer_grading
+
+            data = {**data, "grading": infer_grading(data.get("score"), data.get("subscores"),
+                                                     data.get("grade_error"))}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -280,7 +296,7 @@ class Trajectory(BaseModel):
 #: The fields of a trajectory set after construction, by the runtime or plugins: made
 #: :func:`storable` when it is stored (messages and records are clean when constructed).
 _FREE_FIELDS = ("episode_id", "harness", "task_id", "suite", "policy", "mount_path", "error",
-                "grade_error", "config", "subscores", "meta")
+                "grade_error", "grading_note", "config", "subscores", "meta")
 #: The key a stored turn holds instead of ``view`` (module doc).
 VIEW_DELTA = "view_delta"
 #: A piece of a stored view: ``("h" | "v", start, stop)``, a slice of the trajectory's history

@@ -13,8 +13,9 @@ runs at hand, 0 for one run), min and max:
 - a **behaviour** cell uses the tasks tagged with it, from all suites pooled;
 - a **configuration** row is one harness: per suite, then the mean over suites.
 
-Only *scored* episodes enter pass rates: infrastructure failures and ungraded episodes (grader
-error, no grader) are counted beside them, never as 0.
+Only *scored* episodes enter pass rates: infrastructure failures, ungraded episodes (grader
+error, no grader) and partially graded ones (a rubric's judged part not assessed) are counted
+beside them, never as 0 nor as a pass.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ class Counts(BaseModel):
     passed: int = 0
     infra_failures: int = 0
     ungraded: int = 0
+    partial: int = 0  # graded on part of their rubric: no pass, no fail (0 in older reports)
 
     @classmethod
     def of(cls, results: Iterable[EvalResult]) -> Counts:
@@ -124,7 +126,7 @@ class Counts(BaseModel):
         return cls(episodes=len(rs), scored=sum(r.scored for r in rs),
                    passed=sum(bool(r.scored and r.passed) for r in rs),
                    infra_failures=sum(r.infra_failure for r in rs),
-                   ungraded=sum(r.ungraded for r in rs))
+                   ungraded=sum(r.ungraded for r in rs), partial=sum(r.partial for r in rs))
 
     @property
     def pass_rate(self) -> float | None:

@@ -83,6 +83,7 @@ def render_html(report: Report, images: dict[str, bytes]) -> str:
          []),
         ("Episodes by setting", tables.counts_markdown(report), []),
         (tables.UNSCORED_TITLE, tables.unscored_markdown(report), []),
+        (tables.PARTIAL_TITLE, tables.partial_markdown(report), []),
         ("Pass@1 by behaviour (%)", tables.behaviours_markdown(report), ["behaviours"]),
         ("Score by behaviour (%, mean of sub-scores)",
          tables.behaviours_markdown(report, "score"), []),

@@ -1,8 +1,8 @@
 """The parameters of an evaluation, saved as ``DIR/manifest.json``.
 
 Resuming must never mix incomparable episodes in one directory: a different policy, policy
-options, episode limits, factor space or configuration list would make the averages
-meaningless. Those are the *identity* of a run and must match to continue it. A run may
+options, suite-loader options (the judge that grades), episode limits, factor space or
+configuration list would make the averages meaningless. Those are the *identity* of a run and must match to continue it. A run may
 *grow*: more suites, settings, tasks (``--limit``) or runs are added to the manifest and
 evaluated, and what is already stored is kept.
 """
@@ -58,6 +58,8 @@ class Manifest(BaseModel):
     updated_at: str = ""
     policy: str
     policy_options: dict[str, Any] = Field(default_factory=dict)
+    #: the suite loaders' options (``-o``, ``--judge``): how tasks are graded (absent: none)
+    suite_options: dict[str, Any] = Field(default_factory=dict)
     limits: dict[str, Any] = Field(default_factory=dict)
     space: dict[str, list[str]] = Field(default_factory=dict)
     holdout_seed: int = 0
@@ -80,17 +82,19 @@ class Manifest(BaseModel):
 
 
 def redact(options: dict[str, Any]) -> dict[str, Any]:
-    """Policy options as saved: values of secret-looking keys are replaced, never written."""
+    """Policy or loader options as saved: values of secret-looking keys are replaced, never
+    written."""
     return {k: ("<redacted>" if _SECRET.search(k) else v) for k, v in options.items()}
 
 
 def incompatibilities(old: Manifest, new: Manifest) -> list[str]:
     """Why ``new`` cannot continue ``old`` (empty when it can)."""
     problems: list[str] = []
-    for field in ("policy", "policy_options", "limits", "space"):
+    for field in ("policy", "policy_options", "suite_options", "limits", "space"):
         a, b = getattr(old, field), getattr(new, field)
         if a != b:
-            problems.append(f"{field}: stored {_short(a)}, now {_short(b)}")
+            problems.append(f"{field}: stored {_short(a)}, now {_short(b)}"
+                            + (_judge_note(a, b) if field == "suite_options" else ""))
     for setting in sorted(set(old.settings) & set(new.settings)):
         if old.settings[setting] != new.settings[setting]:
             problems.append(f"{setting} harnesses: stored {_short(old.settings[setting])}, "
@@ -107,6 +111,15 @@ def incompatibilities(old: Manifest, new: Manifest) -> list[str]:
         if changed:
             problems.append(f"suite {spec}: tasks changed content: {', '.join(sorted(changed)[:5])}")
     return problems
+
+
+def _judge_note(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """Say so when the judge differs: its episodes were graded another way."""
+    a, b = old.get("judge"), new.get("judge")
+    if a == b:
+        return ""
+    return (f" (the stored episodes were graded {'by ' + str(a) if a else 'without a judge'}, "
+            f"these would be {'by ' + str(b) if b else 'without one'})")
 
 
 def _short(value: Any) -> str:

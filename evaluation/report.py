@@ -121,6 +121,19 @@ class Unscored(_Row):
     example: str  # one such episode: "suite/task via harness run N (setting)"
 
 
+class PartialTask(_Row):
+    """A task whose episodes were graded on part of its rubric (``grading``, e.g.
+    ``automated_only``: a hybrid without its judge): their scores are kept but none is a
+    pass, so they are left out of pass rates and listed here with the reason."""
+
+    suite: str
+    task: str
+    grading: str
+    reason: str
+    episodes: int
+    mean_score: float | None
+
+
 class CostRow(_Row):
     """Cost of one harness, means per episode (all its episodes: failures cost too);
     ``pass_per_1k_tokens`` is passes per 1,000 tokens spent on scored episodes."""
@@ -177,6 +190,11 @@ class Report(BaseModel):
     skipped: list[SkippedTask] = []  # broken tasks of the evaluated suites, not run
     #: environment a task declares but that was not built → episodes that ran without it
     missing_environments: dict[str, int] = {}
+    partial: int = 0  # episodes graded on part of their rubric (see PartialTask)
+    partial_tasks: list[PartialTask] = []
+    #: how the episodes were graded (harnessgrid.tasks.GRADINGS) → episodes; infrastructure
+    #: failures are not counted
+    gradings: dict[str, int] = {}
 
     def suite_cell(self, suite: str, setting: str) -> SuiteCell | None:
         return next((c for c in self.suites if c.suite == suite and c.setting == setting), None)
@@ -229,7 +247,31 @@ def build_report(results: Sequence[EvalResult], manifest: Manifest | None = None
         skipped=[SkippedTask(suite=spec, task=task, reason=first_line(reason, 400))
                  for spec, entry in (manifest.suites.items() if manifest else ())
                  for task, reason in entry.broken.items()],
-        missing_environments=_missing_environments(results))
+        missing_environments=_missing_environments(results), partial=counts.partial,
+        partial_tasks=_partial_tasks(results), gradings=_gradings(results))
+
+
+def _gradings(results: Sequence[EvalResult]) -> dict[str, int]:
+    from harnessgrid.tasks import GRADINGS
+
+    out = {g: sum(1 for r in results if not r.infra_failure and r.grading == g)
+           for g in GRADINGS}
+    return {g: n for g, n in out.items() if n}
+
+
+def _partial_tasks(results: Sequence[EvalResult]) -> list[PartialTask]:
+    groups: dict[tuple[str, str, str], list[EvalResult]] = {}
+    for r in results:
+        if r.partial:
+            groups.setdefault((r.suite, r.task, r.grading), []).append(r)
+    rows = []
+    for (suite, task, grading), rs in groups.items():
+        scores = [r.score for r in rs if r.score is not None]
+        rows.append(PartialTask(suite=suite, task=task, grading=grading,
+                                reason=first_line(rs[0].grading_note or grading, 400),
+                                episodes=len(rs),
+                                mean_score=sum(scores) / len(scores) if scores else None))
+    return rows
 
 
 def _missing_environments(results: Sequence[EvalResult]) -> dict[str, int]:

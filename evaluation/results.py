@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from harnessgrid.models import clean_text
+from harnessgrid.tasks import PARTIAL_GRADINGS, infer_grading
 from harnessgrid.trajectory import Trajectory
 
 #: Where the evaluation key and task facts travel inside ``Trajectory.meta``.
@@ -63,6 +64,11 @@ class EvalResult(BaseModel):
     passed: bool | None = None
     subscores: dict[str, float] = {}
     grade_error: str | None = None
+    #: How it was graded (:data:`harnessgrid.tasks.GRADINGS`); records written before this
+    #: field read it from their scores. A ``partial`` one (``automated_only``) keeps its score
+    #: but is no pass, and is counted apart with ``grading_note`` saying why.
+    grading: str = "ungraded"
+    grading_note: str | None = None
     turns: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
@@ -78,6 +84,14 @@ class EvalResult(BaseModel):
     episode_id: str = ""
     traj_offset: int = -1  # byte offset of the trajectory's line in trajectories.jsonl
     finished_at: float = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_grading(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "grading" not in data:
+            data = {**data, "grading": infer_grading(data.get("score"), data.get("subscores"),
+                                                     data.get("grade_error"))}
+        return data
 
     @field_validator("*", mode="before")
     @classmethod
@@ -99,9 +113,14 @@ class EvalResult(BaseModel):
         return not self.infra_failure and self.passed is not None
 
     @property
+    def partial(self) -> bool:
+        """Graded on less than the task's rubric: a score, but neither a pass nor a fail."""
+        return not self.infra_failure and self.grading in PARTIAL_GRADINGS
+
+    @property
     def ungraded(self) -> bool:
         """The agent ran, but no score came back (grader error or no grader)."""
-        return not self.infra_failure and self.passed is None
+        return not self.infra_failure and self.passed is None and not self.partial
 
     @property
     def tokens(self) -> int:
@@ -119,7 +138,8 @@ class EvalResult(BaseModel):
         return EvalResult.model_validate({
             **self.model_dump(), "termination": TRAJECTORY_LOST, "infra_failure": True,
             "error": f"trajectory lost: {reason}"[:500], "score": None, "passed": None,
-            "subscores": {}, "grade_error": None, "traj_offset": -1})
+            "subscores": {}, "grade_error": None, "grading": "ungraded",
+            "grading_note": None, "traj_offset": -1})
 
     @classmethod
     def from_trajectory(cls, traj: Trajectory, offset: int = -1) -> EvalResult:
@@ -134,7 +154,8 @@ class EvalResult(BaseModel):
             category=meta.get("category", "general"), termination=traj.termination,
             infra_failure=traj.infra_failure, error=(traj.error or "")[:500] or None,
             score=traj.score, passed=traj.passed, subscores=traj.subscores,
-            grade_error=traj.grade_error, turns=len(traj.turns), tokens_in=traj.tokens_in,
+            grade_error=traj.grade_error, grading=traj.grading,
+            grading_note=traj.grading_note, turns=len(traj.turns), tokens_in=traj.tokens_in,
             tokens_out=traj.tokens_out, wall_s=traj.wall_s, model_s=traj.model_s,
             tools_s=traj.tools_s, harness_s=traj.harness_s, wait_s=traj.wait_s,
             grade_s=traj.grade_s, missing_environment=_missing_environment(traj),

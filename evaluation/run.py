@@ -56,9 +56,10 @@ from harnessgrid.evaluation.plan import (
 from harnessgrid.evaluation.results import EvalResult, ResultKey, tag_trajectory
 from harnessgrid.evaluation.store import EvalStore
 from harnessgrid.paths import require_output_dir
+from harnessgrid.policies.scripted import check_policy_fits
 from harnessgrid.runtime import EpisodeLimits
 from harnessgrid.space import FactorSpace
-from harnessgrid.tasks import Task
+from harnessgrid.tasks import Task, TaskSuite, check_graders_ready
 
 if TYPE_CHECKING:
     from harnessgrid.policies import Policy
@@ -75,6 +76,10 @@ class EvalConfig(BaseModel):
     policy: str
     policy_options: dict[str, Any] = Field(default_factory=dict)
     suites: tuple[str, ...]
+    #: Options for every suite's loader (``eval -o KEY=VALUE``; ``--judge MODEL`` is
+    #: ``judge``). Part of a run's identity: results graded with another judge (or none) are
+    #: not comparable, so a resume with other options is refused.
+    suite_options: dict[str, Any] = Field(default_factory=dict)
     settings: tuple[str, ...] = DEFAULT_SETTINGS
     runs: int = Field(default=3, ge=1)
     harnesses: tuple[str, ...] | None = None  # in-space override; ("all",) = the whole space
@@ -153,6 +158,7 @@ def build_manifest(config: EvalConfig, policy_spec: str, space: FactorSpace,
     return Manifest(
         harnessgrid_version=harnessgrid.__version__, created_at=stamp, updated_at=stamp,
         policy=policy_spec, policy_options=redact(config.policy_options),
+        suite_options=redact(config.suite_options),
         limits=config.limits.model_dump(mode="json"),
         space={f.name: list(f.levels) for f in space.factors}, holdout_seed=config.holdout_seed,
         settings=settings, runs=config.runs,
@@ -183,7 +189,6 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     from harnessgrid.api import resolve_harness, resolve_policy
     from harnessgrid.registry import get_registry
     from harnessgrid.runtime import require_sandbox
-    from harnessgrid.tasks import load_suite
 
     started = time.perf_counter()
     _check_workers(config, policy)
@@ -202,9 +207,12 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     suites: dict[str, tuple[str, str, list[Task]]] = {}
     broken: dict[str, dict[str, str]] = {}  # tasks the loader could not build: reported, not run
     for spec in dict.fromkeys(config.suites):
-        suite = load_suite(spec)
+        suite = _load_suite(spec, config.suite_options)
         suites[spec] = (suite.name, suite.version, select_tasks(suite, config.split, config.limit))
         broken[spec] = {b.id: b.reason for b in suite.broken}
+    every_task = [t for _, _, ts in suites.values() for t in ts]
+    check_policy_fits(config.policy if policy is None else policy.spec, every_task)
+    check_graders_ready(every_task)  # a judge without credentials: before any episode
     if policy is None:
         get_registry().policy(config.policy.partition(":")[0])  # unknown scheme: fail early
     elif config.ray is not None:
@@ -251,6 +259,22 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     return EvalOutcome(out_dir=out, total=len(jobs), skipped=skipped, ran=ran,
                        recovered=recovered, seconds=time.perf_counter() - started,
                        results=results, retried=retried)
+
+
+def _load_suite(spec: str, options: dict[str, Any]) -> TaskSuite:
+    """A suite with the evaluation's loader options; every suite gets them all, so an option
+    one of them does not take is said in the evaluation's terms."""
+    from harnessgrid.tasks import load_suite
+
+    try:
+        return load_suite(spec, **options)
+    except ConfigError as exc:
+        if not options or "option" not in exc.message:
+            raise
+        raise ConfigError(f"suite {spec}: {exc.message}", hint=(
+            f"{exc.hint}; " if exc.hint else "") + "loader options (-o KEY=VALUE, --judge) go "
+            "to every suite of --suites: evaluate suites that take other options into another "
+            "--out DIR") from None
 
 
 async def _run_jobs(jobs: Sequence[Job], policy: Policy | None, config: EvalConfig,
@@ -312,7 +336,8 @@ def _episode_jobs(jobs: Sequence[Job], config: EvalConfig) -> list[EpisodeJob]:
     hashes = {key: task.content_hash() for key, task in tasks.items()}  # once per task
     return [EpisodeJob(harness=j.key.harness, suite=j.key.suite, task_id=j.task.id,
                        task_hash=hashes[j.key.suite, j.task.id], policy=config.policy,
-                       policy_options=config.policy_options, limits=config.limits)
+                       policy_options=config.policy_options, limits=config.limits,
+                       suite_options=config.suite_options)
             for j in jobs]
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 DASH = "—"
 UNSCORED_TITLE = "Episodes not scored (infrastructure failures and ungraded)"
 EFFECTS_TITLE = "Factor main effects (pass %, number of configurations)"
+PARTIAL_TITLE = "Tasks graded on part of their rubric (no pass, left out of pass rates)"
 
 
 def pct(x: float | None, digits: int = 1) -> str:
@@ -44,7 +45,8 @@ def summary_lines(report: Report) -> list[str]:
     runs = len(report.runs)
     lines = [(f"policy: {report.policy or 'unknown'} · runs: {runs} · episodes: "
               f"{report.episodes} (scored {report.scored}, passed {report.passed}, "
-              f"infrastructure failures {report.infra_failures}, ungraded {report.ungraded})"),
+              f"infrastructure failures {report.infra_failures}, ungraded {report.ungraded}"
+              + (f", partially graded {report.partial}" if report.partial else "") + ")"),
              (f"pass rate over all scored episodes: {pct(report.pass_rate)}% · "
               f"overall Pass@1 (mean over suites and settings): {cell(report.overall)}% · "
               f"mean score: {cell(report.overall_score)}%")]
@@ -60,7 +62,8 @@ def summary_lines(report: Report) -> list[str]:
         lines.append(f"**{episodes} episode(s) ran without their task's environment "
                      f"`{name}`**, which was not built: their scores do not measure the tasks "
                      f"(build it with `harnessgrid env build {name}` and re-run)")
-    return lines + unscored_lines(report)
+    graded = grading_line(report)
+    return lines + ([graded] if graded else []) + unscored_lines(report)
 
 
 def unscored_lines(report: Report) -> list[str]:
@@ -76,7 +79,28 @@ def unscored_lines(report: Report) -> list[str]:
     if report.ungraded:
         lines.append(f"**{report.ungraded} of {report.episodes} episodes were not graded** "
                      f"(left out of every score): {_causes(report, infra=False)}")
+    if report.partial:
+        first = report.partial_tasks[0] if report.partial_tasks else None
+        why = f" ({first.suite}/{first.task}: {first.reason})" if first else ""
+        lines.append(f"**{report.partial} of {report.episodes} episodes were graded on part of "
+                     f"their task's rubric only**, so none of them is a pass (left out of pass "
+                     f"rates){why} — see “{PARTIAL_TITLE}”")
     return lines
+
+
+def grading_line(report: Report) -> str:
+    """How the episodes were graded, e.g. ``automated 12 · hybrid 4 · automated_only 2``."""
+    if not report.gradings:
+        return ""
+    return "graded: " + " · ".join(f"{g} {n}" for g, n in report.gradings.items())
+
+
+def partial_markdown(report: Report) -> str:
+    if not report.partial_tasks:
+        return ""
+    rows = [[t.suite, t.task, t.grading, str(t.episodes), pct(t.mean_score),
+             t.reason.replace("|", "¦")] for t in report.partial_tasks]
+    return table(["suite", "task", "grading", "episodes", "mean score %", "why no pass"], rows)
 
 
 def _causes(report: Report, *, infra: bool) -> str:
@@ -107,8 +131,9 @@ def counts_markdown(report: Report) -> str:
         x = report.suite_cell("overall", col)
         n = x.counts if x else Counts()
         rows.append([col, str(n.episodes), str(n.scored), str(n.passed), str(n.infra_failures),
-                     str(n.ungraded)])
-    return table(["setting", "episodes", "scored", "passed", "infra failures", "ungraded"], rows)
+                     str(n.ungraded), str(n.partial)])
+    return table(["setting", "episodes", "scored", "passed", "infra failures", "ungraded",
+                  "partially graded"], rows)
 
 
 def behaviours_markdown(report: Report, metric: str = "pass_rate") -> str:
@@ -238,6 +263,8 @@ def render_markdown(report: Report, *, brief: bool = False) -> str:
     unscored = unscored_markdown(report)
     if unscored:
         parts += [f"## {UNSCORED_TITLE}", unscored]
+    if report.partial_tasks:
+        parts += [f"## {PARTIAL_TITLE}", partial_markdown(report)]
     parts += ["## Pass@1 by behaviour (%)", behaviours_markdown(report)]
     if report.categories:
         parts += ["## Pass@1 by task category (%)", categories_markdown(report)]
@@ -271,7 +298,8 @@ def _write(path: Path, rows: list[dict[str, Any]], fields: Sequence[str] = ()) -
 
 def write_csvs(report: Report, folder: Path) -> list[Path]:
     """One CSV per table: suites, behaviours, configurations, factor_effects, cost,
-    categories, unscored, and skipped (broken tasks) when there are any."""
+    categories, unscored, and skipped (broken tasks) and partial (tasks graded on part of
+    their rubric) when there are any."""
     folder.mkdir(parents=True, exist_ok=True)
     suites = [{"suite": c.suite, "setting": c.setting, **_stat_fields("pass", c.pass_rate),
                **_stat_fields("score", c.score), **c.counts.model_dump()}
@@ -295,5 +323,8 @@ def write_csvs(report: Report, folder: Path) -> list[Path]:
               ("factor_effects", effects), ("cost", cost), ("categories", categories)]]
     if report.skipped:
         paths.append(_write(folder / "skipped.csv", [s.model_dump() for s in report.skipped]))
+    if report.partial_tasks:
+        paths.append(_write(folder / "partial.csv",
+                            [t.model_dump() for t in report.partial_tasks]))
     return [*paths, _write(folder / "unscored.csv", unscored,
                            ("cause", "reason", "episodes", "example"))]

@@ -106,7 +106,7 @@ def _vllm(rest: str, options: Mapping[str, Any]) -> Any:
 def harnessgrid_policies() -> Iterator[PolicyBackend]:
     yield PolicyBackend("scripted", "Oracle: plays the task's action plan through any harness.",
                         _scripted)
-    yield PolicyBackend("null", "Finishes at once (proves graders fail when nothing is done).",
+    yield PolicyBackend("null", "Sends nothing (empty replies): a task it passes has a weak grader.",
                         _null)
     yield PolicyBackend("litellm", "Chat policy through litellm (any provider; api_base for "
                         "OpenAI-compatible servers such as a local vLLM or Ollama).", _litellm,

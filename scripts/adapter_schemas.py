@@ -17,7 +17,9 @@ pins; node evaluates the TypeBox schema definitions found in the packages' code 
 ``writeSchema``, ``editSchema`` in pi-coding-agent's ``dist/core/tools``; ``execSchema`` and
 ``processSchema`` in OpenClaw's ``dist/pi-embedded-*.js``) and applies OpenClaw's own
 ``patchToolSchemaForClaudeCompatibility`` (taken from the same file) to read, write and edit, as
-OpenClaw does before the model sees them. Output: ``tests/fixtures/openclaw/tool_schemas-2026.2.26.json``.
+OpenClaw does before the model sees them. Output: ``tests/fixtures/openclaw/tool_schemas-2026.2.26.json``,
+with ``described``: the properties that carry a description. The real outputs of a fixed set of
+calls are recorded by the sibling ``scripts/adapter_outputs.py``.
 
 Needs ``npm`` and ``node`` (>= 18) and the npm registry; nothing else is contacted (the API key
 is a dummy, the fake server answers every request with an error so the CLI exits).
@@ -232,6 +234,10 @@ def capture_openclaw(work: Path) -> dict[str, Any]:
                  "removed. Regenerate with the script; do not edit by hand."),
         "tool_order": list(found),
         "tools": {name: strip_prose(schema) for name, schema in found.items()},
+        # which properties carry a description (the text is prose; that there is one is a
+        # fact: the aliases copy their original's, ``env`` has none)
+        "described": {name: [key for key, sub in schema["properties"].items()
+                             if "description" in sub] for name, schema in found.items()},
     }
 
 

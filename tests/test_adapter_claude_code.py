@@ -24,7 +24,7 @@ from harnessgrid.harness import Harness
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.plugins.adapters._claude_code_compact import SUMMARY_SECTIONS
-from harnessgrid.plugins.adapters._claude_code_files import READ_REMINDER, split_lines
+from harnessgrid.plugins.adapters._claude_code_files import READ_REMINDER
 from harnessgrid.plugins.adapters._claude_code_session import SCRATCH_KEY, Session
 from harnessgrid.plugins.adapters.claude_code import ClaudeCodeHarness
 from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
@@ -297,8 +297,10 @@ def test_claude_md_arrives_as_system_reminder_in_first_user_message() -> None:
     reminder = first.content[:first.content.index("</system-reminder>")]
     assert "/workspace/CLAUDE.md" in reminder and memory.strip() in reminder
     assert first.content.index("Fix the bug.") > first.content.index("</system-reminder>")
-    plain = ClaudeCodeHarness().start(UPPER_TASK, "e").history[1]
-    assert plain.content.startswith(UPPER_TASK.instruction)
+    assert first.content.endswith("</system-reminder>\nFix the bug.")  # nothing after the text
+    plain = ClaudeCodeHarness().start(UPPER_TASK, "e").history[1]  # the reminders still lead
+    assert plain.content.startswith("<system-reminder>") and "# claudeMd" not in plain.content
+    assert plain.content.endswith("</system-reminder>\n" + UPPER_TASK.instruction)
 
 
 # ---------------------------------------------------------------------------- Read rendering
@@ -321,12 +323,15 @@ def test_read_limits(episode: Callable[..., Episode]) -> None:
                   "wide.txt": long_line + "\nshort\n", "empty.txt": "",
                   "huge.txt": "y" * 300_000 + "\n"})
     tail = _numbered(ep.call("Read", file_path=f"{W}/big.txt", offset=2401))
-    assert tail[0] == "2401" and len(tail) == 100
+    assert tail[0] == "2401" and len(tail) == 101 and tail[-1] == ""  # cli.js numbers the
+    # empty piece after the final line break too
     assert _numbered(ep.call("Read", file_path=f"{W}/big.txt", offset=3, limit=2)) == ["3", "4"]
     assert "<system-reminder>" in ep.call("Read", file_path=f"{W}/empty.txt")
-    assert "empty" in ep.call("Read", file_path=f"{W}/empty.txt")
+    assert ep.call("Read", file_path=f"{W}/empty.txt") == (
+        "<system-reminder>Warning: the file exists but is shorter than the provided offset (1). "
+        "The file has 1 lines.</system-reminder>")  # cli.js: an empty file splits to one line
     past = ep.call("Read", file_path=f"{W}/big.txt", offset=3000)
-    assert past.startswith("<system-reminder>") and "2500 lines" in past
+    assert past.startswith("<system-reminder>") and "2501 lines" in past
     huge = ep.call("Read", file_path=f"{W}/huge.txt")
     assert huge == ("<tool_use_error>File content (293KB) exceeds maximum allowed size (256KB). "
                     "Please use offset and limit parameters to read specific portions of the "
@@ -358,9 +363,9 @@ def test_read_has_no_line_cap_and_cuts_no_line(episode: Callable[..., Episode],
     ep = episode({"big.txt": "".join(f"{i}\n" for i in range(1, 2501)),
                   "wide.txt": "x" * 2500 + "\nshort\n"}, version=version)
     lines = _numbered(ep.call("Read", file_path=f"{W}/big.txt"))
-    assert len(lines) == 2500 and lines[-1] == "2500"
+    assert len(lines) == 2501 and lines[-2:] == ["2500", ""]
     assert _numbered(ep.call("Read", file_path=f"{W}/big.txt", offset=2001))[0] == "2001"
-    assert _numbered(ep.call("Read", file_path=f"{W}/wide.txt")) == ["x" * 2500, "short"]
+    assert _numbered(ep.call("Read", file_path=f"{W}/wide.txt")) == ["x" * 2500, "short", ""]
 
 
 def test_missing_file_and_directory_read_as_cli_js_words_them(
@@ -456,9 +461,9 @@ def test_edit_and_write_need_a_fresh_read(episode: Callable[..., Episode]) -> No
     assert "changed since it was last read" in stale
     ep.call("Read", file_path=f"{W}/a.txt")
     done = ep.call("Edit", file_path=f"{W}/a.txt", old_string="one", new_string="1")
-    assert done.startswith(f"The file {W}/a.txt was updated.") and "     1→1" in done
+    assert done.startswith(f"The file {W}/a.txt has been updated.") and "     1→1" in done
     again = ep.call("Edit", file_path=f"{W}/a.txt", old_string="two", new_string="2")
-    assert "was updated" in again  # its own edits keep the read state fresh
+    assert "has been updated" in again  # its own edits keep the read state fresh
     assert (ep.ws.root / "a.txt").read_text() == "1\n2\nthree\n"
 
 
@@ -473,7 +478,8 @@ def test_edit_uniqueness_replace_all_and_creation(episode: Callable[..., Episode
     assert "No changes to make" in same
     ok = ep.call("Edit", file_path=f"{W}/a.txt", old_string="x = 1", new_string="x = 2",
                  replace_all=True)
-    assert "all 2 occurrences" in ok
+    assert ok == (f"The file {W}/a.txt has been updated. All occurrences of 'x = 1' were "
+                  "successfully replaced with 'x = 2'.")
     assert (ep.ws.root / "a.txt").read_text() == "x = 2\nx = 2\n"
     ep.call("Edit", file_path=f"{W}/b/new.py", old_string="", new_string="print(1)\n")
     assert (ep.ws.root / "b/new.py").read_text() == "print(1)\n"
@@ -692,7 +698,8 @@ def test_oracle_reads_before_writing_only_when_the_rule_requires(
     new = ep.act(Action.of("write", path="new.txt", content="n\n"))
     assert new == [f"File created successfully at: {W}/new.txt"]
     over = ep.act(Action.of("write", path="old.txt", content="v2\n"))
-    assert len(over) == 2 and over[0].startswith("     1→v1") and "overwritten" in over[1]
+    assert len(over) == 2 and over[0].startswith("     1→v1") and over[1].endswith(
+        "     1→v2\n     2→")  # an overwrite lists the whole new content
     again = ep.act(Action.of("write", path="old.txt", content="v3\n"))
     assert len(again) == 1  # its own write left the read state fresh
     assert (ep.ws.root / "old.txt").read_text() == "v3\n"
@@ -768,8 +775,8 @@ def test_render_parse_execute_round_trips(content: str, old_rest: str, new: str)
             assert not any(s.startswith("<tool_use_error>") for s in shown[action.kind]), shown
         assert (ep.ws.root / "dir/f.txt").read_bytes() == content.encode()
         assert (ep.ws.root / "seed.txt").read_bytes() == (new + old_rest).encode()
-        if content:
-            assert _numbered(shown["read"][0]) == split_lines(content)
+        if content:  # cli.js splits at every line break: a final one leaves an empty line
+            assert _numbered(shown["read"][0]) == re.split(r"\r?\n", content)
         for action in (Action.of("search", pattern="x", path="."),
                        Action.of("shell", command="true")):
             assert harness.to_action(harness.render_action(action, "c").tool_calls[-1]) == action

@@ -773,7 +773,8 @@ def test_oracle_scores_one_through_the_adapter(task: Task) -> None:
     assert traj.termination == "finished" and traj.score == 1.0, (traj.error, traj.subscores)
     assert traj.harness == "adapter:openclaw"
     null = run(run_episode(OpenClawHarness(), task, ScriptedPolicy(empty=True)))
-    assert null.termination == "finished" and null.score is not None and null.score < 1.0
+    # null sends nothing: OpenClaw nudges each empty reply until the run of them ends it
+    assert null.termination == "format_errors" and null.score is not None and null.score < 1.0
 
 
 def _grid_bench() -> Any:

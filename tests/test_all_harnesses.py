@@ -44,7 +44,8 @@ def test_null_policy_fails_in_all_243_configurations() -> None:
     jobs = [(compose(config), task) for config in SPACE for task in TASKS]
     trajs = asyncio.run(run_episodes(jobs, ScriptedPolicy(empty=True), concurrency=4))
     assert all(t.score is not None and t.score < 1.0 for t in trajs)
-    assert {t.termination for t in trajs} == {"finished"}
+    # null sends nothing: every harness gives up on its empty replies, none crashes on them
+    assert {t.termination for t in trajs} == {"format_errors"}
 
 
 def _levels(factor: str) -> list[object]:

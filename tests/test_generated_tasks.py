@@ -82,8 +82,8 @@ def test_oracle_solves_and_null_fails(registry: Registry, name: str) -> None:
     for traj in run_all(jobs, ScriptedPolicy()):
         assert traj.termination == "finished" and traj.score == 1.0, explain(traj)
         assert all(0.0 <= v <= 1.0 for v in traj.subscores.values()) and traj.subscores
-    for traj in run_all(jobs, ScriptedPolicy(empty=True)):
-        assert traj.termination == "finished" and traj.grade_error is None, explain(traj)
+    for traj in run_all(jobs, ScriptedPolicy(empty=True)):  # null sends nothing
+        assert traj.termination == "format_errors" and traj.grade_error is None, explain(traj)
         assert traj.score is not None and traj.score < 1.0 and not traj.passed, explain(traj)
 
 

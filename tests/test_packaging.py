@@ -3,6 +3,7 @@ command line starts without heavy imports."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -55,6 +56,13 @@ def test_wheel_imports_every_subpackage(tmp_path: Path) -> None:
     assert all(f.startswith(str(site)) for f in data["files"].values())
     assert _packages_on_disk() <= set(data["files"]) | {"harnessgrid"}
     assert (site / "harnessgrid" / "py.typed").exists()
+    # The pretrained micro base travels as package data, byte for byte.
+    from harnessgrid.plugins.micro.pretraining import BASE_SHA256, MODEL_FILES
+
+    shipped = site / "harnessgrid" / "plugins" / "micro" / "base"
+    assert sorted(p.name for p in shipped.iterdir()) == sorted([*MODEL_FILES, "recipe.json"])
+    for name, digest in BASE_SHA256.items():
+        assert hashlib.sha256((shipped / name).read_bytes()).hexdigest() == digest
 
 
 def test_help_does_not_import_heavy_libraries() -> None:

@@ -89,10 +89,14 @@ def test_fixtures_without_a_judge(suite: TaskSuite, task_id: str) -> None:
             assert traj.score is None and traj.grade_error is not None
             assert traj.grade_error.startswith("ungraded: llm_judge task and no judge given")
         return
-    assert solved.passed, (solved.grade_error, solved.subscores)
     assert untouched.grade_error is None and not untouched.passed
-    if task_id == "task_03_todo_cleanup":
-        assert set(solved.subscores) == {"done_file", "todo_file"}  # automated part only
+    if task_id == "task_03_todo_cleanup":  # hybrid: the automated part only, never a pass
+        assert set(solved.subscores) == {"done_file", "todo_file"} and solved.score == 1.0
+        assert solved.passed is None and solved.grading == "automated_only"
+        assert "judge's 50% of the rubric was not assessed" in str(solved.grading_note)
+        return
+    assert solved.passed and solved.grading == "automated", (solved.grade_error,
+                                                             solved.subscores)
 
 
 def judge_reply(scores: dict[str, Any]) -> Canned:
@@ -441,8 +445,14 @@ def test_a_multi_session_task_run_as_one_instruction_is_ungraded(tmp_path: Path)
 
 @pytest.mark.parametrize("task_id", sorted(REPO_SOLUTIONS))
 def test_every_good_task_runs(repo: TaskSuite, task_id: str) -> None:
-    solved = play(repo.get(task_id), REPO_SOLUTIONS[task_id])
-    assert solved.grade_error is None and solved.passed, (solved.grade_error, solved.subscores)
+    task = repo.get(task_id)
+    solved = play(task, REPO_SOLUTIONS[task_id])
+    assert solved.grade_error is None and solved.score == 1.0, (solved.grade_error,
+                                                                solved.subscores)
+    # a hybrid without its judge has full marks on its automated part, and is still no pass
+    partial = task.metadata["graded_as"] == "automated_only"
+    assert solved.passed is (None if partial else True)
+    assert solved.grading == task.metadata["graded_as"]
 
 
 def test_non_numeric_sub_scores_are_skipped_with_a_warning(repo: TaskSuite) -> None:
@@ -515,22 +525,20 @@ def test_grading_weights_are_read_as_upstream(tmp_path: Path, weights: Any,
 @pytest.mark.slow
 def test_an_evaluation_runs_the_good_tasks_and_reports_the_broken(tmp_path: Path) -> None:
     """End to end: ``evaluate`` over the public layout runs the good tasks and its report lists
-    task_20 (missing asset) as skipped, with its reason. The evaluation's episodes send one
-    instruction (``run_episode``), so multi-session task_22 runs but is ungraded, saying why,
-    rather than scored on its first session."""
+    task_20 (missing asset) as skipped, with its reason. The tasks have no oracle plans, so
+    the null policy runs them (the scripted one is refused: see test_cli_run)."""
     from harnessgrid.evaluation.manifest import read_manifest
     from harnessgrid.evaluation.report import build_report
     from harnessgrid.evaluation.run import EvalConfig, evaluate
     from harnessgrid.evaluation.tables import render_markdown
 
     spec = f"pinchbench:{REPO}"
-    config = EvalConfig(policy="scripted", suites=(spec,), settings=("in-space",),
+    config = EvalConfig(policy="null", suites=(spec,), settings=("in-space",),
                         harnesses=("S0-T0-O0-C0-W0",), runs=1)
     outcome = evaluate(config, tmp_path / "run")
     results = {r.task: r for r in outcome.results}
     assert sorted(results) == sorted([*REPO_SOLUTIONS, "task_22_second_brain"])
-    multi = results["task_22_second_brain"]
-    assert multi.score is None and "sent 1 of its 3 sessions" in str(multi.grade_error)
+    assert not any(r.infra_failure or r.passed for r in results.values())
     manifest = read_manifest(tmp_path / "run")
     assert manifest is not None
     report = build_report(outcome.results, manifest)

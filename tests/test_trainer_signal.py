@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,7 +87,20 @@ def test_a_run_without_signal_says_so_and_leaves_the_weights(tiny_model_dir: Pat
     assert all(torch.equal(before[k], after[k]) for k in before)
 
 
-def micro_episode(policy: str, code: str) -> Trajectory:
+class Finisher:
+    """A policy that only finishes, with the harness's own finish call (the null policy sends
+    nothing at all)."""
+
+    spec = "finisher"
+
+    async def act(self, request: Any) -> Any:
+        from harnessgrid.models import Action
+
+        return request.harness.render_action(Action.of("finish", message="Done."), "call_1",
+                                             request.state)
+
+
+def micro_episode(policy: Any, code: str) -> Trajectory:
     import asyncio
 
     from harnessgrid.api import resolve_policy
@@ -117,7 +131,7 @@ def test_well_formed_turns_count_accepted_calls_and_the_plan() -> None:
     assert oracle.passed and len(oracle.turns) >= 3
     assert any(m.kind == "plan" for m in oracle.turns[0].appended)
     assert oracle.well_formed_turns() == len(oracle.turns)
-    finisher = micro_episode("null", "S1-T2-O1-C0-W0")
+    finisher = micro_episode(Finisher(), "S1-T2-O1-C0-W0")
     assert finisher.turns[0].calls and finisher.well_formed_turns() == 1
     assert garbled(oracle).well_formed_turns() == len(oracle.turns) - 2
 

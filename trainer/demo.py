@@ -95,7 +95,7 @@ class Profile:
 #: costs about 1.7 s since SFT batches rows at random (1.0-1.7 s when it grouped them by
 #: length, which learned much less per step; see ``sft_args``), so ``default`` and ``full`` run
 #: two thirds of the steps they used to, for about the same time (``default`` took 12.6
-#: minutes with one seed on 2026-12-04, beside the test suite; ``quick`` 2.4 before; ``full`` is
+#: minutes with one seed on 2026-12-04 beside the test suite, 9.4 alone; ``quick`` 2.4 before; ``full`` is
 #: about 30 minutes per run, 15 runs about 4 hours on 2 cores: estimates, not measurements).
 PROFILES: dict[str, Profile] = {
     "quick": Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=48, sft_steps=20,

@@ -79,19 +79,28 @@ def require_training_extras() -> None:
 
 #: ``tiny:NAME`` models that are trained, not only built: NAME → what they are.
 WARM_STARTS = {"micro-warm": "the micro model after an SFT warm start on oracle "
-                             "demonstrations through the micro OA (built once, minutes)"}
+                             "demonstrations through the micro OA (built once, minutes)",
+               "micro-base": "the micro model pretrained on file tasks in a neutral "
+                             "notation (shipped with the package; an experiment's start, "
+                             "not yet the demo's)"}
 
 
 def resolve_model_path(spec: str) -> str:
     """``tiny:SIZE`` → the offline tiny model, built once into the cache directory
-    (``$HARNESSGRID_CACHE``, default ``~/.cache/harnessgrid``); ``tiny:micro-warm`` → the
-    micro model after its warm start (:mod:`.warm_start`); anything else as given."""
+    (``$HARNESSGRID_CACHE``, default ``~/.cache/harnessgrid``); ``tiny:micro-base`` → the
+    shipped pretrained micro model (:mod:`harnessgrid.plugins.micro.pretraining`);
+    ``tiny:micro-warm`` → the micro model after its warm start (:mod:`.warm_start`); anything
+    else as given."""
     if not spec.startswith("tiny:"):
         return spec
     from harnessgrid.tiny_model import SIZES, build_tiny_model
 
     size = spec.removeprefix("tiny:")
     cache = Path(os.environ.get("HARNESSGRID_CACHE", Path.home() / ".cache" / "harnessgrid"))
+    if size == "micro-base":
+        from harnessgrid.plugins.micro.pretraining import micro_base
+
+        return str(micro_base())
     if size in WARM_STARTS:
         from harnessgrid.trainer.warm_start import build_micro_warm_start
 
@@ -100,12 +109,11 @@ def resolve_model_path(spec: str) -> str:
         names = [*SIZES, *WARM_STARTS]
         raise ConfigError(f"model {spec!r}: unknown tiny model {size!r}",
                           hint=f"choose one of {', '.join(f'tiny:{s}' for s in names)}")
-    corpus = None
-    if size == "micro":  # the demo's model: a tokenizer trained on the micro plugin's texts
-        from harnessgrid.plugins.micro import micro_corpus
+    if size == "micro":  # a tokenizer trained on the micro plugin's texts, names one token
+        from harnessgrid.plugins.micro import build_micro_model
 
-        corpus = micro_corpus()
-    return str(build_tiny_model(cache / f"tiny-model-{size}", size=size, corpus=corpus))
+        return str(build_micro_model(cache / "tiny-model-micro"))
+    return str(build_tiny_model(cache / f"tiny-model-{size}", size=size))
 
 
 def load_model(path: str, dtype: str, device: str) -> tuple[Any, Any]:

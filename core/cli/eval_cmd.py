@@ -69,6 +69,13 @@ def eval_command(
                                      "configurations."),
     policy_opt: list[str] = typer.Option([], "--policy-opt", help="KEY=VALUE for the policy "
                                          "backend, e.g. temperature=0.7."),
+    suite_option: list[str] = typer.Option([], "--option", "-o", help="KEY=VALUE for every "
+                                           "suite's loader, e.g. assets=DIR, "
+                                           "judge_api_base=URL (as `tasks list` takes them)."),
+    judge: str | None = typer.Option(None, "--judge", help="litellm model that grades "
+                                     "LLM-judge rubrics (PinchBench llm_judge / hybrid tasks), "
+                                     "e.g. openai/gpt-4o-mini; its key is checked before the "
+                                     "first episode."),
     max_turns: int = typer.Option(30, "--max-turns", min=1),
     wall_s: float = typer.Option(600.0, "--wall-s", min=1),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run commands "
@@ -96,6 +103,7 @@ def eval_command(
     2 for a usage or configuration mistake (e.g. a missing API key); 130 when interrupted.
     """
     from harnessgrid.cli.run_cmd import parse_options
+    from harnessgrid.cli.tasks_cmd import loader_options
     from harnessgrid.evaluation.plan import split_harnesses, split_list
     from harnessgrid.evaluation.run import EvalConfig, evaluate
     from harnessgrid.runtime import EpisodeLimits
@@ -105,6 +113,7 @@ def eval_command(
         raise ConfigError("--suites is empty", hint="e.g. --suites examples")
     config = EvalConfig(
         policy=policy, policy_options=parse_options(policy_opt), suites=tuple(suite_list),
+        suite_options=loader_options(suite_option, judge),
         settings=tuple(split_list(settings)), runs=runs,
         harnesses=tuple(split_harnesses(harnesses)) or None, original=original,
         adapters=tuple(split_list(adapters)), holdout_seed=holdout_seed, limit=limit,

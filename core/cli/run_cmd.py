@@ -41,7 +41,8 @@ def summary(traj: Trajectory) -> dict[str, Any]:
     return {"harness": traj.harness, "task": traj.task_id, "policy": traj.policy,
             "score": traj.score, "passed": traj.passed, "subscores": traj.subscores,
             "termination": traj.termination, "error": traj.error,
-            "grade_error": traj.grade_error, "turns": len(traj.turns),
+            "grade_error": traj.grade_error, "grading": traj.grading,
+            "grading_note": traj.grading_note, "turns": len(traj.turns),
             "tokens_in": traj.tokens_in, "tokens_out": traj.tokens_out,
             "wall_s": round(traj.wall_s, 3), "model_s": round(traj.model_s, 3),
             "tools_s": round(traj.tools_s, 3), "harness_s": round(traj.harness_s, 3),
@@ -158,9 +159,14 @@ def run(
 
         require_output_file(save, "--save")
     if task is not None:
+        from harnessgrid.policies.scripted import check_policy_fits
+        from harnessgrid.tasks import check_graders_ready
+
+        the_task = find_task(task, suite_option, judge)
+        check_policy_fits(policy, [the_task])  # no plan for the oracle: refused, not a 0
+        check_graders_ready([the_task])  # a judge without its key: now, not after the episode
         # Through its sessions when the task has follow-ups (PinchBench multi-session).
-        traj = asyncio.run(run_task_episode(resolve_harness(harness),
-                                            find_task(task, suite_option, judge),
+        traj = asyncio.run(run_task_episode(resolve_harness(harness), the_task,
                                             resolve_policy(policy, options), limits))
     else:
         if workspace is None:

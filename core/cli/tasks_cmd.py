@@ -3,8 +3,8 @@
 Suites are addressed as ``load_suite`` takes them (``grid``, ``grid-bench``, ``examples``,
 ``clawgym:PATH``, ``pinchbench:PATH``); ``--option KEY=VALUE`` and ``--judge MODEL`` reach the
 suite's loader. ``validate`` is the check a suite author runs before publishing: through one
-harness, the scripted oracle must pass every task that has a plan, the null policy must fail
-every task, and grading the same final workspace twice must give the same scores. External
+harness, the scripted oracle must pass every task that has a plan, the null policy (which sends
+nothing) must fail every task — one it passes has a *weak grader* — and grading the same final workspace twice must give the same scores. External
 suites have no oracle plans — that is reported per task, not counted as a failure — and
 judge-graded tasks without a judge are counted as ungraded, not as failures. A task its loader
 could not build (``TaskSuite.broken``) is listed with its reason by ``list`` and ``validate``
@@ -41,15 +41,25 @@ JUDGE = typer.Option(None, "--judge", help="litellm model for LLM-judge grading 
 AS_JSON = typer.Option(False, "--json", help="Machine-readable output.")
 
 
+def loader_options(options: list[str], judge: str | None = None) -> dict[str, Any]:
+    """``--option KEY=VALUE`` pairs and ``--judge MODEL`` as one dict of suite-loader options
+    (what ``tasks``, ``run`` and ``eval`` all pass to every loader)."""
+    from harnessgrid.cli.run_cmd import parse_options
+
+    parsed = parse_options(options)
+    if judge:
+        if parsed.get("judge") not in (None, judge):
+            raise ConfigError(f"two judges given: --judge {judge} and judge={parsed['judge']}",
+                              hint="give the judge once")
+        parsed["judge"] = judge
+    return parsed
+
+
 def open_suite(spec: str, options: list[str], judge: str | None = None) -> TaskSuite:
     """Load ``spec`` with ``--option`` pairs (and ``--judge``) as loader options."""
-    from harnessgrid.cli.run_cmd import parse_options
     from harnessgrid.tasks import load_suite
 
-    loader_options = parse_options(options)
-    if judge:
-        loader_options["judge"] = judge
-    return load_suite(spec, **loader_options)
+    return load_suite(spec, **loader_options(options, judge))
 
 
 def find_task(ref: str, options: list[str], judge: str | None = None) -> tuple[TaskSuite, Task]:
@@ -227,7 +237,7 @@ class TaskCheck:
 
     id: str
     grading: str
-    oracle: str  # pass | fail | no plan | ungraded
+    oracle: str  # pass | fail | no plan | ungraded | partial (full marks on part of the rubric)
     null: str  # fails | passes | ungraded | grade error
     deterministic: bool | None
     note: str = ""
@@ -288,7 +298,9 @@ async def check_task(harness: Harness, task: Task, limits: EpisodeLimits) -> Tas
             workspaces.append(ws)
             ungraded = (traj.grade_error or "").startswith("ungraded")
             check.oracle = "pass" if traj.passed else ("ungraded" if ungraded else "fail")
-            if not traj.passed:
+            if traj.grading_note and traj.score == 1.0:  # full marks on the part graded
+                check.oracle, check.note = "partial", traj.grading_note
+            elif not traj.passed:
                 check.note = (traj.grade_error or traj.error
                               or f"oracle scored {traj.score} ({traj.termination})")
             regrade_from = (traj, ws)
@@ -298,8 +310,10 @@ async def check_task(harness: Harness, task: Task, limits: EpisodeLimits) -> Tas
             ungraded = traj.grade_error.startswith("ungraded")
             check.null = "ungraded" if ungraded else "grade error"
             check.note = check.note or traj.grade_error
-        elif traj.passed:
-            check.null, check.note = "passes", check.note or "the null policy passes"
+        elif traj.score == 1.0:  # a partial grading's full marks count: its checks are weak
+            check.null = "passes"
+            check.note = check.note or ("weak grader: it passes the null policy, which sends "
+                                        "nothing")
         regrade_from = regrade_from or (traj, ws)
         if check.null != "ungraded":
             first = _first(regrade_from[0])
@@ -373,6 +387,9 @@ def validate(suite: str = typer.Argument(..., help="Suite address."),
     if sample is not None and sample < len(every):  # sample indices: build only those tasks
         picked = sorted(random.Random(seed).sample(range(len(every)), sample))
     tasks = [every[i] for i in picked]
+    from harnessgrid.tasks import check_graders_ready
+
+    check_graders_ready(tasks)  # a judge without its key: now, not once per task
     the_harness = resolve_harness(harness)
     skipped = [TaskCheck(id=b.id, grading="broken", oracle="skipped", null="skipped",
                          deterministic=None, note=b.reason) for b in loaded.broken]
@@ -390,6 +407,7 @@ def validate(suite: str = typer.Argument(..., help="Suite address."),
     if as_json:
         typer.echo(json.dumps({"suite": loaded.name, "harness": the_harness.name,
                                "summary": totals,
+                               "weak_graders": [c.id for c in checks if c.null == "passes"],
                                "tasks": [{**asdict(c), "ok": c.ok} for c in checks]}, indent=2))
     else:
         print_table(f"{loaded.name} through {the_harness.name}",
@@ -400,6 +418,11 @@ def validate(suite: str = typer.Argument(..., help="Suite address."),
         console = Console()
         console.print(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in totals.items()),
                       highlight=False, soft_wrap=True)
+        weak = [c.id for c in checks if c.null == "passes"]
+        if weak:
+            console.print(f"weak grader: {len(weak)} task(s) pass under the null policy, which "
+                          f"sends nothing: {', '.join(weak)}; their checks accept a workspace "
+                          "nobody touched", highlight=False, soft_wrap=True)
         if totals["ungraded"] or totals["automated_only"]:
             console.print(f"{totals['ungraded']} task(s) ungraded and "
                           f"{totals['automated_only']} graded on their automated part only: "

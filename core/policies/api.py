@@ -460,6 +460,27 @@ def _key_variable(provider: str) -> str:
     return _KEY_VARIABLES.get(provider, f"{provider.upper()}_API_KEY")
 
 
+def require_litellm_key(model: str, *, what: str, api_key: str | None, api_base: str | None,
+                        key_option: str, base_option: str) -> bool:
+    """Check, before anything runs, that a litellm ``model`` has a key (the policy's rule, for
+    any other litellm caller, e.g. an LLM judge): a ConfigError naming the variable when the
+    provider's is not set and no key or server address was given. True when the call needs a
+    placeholder key: a server given by address ignores it, but the OpenAI client refuses to
+    send a request without one."""
+    litellm = _import_litellm()
+    missing = _missing_keys(litellm, model)
+    if api_key or not missing:
+        return False
+    if api_base is None:
+        provider = _provider(litellm, model) or "this provider"
+        raise ConfigError(
+            f"{what}: no API key for {provider}: {' or '.join(missing)} is not set",
+            hint=f"export {' or '.join(f'{m}=...' for m in missing)} (or pass {key_option}=...); "
+                 f"for a local OpenAI-compatible server pass {base_option}=URL (e.g. "
+                 "http://127.0.0.1:8000/v1), which needs no key")
+    return True
+
+
 def _has_credentials(extra: dict[str, Any]) -> bool:
     return any(_CREDENTIAL_OPTION.search(name) for name in extra)
 

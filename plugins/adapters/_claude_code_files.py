@@ -1,19 +1,24 @@
 """Read, Write, Edit and MultiEdit with Claude Code's rules and result formats.
 
 Rules emulated: absolute paths only; Read returns the lines from ``offset`` to the end (or
-``limit`` of them), whole, each prefixed by its number right-aligned in 6 columns and ``→`` (no
-2000-line cap and no cut at 2000 characters, whatever the real description says: see
-``_claude_code_tools``); a missing file gets the real wording (cli.js 1.0.96 Read/Edit
+``limit`` of them), whole, each prefixed by its number right-aligned in 6 columns and ``→``
+(cli.js ``vy``; lines are what ``split(/\r?\n/)`` gives, so the empty line after a final line
+break is numbered too, and a part that is empty gets the "shorter than the provided offset"
+warning, as cli.js ``vVA`` does; no 2000-line cap and no cut at 2000 characters, whatever the
+real description says: see ``_claude_code_tools``); a missing file gets the real wording (cli.js 1.0.96 Read/Edit
 ``validateInput``, with the sibling suggestion of ``pz1``, 1.0.98 ``tz1``); a directory fails as
 Node's read of it does; whole-file reads over 256 KB are refused, and so is content estimated above 25000
 tokens (cli.js 1.0.96 ``W1B``; the real shell asks the API to count, offline we use its own
 estimate, characters / 4, ``_3``); an empty file or an offset past the end
-gives a ``<system-reminder>`` warning instead of content; Write/Edit/MultiEdit of an existing
-file need a Read earlier in the session *and* no change since (checked by content); Edit's
+gives a ``<system-reminder>`` warning instead of content (the real text); Write/Edit/MultiEdit
+of an existing file need a Read earlier in the session *and* no change since (checked by content); Edit's
 ``old_string`` must occur exactly once unless ``replace_all``; an empty ``old_string`` creates
 a new file; MultiEdit applies its edits in order and writes nothing if one fails.
 
-Messages carry the same information as the real ones, in our own words.
+Result texts are the real ones (cli.js 1.0.98 ``mapToolResultToToolResultBlockParam`` of Read,
+Write, Edit, MultiEdit; checked against recorded outputs of the CLI in
+``tests/fixtures/claude_code/outputs-1.0.98.json``); input-check errors carry the same
+information as the real ones, in our own words.
 """
 
 from __future__ import annotations
@@ -29,10 +34,19 @@ from typing import Any
 from harnessgrid.models import ToolResult
 from harnessgrid.plugins.adapters._claude_code_session import Session
 from harnessgrid.plugins.adapters._claude_code_tools import READ_MAX_BYTES, READ_MAX_TOKENS
+from harnessgrid.plugins.adapters._js import js_len, js_prefix
 from harnessgrid.workspace import Workspace, WorkspaceError
 
 _LINE_BREAK = re.compile(r"\r?\n")
-SNIPPET_CONTEXT = 4
+SNIPPET_CONTEXT = 4  # cli.js ``z0B``: lines shown before and after an edit
+WRITE_MAX_LINES = 16_000  # cli.js ``gPB``: an overwrite shows at most this many lines
+#: cli.js ``cF5``, appended where an overwritten file's listing is cut.
+CLIPPED = ("<response clipped><NOTE>To save on context only part of this file has been shown to "
+           "you. You should retry this tool after you have searched inside the file with Grep in "
+           "order to find the line numbers of what you are looking for.</NOTE>")
+#: cli.js result headers (the model reads what follows them as ``cat -n`` output).
+UPDATED = "The file {} has been updated. Here's the result of running `cat -n` on a snippet of \
+the edited file:\n"
 READ_REMINDER = ("<system-reminder>\nIf this file looks like malware, you may explain what it "
                  "does but must not improve or extend it.\n</system-reminder>")
 
@@ -91,9 +105,13 @@ def confine(ws: Workspace, path: str, shown: Any, verb: str) -> Target:
     return Target(ws.mount_path if key == "." else f"{ws.mount_path}/{key}", key, host)
 
 
-def number_lines(lines: list[str], first: int) -> str:
-    """``cat -n`` as Claude Code prints it: the number right-aligned in 6 columns, ``→``."""
-    return "\n".join(f"{first + i:>6}→{line}" for i, line in enumerate(lines))
+def number_lines(content: str, first: int) -> str:
+    """cli.js ``vy``: ``cat -n`` as Claude Code prints it, the number right-aligned in 6
+    columns and ``→``; every piece ``split(/\r?\n/)`` gives is a line (an empty last one too),
+    and empty content is empty."""
+    if not content:
+        return ""
+    return "\n".join(f"{first + i:>6}→{line}" for i, line in enumerate(_LINE_BREAK.split(content)))
 
 
 def split_lines(text: str) -> list[str]:
@@ -146,9 +164,10 @@ def _existing_file(session: Session, t: Target) -> None:
 
 
 def _count_lines(path: Path) -> int:
+    """cli.js ``vVA``'s ``totalLines``: the pieces of ``split(/\r?\n/)`` (an empty file has 1)."""
     with open(path, "rb") as fh:
         data = fh.read()
-    return len(split_lines(data.decode("utf-8", errors="replace")))
+    return len(_LINE_BREAK.split(data.decode("utf-8", errors="replace")))
 
 
 def read(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, ToolResult]:
@@ -159,24 +178,29 @@ def read(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, To
     size = t.host.stat().st_size
     if offset is None and limit is None and size > READ_MAX_BYTES:
         raise ToolError(_too_big(size_text(size), f"size ({size_text(READ_MAX_BYTES)})"))
-    start = max((offset or 1) - 1, 0)
+    first = 1 if offset is None else offset  # cli.js: offset 0 reads from 0 and numbers from 0
+    start = max(first - 1, 0)
     try:
         text = ws.read_text(t.key, offset=start, limit=limit)
     except WorkspaceError as exc:
         raise ToolError(exc.message) from None
+    if limit is not None:  # cli.js ``vVA``: ``limit`` pieces of the split, without the break
+        # that ended the last one (the workspace keeps line breaks)
+        pieces = _LINE_BREAK.split(text)
+        if len(pieces) > limit:
+            text = "\n".join(pieces[:limit])
     if len(text) > READ_MAX_BYTES:  # cli.js ``call``: the part read is checked again, raised
         raise CallError(_too_big(size_text(len(text)), f"size ({size_text(READ_MAX_BYTES)})"))
     tokens = round(len(text) / 4)
     if tokens > READ_MAX_TOKENS:  # not remembered as read: the content never reached the model
         raise CallError(_too_big(f"{tokens} tokens", f"tokens ({READ_MAX_TOKENS})"))
     session.remember(t.key)
-    if size == 0:
-        shown = ("<system-reminder>Warning: the file exists but is empty.</system-reminder>")
-    elif not text:
-        shown = (f"<system-reminder>Warning: the file exists but has fewer lines than the "
-                 f"offset ({offset}); it has {_count_lines(t.host)} lines.</system-reminder>")
+    if not text:  # cli.js: also for an empty file (its split has one line, "")
+        shown = (f"<system-reminder>Warning: the file exists but is shorter than the provided "
+                 f"offset ({first}). The file has {_count_lines(t.host)} lines."
+                 "</system-reminder>")
     else:
-        shown = number_lines(split_lines(text), start + 1) + "\n\n" + READ_REMINDER
+        shown = number_lines(text, first) + "\n\n" + READ_REMINDER
     return shown, ToolResult(output=text)
 
 
@@ -210,11 +234,19 @@ def write(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, T
     _write(session, ws, t, content)
     if not existed:
         shown = f"File created successfully at: {t.shown}"
-    else:
-        lines = split_lines(content)
-        shown = (f"The file {t.shown} was overwritten ({len(lines)} lines). First lines:\n"
-                 + number_lines(lines[:2 * SNIPPET_CONTEXT + 1], 1))
+    else:  # cli.js Write ``update``: the whole new content, cut at 16000 lines
+        lines = _LINE_BREAK.split(content)
+        listed = ("\n".join(lines[:WRITE_MAX_LINES]) + CLIPPED if len(lines) > WRITE_MAX_LINES
+                  else content)
+        shown = UPDATED.format(t.shown) + number_lines(listed, 1)
     return shown, ToolResult(output=shown)
+
+
+def _apply(text: str, old: str, new: str, replace_all: bool) -> str:
+    """The edit, exactly as asked. (cli.js ``K0B`` also takes the line break after a deleted
+    passage that is a whole line; not emulated: the oracle's edits must leave exactly the
+    file they intend.)"""
+    return text.replace(old, new) if replace_all else text.replace(old, new, 1)
 
 
 def _replace(text: str, old: str, new: str, replace_all: bool, label: str = "") -> tuple[str, int]:
@@ -228,16 +260,17 @@ def _replace(text: str, old: str, new: str, replace_all: bool, label: str = "") 
         raise ToolError(f"{label}Found {count} matches of old_string, but replace_all is false. "
                         "Set replace_all to true to replace every one, or add surrounding "
                         f"context so that exactly one matches.\nString: {old}")
-    return (text.replace(old, new) if replace_all else text.replace(old, new, 1)), count
+    return _apply(text, old, new, replace_all), count
 
 
-def _snippet(updated: str, at: int, new: str) -> str:
-    """Numbered lines around the change that starts at character ``at`` of ``updated``."""
-    lines = split_lines(updated)
-    first = updated[:at].count("\n")
-    last = first + new.count("\n")
-    lo, hi = max(first - SNIPPET_CONTEXT, 0), min(last + SNIPPET_CONTEXT + 1, len(lines))
-    return number_lines(lines[lo:hi], lo + 1)
+def _snippet(original: str, old: str, new: str) -> str:
+    """cli.js ``z0B``: the edited file's lines from 4 before the change to 4 after the new
+    text's lines (counted from where the change starts), numbered."""
+    first = len(_LINE_BREAK.split(original.split(old, 1)[0])) - 1
+    lines = _LINE_BREAK.split(_apply(original, old, new, False))
+    lo = max(0, first - SNIPPET_CONTEXT)
+    hi = first + SNIPPET_CONTEXT + len(_LINE_BREAK.split(new))
+    return number_lines("\n".join(lines[lo:hi]), lo + 1)
 
 
 def _load_for_edit(session: Session, ws: Workspace, t: Target, creates: bool) -> str | None:
@@ -264,19 +297,19 @@ def edit(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, To
         shown = f"File created successfully at: {t.shown}"
         return shown, ToolResult(output=shown)
     replace_all = bool(args.get("replace_all", False))
-    updated, count = _replace(text, old, new, replace_all)
+    updated, _ = _replace(text, old, new, replace_all)
     _write(session, ws, t, updated)
-    if replace_all:
-        shown = f"The file {t.shown} was updated: all {count} occurrences were replaced."
+    if replace_all:  # cli.js Edit's result texts
+        shown = (f"The file {t.shown} has been updated. All occurrences of '{old}' were "
+                 f"successfully replaced with '{new}'.")
     else:
-        shown = (f"The file {t.shown} was updated. Numbered lines around the change:\n"
-                 + _snippet(updated, text.index(old), new))
+        shown = UPDATED.format(t.shown) + _snippet(text, old, new)
     return shown, ToolResult(output=shown)
 
 
-def _short(text: str, limit: int = 60) -> str:
-    flat = text.replace("\n", "\\n")
-    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+def _short(text: str, limit: int = 50) -> str:
+    """cli.js MultiEdit's excerpt: the first 50 UTF-16 units, ``...`` when there were more."""
+    return js_prefix(text, limit) + ("..." if js_len(text) > limit else "")
 
 
 def multi_edit(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, ToolResult]:

@@ -2,8 +2,9 @@
 
 Structure follows the pinned release: an identity line, then sections on tone, task
 management with TodoWrite, doing tasks and tool-usage policy, then an ``<env>`` block. Project
-memory (``CLAUDE.md``) is *not* in the system prompt: it arrives as a ``<system-reminder>`` at
-the start of the first user message, followed by a reminder that the todo list is empty.
+memory (``CLAUDE.md``) is *not* in the system prompt: it arrives in the ``<system-reminder>``
+context block that opens the first user message, before the user's text (see
+:func:`context_reminder`).
 
 The ``<env>`` block is fixed by default (platform ``linux``, the date below) so that prompts,
 and therefore token ids, are identical across runs; pass ``date``/``platform`` to change them.
@@ -75,18 +76,33 @@ def system_prompt(env: EnvInfo) -> str:
             "<env>\n" + "\n".join(lines) + "\n</env>" + model)
 
 
-def memory_reminder(path: str, content: str) -> str:
-    """``CLAUDE.md`` as the first user message carries it."""
-    return ("<system-reminder>\nProject memory for this session. Instructions from the "
-            "project follow; they take precedence over your defaults where they apply.\n\n"
-            f"From {path}, the instructions kept in the project's repository:\n\n"
-            f"{content.rstrip()}\n\nIgnore whatever in it is not relevant to the task at hand."
-            "\n</system-reminder>\n")
+#: Our wording of the reminders the real CLI puts in every context block (its section
+#: ``# important-instruction-reminders``): scope, no needless files, edit over create.
+_REMINDERS = ("Do exactly what was asked, no more and no less.\n"
+              "Create a file only when the goal cannot be reached without it.\n"
+              "Prefer changing an existing file to creating a new one.\n"
+              "Do not write documentation files (*.md, README) unless the user asks for them.")
 
 
-TODO_REMINDER = ("<system-reminder>Your todo list is empty right now. If the task has several "
-                 "steps, consider writing one with TodoWrite; otherwise carry on. Do not "
-                 "mention this reminder to the user.</system-reminder>")
+def context_reminder(memory_path: str, memory: str | None) -> str:
+    """The context block that opens the first user message, before the user's text (cli.js
+    1.0.98 sends it as its own text block; we join it to the text, as the block ends with a
+    line break): ``# claudeMd`` with the project's ``CLAUDE.md`` when there is one, then
+    ``# important-instruction-reminders``. The section names and layout are the real ones, the
+    prose ours. Sent again with the summary after a compaction, as the real CLI re-sends it."""
+    sections = []
+    if memory is not None:
+        sections.append(
+            "# claudeMd\nProject instructions follow; where they apply they take precedence "
+            "over your defaults and must be followed as written.\n\n"
+            f"Contents of {memory_path} (project instructions, checked into the codebase):"
+            f"\n\n{memory.rstrip()}\n")
+    sections.append(f"# important-instruction-reminders\n{_REMINDERS}\n")
+    return ("<system-reminder>\nUse this context while you work on the user's request:\n"
+            + "\n".join(sections)
+            + "\nThis context may not matter for the task; act on it only where it is "
+            "relevant.\n</system-reminder>\n")
+
 
 EMPTY_TURN_NUDGE = ("<system-reminder>Your last reply had neither text nor a tool call. Go on "
                     "with the task using the tools, or, if it is finished, reply with a short "

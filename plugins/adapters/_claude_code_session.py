@@ -43,7 +43,7 @@ class Session:
 
     mount_path: str
     initial_files: frozenset[str] = frozenset()
-    memory: str = ""  # the CLAUDE.md <system-reminder>, repeated after each compaction
+    memory: str = ""  # the context <system-reminder> (CLAUDE.md, reminders), re-sent after compaction
     read_state: dict[str, str] = field(default_factory=dict)
     todos: list[TodoItem] = field(default_factory=list)
     cwd: str = "."

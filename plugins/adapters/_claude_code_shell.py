@@ -1,6 +1,6 @@
 """Bash and TodoWrite.
 
-Bash runs in the episode's sandbox under ``bash``. Like Claude Code's shell, the working
+Bash runs in the episode's sandbox under ``/bin/bash``, which names itself so in its messages. Like Claude Code's shell, the working
 directory persists between calls and environment variables do not: the command runs in the
 remembered directory and an EXIT trap reports the directory it ended in (on stderr, stripped
 before the model sees it). A directory outside the workspace resets it to the workspace with a
@@ -42,8 +42,14 @@ if TYPE_CHECKING:  # the sandbox module (and asyncio) load when an episode runs,
 CWD_MARK = "__HG_CLAUDE_CODE_CWD__="
 # The command arrives on fd 3 (a here-document); read whole, fd closed, then evaluated, so it
 # sees the same stdin, argv and environment as before and no size limit of argv or env applies.
-_RUNNER = ("trap 'printf \"\\n" + CWD_MARK + "%s\\n\" \"$PWD\" >&2' EXIT\n"
-           "IFS= read -r -d '' __hg_cmd <&3; exec 3<&-; eval \"$__hg_cmd\"")
+# Bash's messages must read as the real shell's (``/bin/bash: line 1: x: command not found``):
+# cli.js spawns ``/bin/bash -c -l "... && eval <command quoted> < /dev/null && ..."`` on one
+# line, so $0 is ``/bin/bash`` and bash numbers the eval'd lines from the line the quoted
+# command *ends* on; the runner is one line and evals the command behind as many line breaks
+# as the command has, less one, which numbers every line as the real shell does.
+_RUNNER = ("trap 'printf \"\\n" + CWD_MARK + "%s\\n\" \"$PWD\" >&2' EXIT; "
+           "IFS= read -r -d '' __hg_cmd <&3; exec 3<&-; __hg_n=${__hg_cmd//[!$'\\n']/}; "
+           "eval \"${__hg_n%$'\\n'}$__hg_cmd\"")
 _HEREDOC_END = "__HG_CC_COMMAND_END"
 
 #: cli.js 1.0.96, the exit-code interpreters ``Ij6`` (looked up by ``Wj6`` on the first word of
@@ -61,7 +67,7 @@ def wrapped(command: str) -> str:
     end = _HEREDOC_END
     while end in command:  # a delimiter line the command cannot contain
         end += "_"
-    return f"exec bash -c {shlex.quote(_RUNNER)} 3<<'{end}'\n{command}\n{end}\n"
+    return f"exec /bin/bash -c {shlex.quote(_RUNNER)} 3<<'{end}'\n{command}\n{end}\n"
 
 
 def _timeout_s(value: Any) -> float:

@@ -44,6 +44,7 @@ from harnessgrid.episode import EpisodeState
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.models import Action, ToolCall, ToolResult, ToolSpec
 from harnessgrid.observations import exit_code as safe_exit_code
+from harnessgrid.plugins.adapters._js import js_len, js_suffix
 from harnessgrid.tools import Environment
 
 READ_MAX_LINES = 2000
@@ -73,23 +74,27 @@ def _d(schema: dict[str, Any], text: str) -> dict[str, Any]:
 
 
 _PATH = _d(_STRING, "File path (workspace-relative or absolute).")
+_OLD_TEXT = _d(_STRING, "Exact passage to replace (one match).")
+_NEW_TEXT = _d(_STRING, "Replacement text.")
 #: Property order and shapes as the model sees them (see the fixture); descriptions ours and
-#: short (aliases, like ``env`` in the real schema, carry none), so prompts stay small.
+#: short, on the properties that carry one in the real schema (all but ``env``; the fixture's
+#: ``described`` lists them). An alias is the original's schema, description included, as
+#: ``patchToolSchemaForClaudeCompatibility`` copies it.
 SCHEMAS: dict[str, dict[str, Any]] = {
     "read": {"type": "object", "required": [], "properties": {
         "path": _PATH,
         "offset": _d(_NUMBER, "First line (1-based)."),
         "limit": _d(_NUMBER, "Most lines to show."),
-        "file_path": _STRING}},
+        "file_path": _PATH}},
     "write": {"type": "object", "required": ["content"], "properties": {
         "path": _PATH,
         "content": _d(_STRING, "The complete new content."),
-        "file_path": _STRING}},
+        "file_path": _PATH}},
     "edit": {"type": "object", "required": [], "properties": {
         "path": _PATH,
-        "oldText": _d(_STRING, "Exact passage to replace (one match)."),
-        "newText": _d(_STRING, "Replacement text."),
-        "file_path": _STRING, "old_string": _STRING, "new_string": _STRING}},
+        "oldText": _OLD_TEXT,
+        "newText": _NEW_TEXT,
+        "file_path": _PATH, "old_string": _OLD_TEXT, "new_string": _NEW_TEXT}},
     "exec": {"type": "object", "required": ["command"], "properties": {
         "command": _d(_STRING, "Shell command line."),
         "workdir": _d(_STRING, "Directory to run in."),
@@ -107,15 +112,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "action": _d(_STRING, "|".join(PROCESS_ACTIONS)),
         "sessionId": _d(_STRING, "Session id (not for list)."),
         "data": _d(_STRING, "write: stdin data."),
-        "keys": {"type": "array", "items": _STRING},
-        "hex": {"type": "array", "items": _STRING},
-        "literal": _STRING,
+        "keys": _d({"type": "array", "items": _STRING}, "send-keys: key tokens."),
+        "hex": _d({"type": "array", "items": _STRING}, "send-keys: hex bytes."),
+        "literal": _d(_STRING, "send-keys: literal text."),
         "text": _d(_STRING, "paste: text."),
-        "bracketed": {"type": "boolean"},
+        "bracketed": _d({"type": "boolean"}, "paste: in bracketed mode."),
         "eof": _d({"type": "boolean"}, "write: then close stdin."),
         "offset": _d(_NUMBER, "log: first line (0-based)."),
         "limit": _d(_NUMBER, "log: line count."),
-        "timeout": {"type": "number", "minimum": 0}}},
+        "timeout": _d({"type": "number", "minimum": 0}, "poll: wait up to this many ms.")}},
 }
 #: ``CLAUDE_PARAM_GROUPS``: what must be present when the tool runs (one key of each group,
 #: a non-blank string unless empty is allowed), and how the error names it.
@@ -429,7 +434,8 @@ def _read(args: Mapping[str, Any], env: Environment, max_bytes: int = READ_MAX_B
 
 def _write(args: Mapping[str, Any], env: Environment) -> str:
     env.workspace.write_text(args["path"], args["content"])
-    return f"Successfully wrote {len(args['content'])} bytes to {args['path']}"
+    # pi's write.js counts ``content.length``: UTF-16 units, not bytes ("😀" counts 2, "é" 1)
+    return f"Successfully wrote {js_len(args['content'])} bytes to {args['path']}"
 
 
 def _edit(args: Mapping[str, Any], env: Environment) -> str:
@@ -471,10 +477,12 @@ def _new_session_id(state: EpisodeState, n: int) -> str:
 def _aggregate(stdout: str, stderr: str) -> tuple[str, bool]:
     text = (stdout + ("\n" if stdout and stderr and not stdout.endswith("\n") else "")
             + stderr).strip()
-    if len(text) <= EXEC_MAX_OUTPUT_CHARS:
+    # ``trimWithCap``: the cap counts as JavaScript does (UTF-16 units)
+    cut = js_len(text) - EXEC_MAX_OUTPUT_CHARS
+    if cut <= 0:
         return text, False
-    cut = len(text) - EXEC_MAX_OUTPUT_CHARS
-    return f"[... {cut} earlier characters of output dropped ...]\n" + text[-EXEC_MAX_OUTPUT_CHARS:], True
+    return (f"[... {cut} earlier characters of output dropped ...]\n"
+            + js_suffix(text, EXEC_MAX_OUTPUT_CHARS), True)
 
 
 def _failure_reason(exit_code: int | None, killed: str | None, timed_out: bool,
@@ -633,7 +641,7 @@ async def _process(args: Mapping[str, Any], env: Environment, state: EpisodeStat
     if action == "poll":
         if s is None:
             return done(f"No session found for {sid}")
-        tail = s["output"][-SESSION_TAIL_CHARS:]
+        tail = js_suffix(s["output"], SESSION_TAIL_CHARS)  # ``tail``: JS string units
         return done(f"{tail or '(no output recorded)'}\n\n{_status_line(s)}",
                     exit_code=s["exit_code"])
     if action == "log":

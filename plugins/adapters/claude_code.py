@@ -17,8 +17,8 @@ limits, rules and result shapes (1.0.98's cli.js has the same Read, Edit and Bas
 under other minified names; see ``_claude_code_files``, ``_claude_code_search``, ``_claude_code_shell``); errors wrapped
 in ``<tool_use_error>`` when the input check refuses the call, bare (with is_error) when the
 tool fails as it runs (a failed Bash command, an oversized Read), as cli.js does; the system
-prompt's structure and ``<env>`` block; ``CLAUDE.md`` as a ``<system-reminder>`` in the first
-user message; the turn ending when the model replies without
+prompt's structure and ``<env>`` block; ``CLAUDE.md`` in the ``<system-reminder>`` context block that
+opens the first user message; the turn ending when the model replies without
 tool calls; auto-compaction into a nine-section summary that replaces the history, the
 following turns appending to it (``_claude_code_compact``; at small windows the next compaction
 waits until half the room left after the summary is used, so it does not fire every turn).
@@ -81,9 +81,8 @@ from harnessgrid.plugins.adapters._claude_code_prompt import (
     DEFAULT_OS_VERSION,
     DEFAULT_PLATFORM,
     EMPTY_TURN_NUDGE,
-    TODO_REMINDER,
     EnvInfo,
-    memory_reminder,
+    context_reminder,
     system_prompt,
 )
 from harnessgrid.plugins.adapters._claude_code_session import (
@@ -216,12 +215,12 @@ class ClaudeCodeHarness:
                       platform=self.platform, os_version=self.os_version, model=self.model,
                       tools=RELEASES[self.version])
         memory = _memory(task)
-        session = Session(mount_path=task.mount_path, initial_files=initial, memory="" if (
-            memory is None) else memory_reminder(f"{task.mount_path}/{MEMORY_FILE}", memory))
+        session = Session(mount_path=task.mount_path, initial_files=initial,
+                          memory=context_reminder(f"{task.mount_path}/{MEMORY_FILE}", memory))
         state = EpisodeState(episode_id=episode_id, task_id=task.id)
         state.scratch[SCRATCH_KEY] = session
         ACTIVE.set(session)  # what render_action renders for until the next view()
-        first = f"{session.memory}{task.instruction}\n\n{TODO_REMINDER}"
+        first = session.memory + task.instruction  # cli.js: the context block, then the text
         state.append(
             Message(role="system", content=system_prompt(env), kind="system", pinned=True),
             Message(role="user", content=first, kind="task", pinned=True))

@@ -29,7 +29,8 @@ reads is harnessgrid's own):
 - JSONL session files (:meth:`OpenClawHarness.session_events`);
 - in an embedding session, product tools as plugin tools (after the core tools, listed in the
   prompt) and the approval callback as a ``before_tool_call`` hook: a denied call is blocked,
-  which the model reads as OpenClaw's error result (:mod:`._openclaw_plugins`); commands in
+  which the model reads as OpenClaw's error result (:mod:`._openclaw_plugins`), a modified
+  call's arguments are merged over the model's, as the hook's params are; commands in
   ``exec`` can call the product tools too.
 
 Emulated differently, and why: background exec sessions run to completion inside their
@@ -310,6 +311,12 @@ class OpenClawHarness:
             state.append(self._result(asked, thrown_text(asked.name, reason),
                                       "observation"))  # a normal result, not isError
             return None
+        if checked is not asked:  # OpenClaw's before_tool_call can only change parameters, and
+            # they are merged over the model's ({...params, ...hookResult.params})
+            checked = asked.model_copy(update={"arguments": {**asked.arguments,
+                                                             **checked.arguments}})
+            if env.hooks is not None:  # the call that runs, for the session's events
+                env.hooks.last_call = checked
         if checked is not asked and (problem := check_arguments(checked, schemas)) is not None:
             refuse(checked, problem)
             return None

@@ -1,6 +1,6 @@
 """The tokenizer corpus of the micro demo: every kind of text its model will read or write.
 
-:func:`micro_corpus` plays the scripted oracle (and, for a few tasks, the null policy) through
+:func:`micro_corpus` plays the scripted oracle (and, for a few tasks, a policy that gives up) through
 every one of the 243 micro configurations and through the ``adapter:claude-code`` and
 ``adapter:openclaw`` shells, and renders what the model sees as the tiny model's ChatML chat
 template renders it: system prompts, tool specs (``<tools>`` JSON for native interfaces),
@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from harnessgrid.episode import ContextBudget
-from harnessgrid.models import Message, ModelTurn, ToolCall, ToolSpec
+from harnessgrid.models import Action, Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.policies import PolicyRequest
-from harnessgrid.policies.scripted import ScriptedPolicy
+from harnessgrid.policies.scripted import ScriptedPolicy, plan_text
 from harnessgrid.sandbox import CommandResult, Sandbox, SandboxLimits
 from harnessgrid.tasks import Task
 from harnessgrid.tools import Environment
@@ -171,6 +171,26 @@ class _Sloppy:
         return await self.oracle.act(request)
 
 
+class _GivingUp:
+    """Does nothing and says so through the workflow's protocol: an empty plan where one is
+    asked for, then a finish call. (The null policy sends nothing at all; these texts are the
+    ones the corpus has always had, so the tokenizer and the micro model stay as they were.)"""
+
+    spec = "giving-up"
+
+    async def act(self, request: PolicyRequest) -> ModelTurn:
+        state, harness = request.state, request.harness
+        call_id = f"call_{state.turn + 1}"
+        expected = harness.protocol.expected_turn(state)
+        if expected is None:
+            return harness.render_action(Action.of("finish", message="Done."), call_id, state)
+        if expected.kind == "plan":
+            return ModelTurn(content=plan_text(()))
+        if expected.kind == "text":
+            return ModelTurn(content=expected.text)
+        return harness.render_action(expected.action, call_id, state)
+
+
 def _sample(tasks: Sequence[Task], n: int) -> list[Task]:
     """``n`` tasks dealt round-robin over the families (deterministic)."""
     by_family: dict[str, list[Task]] = {}
@@ -188,7 +208,7 @@ async def _all_episodes() -> list[str]:
 
     suite = micro_suite()
     train, evals = suite.tasks("train"), suite.tasks("eval")
-    oracle, null = ScriptedPolicy(), ScriptedPolicy(empty=True)
+    oracle, null = ScriptedPolicy(), _GivingUp()
     configs = list(MICRO_SPACE)
     picks = _sample(train, 2 * len(configs))
     texts: list[str] = []

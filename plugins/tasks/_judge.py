@@ -70,9 +70,26 @@ class LiteLLMJudge:
         self.api_key = api_key
         self.timeout_s = timeout_s
         self.max_retries = max_retries
+        self._placeholder_key: bool | None = None  # known once the credentials are checked
+
+    def check_credentials(self) -> None:
+        """A ConfigError now, naming the variable, when the judge has no key: found at the
+        first grading it would cost every episode before it (and their retries)."""
+        if self._placeholder_key is None:
+            from harnessgrid.policies.api import require_litellm_key
+
+            self._placeholder_key = require_litellm_key(
+                self.model, what=f"judge {self.model}", api_key=self.api_key,
+                api_base=self.api_base, key_option="-o judge_api_key",
+                base_option="-o judge_api_base")
 
     def ask(self, prompt: str) -> str:
         """The model's reply text; retries transient failures, then raises GraderError."""
+        try:
+            self.check_credentials()
+        except ConfigError as exc:  # graded without run/eval's check first (library use)
+            raise GraderError(exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
+        api_key = self.api_key or ("no-key" if self._placeholder_key else None)
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download at import
         litellm: Any = importlib.import_module("litellm")
 
@@ -83,7 +100,7 @@ class LiteLLMJudge:
             try:
                 response = litellm.completion(
                     model=self.model, temperature=0.0, max_tokens=1024, timeout=self.timeout_s,
-                    api_base=self.api_base, api_key=self.api_key, num_retries=0, max_retries=0,
+                    api_base=self.api_base, api_key=api_key, num_retries=0, max_retries=0,
                     messages=[{"role": "system", "content": JUDGE_SYSTEM},
                               {"role": "user", "content": prompt}])
                 break

@@ -21,8 +21,10 @@ trajectory's ``meta["grade_warnings"]``); hybrid = the automated part and the ju
 score combined by the task's ``grading_weights`` (``{automated, llm_judge}``, normalised by
 their sum; 0.5/0.5 when absent or when they sum to 0), with sub-scores ``automated`` and
 ``llm_judge``. Without a judge, ``llm_judge`` tasks are *ungraded* (a ``GraderError`` starting
-with ``ungraded:``) and hybrid tasks are graded on their automated part only;
-``Task.metadata["graded_as"]`` says which, so tools can count both.
+with ``ungraded:``) and hybrid tasks are graded on their automated part only: their result
+says ``grading: automated_only`` with the judge's share that was not assessed, and is never a
+pass (the unassessed part could have failed it). ``Task.metadata["graded_as"]`` says which
+before any episode, so tools can count both.
 
 One bad task file never takes the suite down: a task that cannot be built (a missing
 workspace file, malformed front matter, no prompt) is a broken task of the suite
@@ -116,6 +118,11 @@ class PinchBenchGrader:
             return self.grading_type
         return "automated_only" if self.grading_type == "hybrid" and self.code else "ungraded"
 
+    def check_ready(self) -> None:
+        """Before any episode (``run``, ``eval``): a judge this task uses must have its key."""
+        if self.judge is not None and self.grading_type != "automated":
+            self.judge.check_credentials()
+
     def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
         self._require_every_session(transcript)
         uses_code = self.grading_type in ("automated", "hybrid")
@@ -127,17 +134,27 @@ class PinchBenchGrader:
         auto = self._automated(workspace, transcript) if uses_code and self.code else None
         if self.judge is None or self.grading_type == "automated":
             assert auto is not None
+            auto.grading = self.graded_as
+            if self.graded_as == "automated_only":
+                auto.partial = self._unjudged_share()
             return auto
         if not self.criteria:
             raise GraderError(f"task {self.task_id}: no rubric criteria for the judge")
         judged = judge_score(self.judge, self.criteria, self.context, workspace, transcript)
         if auto is None:
-            return {"llm_judge": judged}
+            return Scores({"llm_judge": judged}, grading="judge")
         automated = sum(auto.values()) / len(auto)
         w_auto, w_judge = self.weights
         return Scores({"automated": automated, "llm_judge": judged},
                       total=(automated * w_auto + judged * w_judge) / (w_auto + w_judge),
-                      warnings=auto.warnings)
+                      warnings=auto.warnings, grading="hybrid")
+
+    def _unjudged_share(self) -> str:
+        """Why a hybrid graded without its judge is no pass: the share it could have lost."""
+        w_auto, w_judge = self.weights
+        share = round(100 * w_judge / (w_auto + w_judge))
+        return (f"automated part only: no judge configured, so the judge's {share}% of the "
+                "rubric was not assessed (pass --judge MODEL)")
 
     def _require_every_session(self, transcript: list[dict[str, Any]]) -> None:
         """A multi-session task is graded only on an episode that sent every session: a runner

@@ -54,8 +54,8 @@ DEFAULT_MAX_POSITIONS = 4096
 #: parameters with the default vocabulary) is the model of the micro harness demo, built by
 #: ``harnessgrid.plugins.micro.build_micro_model`` with ``corpus=micro_corpus()`` and the
 #: ``words`` pre-tokenizer so that prompts are short in tokens: a micro configuration's first
-#: prompt is 119-545 tokens, ``adapter:claude-code``'s about 2,590 (``adapter:openclaw``'s
-#: about 1,700), which its 4096 positions hold with room for the turns that follow. (Every
+#: prompt is 119-545 tokens, ``adapter:claude-code``'s about 2,540 (``adapter:openclaw``'s
+#: about 1,800), which its 4096 positions hold with room for the turns that follow. (Every
 #: word is at least one token, so a larger vocabulary would not shorten these prompts.)
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": {

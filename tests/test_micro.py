@@ -395,7 +395,7 @@ def test_micro_model_on_the_corpus_keeps_prompts_short(tmp_path: Path) -> None:
     registry = get_registry()
     claude = _first_prompt_len(tokenizer, registry.adapter("claude-code").create(), longest)
     openclaw = _first_prompt_len(tokenizer, registry.adapter("openclaw").create(), longest)
-    assert claude <= 2_700 and openclaw <= 1_800
+    assert claude <= 2_700 and openclaw <= 1_900
     assert max(claude, openclaw) + 1_000 <= positions
     # the cache key holds the corpus: the same call reuses the build, a default build does not
     info = json.loads((path / "harnessgrid_tiny_model.json").read_text())

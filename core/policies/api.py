@@ -344,20 +344,13 @@ class LiteLLMPolicy(APIPolicy):
         self.extra = dict(extra or {})
         self._litellm = litellm = _import_litellm()
         self.provider = _provider(litellm, model)
-        missing = _missing_keys(litellm, model)
-        if api_key is None and api_base is None and missing and not _has_credentials(self.extra):
-            variable = " or ".join(missing)
-            raise ConfigError(
-                f"{self.spec}: no API key for {self.provider or 'this provider'}: {variable} "
-                "is not set",
-                hint=f"export {' or '.join(f'{m}=...' for m in missing)} (or pass "
-                     "--policy-opt api_key=...); for a local "
-                     "OpenAI-compatible server pass api_base=URL (e.g. "
-                     "http://127.0.0.1:8000/v1), which needs no key")
         # A local server ignores the key, but the OpenAI client refuses to send a request
         # without one (litellm reports that as a retryable server error): send a placeholder.
-        self._placeholder_key = bool(api_key is None and api_base is not None and missing
-                                     and not _has_credentials(self.extra))
+        self._placeholder_key = require_litellm_key(
+            model, what=self.spec, api_key=api_key, api_base=api_base,
+            key_option="--policy-opt api_key", base_option="api_base",
+            other_credentials=_has_credentials(self.extra))
+        missing = _missing_keys(litellm, model)
         #: The variable the key is read from (named in the hint when a key is rejected).
         self.key_variable = missing[0] if missing else _key_variable(self.provider)
 
@@ -461,15 +454,17 @@ def _key_variable(provider: str) -> str:
 
 
 def require_litellm_key(model: str, *, what: str, api_key: str | None, api_base: str | None,
-                        key_option: str, base_option: str) -> bool:
+                        key_option: str, base_option: str,
+                        other_credentials: bool = False) -> bool:
     """Check, before anything runs, that a litellm ``model`` has a key (the policy's rule, for
     any other litellm caller, e.g. an LLM judge): a ConfigError naming the variable when the
-    provider's is not set and no key or server address was given. True when the call needs a
+    provider's is not set and no key, other credentials (``other_credentials``: e.g. AWS
+    options) or server address was given. True when the call needs a
     placeholder key: a server given by address ignores it, but the OpenAI client refuses to
     send a request without one."""
     litellm = _import_litellm()
     missing = _missing_keys(litellm, model)
-    if api_key or not missing:
+    if api_key is not None or other_credentials or not missing:
         return False
     if api_base is None:
         provider = _provider(litellm, model) or "this provider"

@@ -44,8 +44,8 @@ OWNED_TRL_FIELDS: dict[str, str] = {
     "beta": "beta", "epsilon": "epsilon", "epsilon_high": "epsilon_high",
     "loss_type": "loss_type", "temperature": "temperature", "seed": "seed",
     "scale_rewards": "scale_rewards", "num_generations": "rollouts_per_task",
-    "per_device_train_batch_size": "tasks_per_step", "gradient_accumulation_steps":
-    "micro_batch_tokens", "steps_per_generation": "(one generation per step)",
+    "per_device_train_batch_size": "tasks_per_step (sft: sft.batch_size)",
+    "gradient_accumulation_steps": "micro_batch_tokens (sft: sft.micro_batches)", "steps_per_generation": "(one generation per step)",
     "generation_batch_size": "tasks_per_step x rollouts_per_task",
     "max_completion_length": "max_new_tokens", "use_vllm": "generation",
     "vllm_importance_sampling_correction": "(the recorded logprobs are the old logprobs)",
@@ -82,6 +82,18 @@ class SFTOptions(_Options):
     batch_size: int = Field(default=8, ge=1)
     max_length: int | None = Field(default=None, ge=16,
                                    description="truncate rows (None: keep them whole)")
+    micro_batches: int = Field(
+        default=1, ge=1,
+        description="split each step's batch_size rows, sorted by length, into this many "
+                    "forward passes (transformers' batch_rebalance sampler): the same rows and "
+                    "gradient per step with less padding (the demo: 4, 1.6x faster on CPU)")
+
+    @model_validator(mode="after")
+    def _whole_micro_batches(self) -> SFTOptions:
+        if self.batch_size % self.micro_batches:
+            raise ValueError(f"sft.micro_batches={self.micro_batches} does not divide "
+                             f"sft.batch_size={self.batch_size}; use a divisor of it")
+        return self
 
 
 class ExperimentConfig(BaseModel):

@@ -38,6 +38,7 @@ from trl import GRPOTrainer  # type: ignore[attr-defined]
 from harnessgrid.trainer.advantages import EpisodeOutcome, gae, group_advantages
 from harnessgrid.trainer.batches import TrainRow, collate, micro_batches
 from harnessgrid.trainer.checkpoints import CompleteCheckpoints
+from harnessgrid.trainer.labelled_head import labelled_positions_only
 from harnessgrid.trainer.rollout import RolloutJob, run_rollouts
 from harnessgrid.trainer.signal import StepSignal, flat_groups, signal_tokens
 
@@ -361,7 +362,8 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
     def _get_per_token_logps_and_entropies(self, model: Any, *args: Any,
                                            **kwargs: Any) -> Any:
         parent: Any = super()
-        out = parent._get_per_token_logps_and_entropies(model, *args, **kwargs)
+        with labelled_positions_only():  # the LM head only on completion tokens, on CPU too
+            out = parent._get_per_token_logps_and_entropies(model, *args, **kwargs)
         if self._capture is not None:
             self._capture.append(out[0].detach())
         return out

@@ -46,6 +46,7 @@ from trl import SFTTrainer  # type: ignore[attr-defined]
 
 from harnessgrid.policies.forced import TeacherForcedPolicy
 from harnessgrid.trainer.checkpoints import CompleteCheckpoints
+from harnessgrid.trainer.labelled_head import labelled_positions_only
 
 if TYPE_CHECKING:
     from harnessgrid.policies import Policy
@@ -69,6 +70,11 @@ class HarnessSFTTrainer(CompleteCheckpoints, SFTTrainer):
 
     def checkpoint_state(self) -> dict[str, Any]:
         return {"config": self._fingerprint}
+
+    def compute_loss(self, *args: Any, **kwargs: Any) -> Any:
+        parent: Any = super()
+        with labelled_positions_only():  # the LM head only where the loss is, on CPU too
+            return parent.compute_loss(*args, **kwargs)
 
 
 class StudentBoundTeacher(TeacherForcedPolicy):
@@ -205,15 +211,23 @@ def sft_args(config: ExperimentConfig, device: str) -> Any:
                                 # cost the micro model 0.70 -> 0.41 held-out token accuracy at
                                 # 60 steps (issue 26), more than random batches' padding costs
                                 "train_sampling_strategy": "random"}
+    micro = config.sft.micro_batches
+    if micro > 1:
+        defaults["train_sampling_strategy"] = "batch_rebalance"
     options = {**defaults, **config.trl}
     check_trl_keys(SFTConfig, options)
+    if micro > 1 and options["train_sampling_strategy"] != "batch_rebalance":
+        raise ConfigError(f"sft.micro_batches={micro} sorts each step's rows into micro-batches "
+                          "(train_sampling_strategy batch_rebalance), but trl."
+                          f"train_sampling_strategy is {options['train_sampling_strategy']!r}",
+                          hint="remove trl.train_sampling_strategy, or set sft.micro_batches: 1")
     if device == "cpu":
         options.update(use_cpu=True, bf16=False, fp16=False)
     try:
         return SFTConfig(output_dir=config.output_dir, max_steps=config.steps,
                          learning_rate=config.learning_rate, seed=config.seed,
-                         per_device_train_batch_size=config.sft.batch_size,
-                         gradient_accumulation_steps=1, max_length=config.sft.max_length,
+                         per_device_train_batch_size=config.sft.batch_size // micro,
+                         gradient_accumulation_steps=micro, max_length=config.sft.max_length,
                          **options)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"trl options rejected by SFTConfig: {exc}",

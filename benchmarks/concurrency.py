@@ -170,7 +170,7 @@ def cpu_now() -> tuple[float, float, float]:
     sandbox = children.ru_utime + children.ru_stime
     me, table = os.getpid(), _processes()
     server = sum(table[pid][1] for pid in MODEL_SERVER if pid in table)
-    for pid, (parent, cpu, reaped) in table.items():
+    for pid, (_parent, cpu, reaped) in table.items():
         chain, p, path = 0, pid, [pid]
         while p in table and p != me and chain < 8:
             p, chain = table[p][0], chain + 1
@@ -451,16 +451,16 @@ def report(results: dict[tuple[str, int, int], list[Run]], latency: float,
                 a, b = results.get((new, c, w)), results.get((old, c, w))
                 if a and b:
                     cpu = med([(x.host_cpu / x.turns) / (y.host_cpu / y.turns)
-                               for x, y in zip(a, b)])
-                    line.append(f"{new}/{old} (workers={w}) "
-                                f"{med([x.rate / y.rate for x, y in zip(a, b)]):.2f}x turns/s, "
+                               for x, y in zip(a, b, strict=True)])
+                    rate = med([x.rate / y.rate for x, y in zip(a, b, strict=True)])
+                    line.append(f"{new}/{old} (workers={w}) {rate:.2f}x turns/s, "
                                 f"{cpu:.2f}x host CPU/turn")
         for s in schemes:
             for w in workers[1:]:
                 a, b = results.get((s, c, w)), results.get((s, c, workers[0]))
                 if a and b:
                     line.append(f"{s} workers={w}/{workers[0]} "
-                                f"{med([x.rate / y.rate for x, y in zip(a, b)]):.2f}x")
+                                f"{med([x.rate / y.rate for x, y in zip(a, b, strict=True)]):.2f}x")
         if line:
             print(f"  c={c}: " + "; ".join(line))
 

@@ -14,7 +14,7 @@ Imported as a module (tooling, tests) it defines functions and does nothing.
 """
 
 import _ctypes  # C module: the `ctypes` package (struct, types, its own code) cost ~2 ms/start
-import _json  # noqa: E401
+import _json
 import _signal as signal  # C module: `signal` pulls in enum, ~1/4 of start-up CPU
 import marshal
 import posix as os  # what `os` re-exports, without os.py's Python layer (~1.3 ms of start-up)
@@ -35,15 +35,15 @@ MB = 1024 * 1024
 FULL_BYTES = 64 * 1024  # a kernel-capped workspace with less free is full
 
 
-class c_int(_ctypes._SimpleCData):  # noqa: N801 - ctypes' own name for it
+class c_int(_ctypes._SimpleCData):  # ctypes' own name for it
     _type_ = "i"
 
 
-class c_long(_ctypes._SimpleCData):  # noqa: N801 - ctypes' own name for it
+class c_long(_ctypes._SimpleCData):  # ctypes' own name for it
     _type_ = "l"
 
 
-class c_char(_ctypes._SimpleCData):  # noqa: N801 - ctypes' own name for it
+class c_char(_ctypes._SimpleCData):  # ctypes' own name for it
     _type_ = "c"
 
 
@@ -89,7 +89,7 @@ def become_unprivileged():
     with open("/proc/self/status") as fh:
         caps = [line.split()[1] for line in fh if line.startswith(("CapPrm", "CapEff", "CapAmb"))]
     if any(int(value, 16) for value in caps):
-        raise SystemExit("sandbox server: could not drop capabilities: %s" % caps)
+        raise SystemExit(f"sandbox server: could not drop capabilities: {caps}")
 
 
 def forbid_keyrings():
@@ -109,11 +109,11 @@ def forbid_keyrings():
     header = (len(CFG["seccomp"]) // 8).to_bytes(2, sys.byteorder) + bytes(pointer - 2)
     fprog = c_buffer(header + _ctypes.addressof(program).to_bytes(pointer, sys.byteorder))
     if LIBC.prctl(c_int(38), c_long(1), c_long(0), c_long(0), c_long(0)) != 0:
-        raise SystemExit("sandbox server: PR_SET_NO_NEW_PRIVS failed: errno %d"
-                         % _ctypes.get_errno())
+        raise SystemExit(
+            f"sandbox server: PR_SET_NO_NEW_PRIVS failed: errno {_ctypes.get_errno()}")
     if LIBC.prctl(c_int(22), c_long(2), fprog, c_long(0), c_long(0)) != 0:  # SECCOMP_MODE_FILTER
-        raise SystemExit("sandbox server: the kernel refused the seccomp filter (errno %d); "
-                         "the sandbox needs CONFIG_SECCOMP_FILTER" % _ctypes.get_errno())
+        raise SystemExit(f"sandbox server: the kernel refused the seccomp filter (errno "
+                         f"{_ctypes.get_errno()}); the sandbox needs CONFIG_SECCOMP_FILTER")
 
 
 def prctl(option, value):
@@ -307,7 +307,8 @@ class Disk:
         else:
             used, files, complete = usage(ROOT)
             if not complete and hasattr(self, "used"):  # blinded: keep what statvfs saw grow
-                used, files = (max(pair) for pair in zip((used, files), self.estimate()))
+                used, files = (max(pair) for pair in zip((used, files), self.estimate(),
+                                                         strict=True))
             self.used, self.files = used, files
         self.ref, self.fref = free, ffree
         self.walked = time.monotonic()
@@ -346,8 +347,8 @@ class Disk:
         return grown and self.beyond(self.used, self.files)
 
     def describe(self):
-        return "%d MB and %d files used of %d MB and %d files" % (
-            self.used // MB, self.files, QUOTA // MB, MAX_FILES)
+        return (f"{int(self.used // MB)} MB and {int(self.files)} files used of "
+                f"{int(QUOTA // MB)} MB and {int(MAX_FILES)} files")
 
 
 def memory_in_use():
@@ -366,7 +367,7 @@ def memory_in_use():
 
 def resident(pid):
     try:
-        with open("/proc/%s/statm" % pid, "rb") as fh:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
             return int(fh.read().split()[1]) * PAGE
     except (OSError, IndexError, ValueError):
         return 0
@@ -375,7 +376,7 @@ def resident(pid):
 def memory_files(pid, seen):
     """Bytes of the memfds open in process ``pid`` not counted yet (``seen``: their inodes)."""
     total = 0
-    base = "/proc/%s/fd/" % pid
+    base = f"/proc/{pid}/fd/"
     try:
         fds = os.listdir(base)
     except OSError:
@@ -410,7 +411,7 @@ def sysv_shared_memory():
 
 def children():
     try:
-        with open("/proc/self/task/%d/children" % os.getpid()) as fh:
+        with open(f"/proc/self/task/{os.getpid()}/children") as fh:
             return [int(p) for p in fh.read().split()]
     except OSError:
         return []
@@ -523,22 +524,23 @@ def oom_kills():
 def notes_for(killed, timeout, disk, truncated, cap):
     notes = []
     if killed == "timeout":
-        notes.append("command killed: it ran longer than the %g s time limit" % timeout)
+        notes.append(f"command killed: it ran longer than the {timeout:g} s time limit")
     elif killed == "output_limit":
-        notes.append("command killed: it printed more than %d bytes" % (cap * CFG["discard_factor"]))
+        limit = int(cap * CFG["discard_factor"])
+        notes.append(f"command killed: it printed more than {limit} bytes")
     elif killed == "memory":
-        notes.append("command killed: its processes used more than %d MB of memory" % LIM["memory_mb"])
+        notes.append(
+            f"command killed: its processes used more than {int(LIM['memory_mb'])} MB of memory")
     elif killed == "disk_quota":
         notes.append(
-            "command killed: the workspace is over its quota (%s); delete files"
-            % disk.describe()
+            f"command killed: the workspace is over its quota ({disk.describe()}); delete files"
         )
     elif killed == "cpu":
-        notes.append("command killed: it used more than %d s of CPU time" % LIM["cpu_s"])
+        notes.append(f"command killed: it used more than {int(LIM['cpu_s'])} s of CPU time")
     elif killed == "file_size":
-        notes.append("command killed: it wrote a file larger than %d MB" % LIM["file_size_mb"])
+        notes.append(f"command killed: it wrote a file larger than {int(LIM['file_size_mb'])} MB")
     if truncated:
-        notes.append("output truncated to the first %d bytes" % cap)
+        notes.append(f"output truncated to the first {int(cap)} bytes")
     return notes
 
 
@@ -567,7 +569,7 @@ def next_request():
             found = peek_request()
         except (ValueError, EOFError, TypeError) as exc:
             del INBOX[:4 + int.from_bytes(INBOX[:4], "little")]
-            send({"error": "bad request: %s" % exc})
+            send({"error": f"bad request: {exc}"})
             continue
         if found is not None:
             del INBOX[:found[1]]
@@ -581,7 +583,7 @@ def next_request():
 class HostCall:
     """One connection to a command's tool socket: one call."""
 
-    __slots__ = ("sock", "fd", "data", "id", "out")
+    __slots__ = ("data", "fd", "id", "out", "sock")
 
     def __init__(self, sock):
         self.sock, self.fd = sock, sock.fileno()
@@ -607,7 +609,7 @@ class HostCalls:
         self.tools, self.made, self.listener = tools, [], None
         self.calls, self.waiting, self.host_open = {}, {}, True
         self.socket = _socket.socket
-        self.dir = "%s/.hg-tools-%s" % (CFG["tmp"], os.urandom(8).hex())
+        self.dir = f"{CFG['tmp']}/.hg-tools-{os.urandom(8).hex()}"
         os.mkdir(self.dir, 0o700)
         try:
             path = self.dir + "/.socket"
@@ -616,16 +618,16 @@ class HostCalls:
             self.listener.bind(path)
             self.made.append(path)
             self.listener.listen(TOOL_CALLS_MAX)
-            head = "#!%s -IS\n%s\n" % (sys.executable, client)
+            head = f"#!{sys.executable} -IS\n{client}\n"
             for name, description in tools.items():
-                self.write(name, head + "raise SystemExit(main(%a, %a, %a))\n" % (
-                    name, description, path))
+                self.write(name, head + f"raise SystemExit(main({name!a}, {description!a}, "
+                                        f"{path!a}))\n")
         except BaseException:
             self.close()
             raise
 
     def write(self, name, text):
-        path = "%s/%s" % (self.dir, name)
+        path = f"{self.dir}/{name}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(path, flags, 0o700)
         self.made.append(path)
@@ -638,7 +640,7 @@ class HostCalls:
 
     def readers(self):
         fds = [self.listener.fileno()] + [c.fd for c in self.calls.values() if c.data is not None]
-        return fds + [0] if self.host_open else fds
+        return [*fds, 0] if self.host_open else fds
 
     def writers(self):
         return [c.fd for c in self.calls.values() if c.out is not None]
@@ -664,8 +666,8 @@ class HostCalls:
         call.sock.setblocking(False)
         self.calls[call.fd] = call
         if len(self.calls) > TOOL_CALLS_MAX:
-            self.answer(call, False, "too many host tool calls at once (at most %d): wait for "
-                        "one to finish" % TOOL_CALLS_MAX)
+            self.answer(call, False, f"too many host tool calls at once (at most "
+                        f"{TOOL_CALLS_MAX}): wait for one to finish")
 
     def receive(self, call):
         try:
@@ -678,7 +680,7 @@ class HostCalls:
         if not data:
             self.dispatch(call)
         elif len(call.data) + len(data) > TOOL_REQUEST_MAX:
-            self.answer(call, False, "the call is larger than %d bytes" % TOOL_REQUEST_MAX)
+            self.answer(call, False, f"the call is larger than {TOOL_REQUEST_MAX} bytes")
         else:
             call.data += data
 
@@ -686,8 +688,8 @@ class HostCalls:
         name, sep, arguments = bytes(call.data).partition(b"\n")
         name = name.decode("utf-8", "replace")
         if not sep or name not in self.tools:
-            self.answer(call, False, "%r is not a host tool of this command; it has: %s" % (
-                name[:100], ", ".join(sorted(self.tools))))
+            self.answer(call, False, f"{name[:100]!r} is not a host tool of this command; it "
+                        f"has: {', '.join(sorted(self.tools))}")
             return
         call.data, call.id = None, HostCalls.issued
         HostCalls.issued += 1  # ids are never reused: a late reply cannot answer a new call
@@ -776,7 +778,7 @@ def run_any(req, disk):
         os.lseek(fd, 0, 0)  # SEEK_SET
         return run(dict(req, cmd=b". /dev/fd/%d" % SCRIPT_FD, script_fd=fd), disk)
     except (AttributeError, OSError) as exc:
-        msg = "sandbox: cannot pass the %d-byte command to the shell: %s\n" % (len(data), exc)
+        msg = f"sandbox: cannot pass the {len(data)}-byte command to the shell: {exc}\n"
         return {"exit_code": 126, "killed": None, "truncated": False, "notes": []}, b"", msg.encode()
     finally:
         if fd is not None:
@@ -789,7 +791,7 @@ def run(req, disk):
     try:
         calls = HostCalls(req["tools"], req["client"])
     except (OSError, ValueError) as exc:
-        msg = "sandbox: cannot set up the host tools in %s: %s\n" % (CFG["tmp"], exc)
+        msg = f"sandbox: cannot set up the host tools in {CFG['tmp']}: {exc}\n"
         return {"exit_code": 126, "killed": None, "truncated": False, "notes": []}, b"", msg.encode()
     try:
         return run_with(req, disk, calls)
@@ -810,7 +812,7 @@ def run_with(req, disk, calls):
     except (OSError, ValueError) as exc:
         for fd in (r_out, w_out, r_err, w_err):
             os.close(fd)
-        msg = "sandbox: cannot start the command: %s\n" % exc
+        msg = f"sandbox: cannot start the command: {exc}\n"
         return {"exit_code": 127, "killed": None, "truncated": False, "notes": []}, b"", msg.encode()
     os.close(w_out)
     os.close(w_err)
@@ -905,8 +907,8 @@ def run_with(req, disk, calls):
         disk.walk()  # we may be over the quota: the note below must be true
     if killed is None and disk.beyond(disk.used, disk.files):
         notes.append(
-            "the workspace is at or over its quota (%s): writes fail and commands that grow "
-            "it will be killed; delete files" % disk.describe()
+            f"the workspace is at or over its quota ({disk.describe()}): writes fail and "
+            "commands that grow it will be killed; delete files"
         )
     header = {"exit_code": exit_code, "killed": killed, "truncated": truncated, "notes": notes}
     return header, bytes(kept[r_out]), bytes(kept[r_err])
@@ -933,7 +935,7 @@ def wipe(top, keep=()):
         # Each level: (its name in the parent, its stat, the names still to delete in it).
         stack = [(None, top_st, [n for n in listing() if n not in keep])]
         while stack:
-            name, st, names = stack[-1]
+            name, _, names = stack[-1]
             if names:
                 entry = names.pop()
                 info = os.lstat(entry)
@@ -941,7 +943,7 @@ def wipe(top, keep=()):
                     os.unlink(entry)
                     continue
                 if info.st_dev != top_st.st_dev:
-                    return "%s/.../%s is a mount point" % (top, entry)
+                    return f"{top}/.../{entry} is a mount point"
                 os.chmod(entry, 0o700)
                 inner = enter(entry)
                 stack.append((entry, inner, listing()))
@@ -950,14 +952,14 @@ def wipe(top, keep=()):
             if name is not None:
                 up = enter("..")
                 if (up.st_dev, up.st_ino) != (stack[-1][1].st_dev, stack[-1][1].st_ino):
-                    return "%s changed while it was emptied" % top
+                    return f"{top} changed while it was emptied"
                 os.rmdir(name)
     except OSError as exc:
-        return "cannot empty %s: %s" % (top, exc)
+        return f"cannot empty {top}: {exc}"
     finally:
         os.chdir("/")
     left = [n for n in os.listdir(top) if n not in keep]
-    return "%s still holds %r" % (top, left[:3]) if left else None
+    return f"{top} still holds {left[:3]!r}" if left else None
 
 
 def remove_ipc():
@@ -973,7 +975,7 @@ def remove_ipc():
                 else:
                     getattr(LIBC, remover)(int(fields[1]), IPC_RMID, 0)
         if len(read_lines("/proc/sysvipc/" + kind)) > 1:
-            return "System V %s objects are left" % kind
+            return f"System V {kind} objects are left"
     return None
 
 
@@ -1013,7 +1015,7 @@ def reset(disk):
         try:
             reset_root()
         except OSError as exc:
-            why = "cannot reset the workspace root: %s" % exc
+            why = f"cannot reset the workspace root: {exc}"
     disk.stale = True  # walked at the next command, once the host refilled the workspace
     return why
 
@@ -1040,7 +1042,7 @@ def main():
             continue
         if not isinstance(req, dict) or "cmd" not in req:
             if not (isinstance(req, dict) and "reply" in req):  # a late reply: its call ended
-                send({"error": "bad request: %r" % (req,)})
+                send({"error": f"bad request: {req!r}"})
             continue
         header, out, err = run_any(req, disk)
         header["duration_s"] = time.monotonic() - began

@@ -37,7 +37,9 @@ class Plain:
     object_hook = object_pairs_hook = None
     parse_float, parse_int = float, int
     parse_constant = {"-Infinity": -1e999, "Infinity": 1e999, "NaN": 1e999 - 1e999}.__getitem__
-    memo: dict[str, str] = {}
+
+    def __init__(self) -> None:
+        self.memo: dict[str, str] = {}
 
 
 def json_object(text: str) -> str:
@@ -47,12 +49,14 @@ def json_object(text: str) -> str:
         value, end = _json.make_scanner(Plain())(text, start)  # type: ignore[arg-type]
     except StopIteration:
         raise Usage("the argument is not valid JSON") from None
-    except Exception as exc:  # json.JSONDecodeError, RecursionError
-        raise Usage("the argument is not valid JSON (%s)" % exc) from None
+    # Not only JSONDecodeError and RecursionError: without json.decoder imported, the C
+    # scanner reports bad JSON as a SystemError.
+    except Exception as exc:  # noqa: BLE001 - whatever the scanner raises is a usage error
+        raise Usage(f"the argument is not valid JSON ({exc})") from None
     if text[end:].strip():
         raise Usage("the argument is not valid JSON: extra text after the object")
     if not isinstance(value, dict):
-        raise Usage("the argument must be a JSON object, got %s" % type(value).__name__)
+        raise Usage(f"the argument must be a JSON object, got {type(value).__name__}")
     return text.strip()
 
 
@@ -65,26 +69,25 @@ def parse(argv: list[str]) -> str:
     while rest:
         flag = rest.pop(0)
         if not flag.startswith("--") or len(flag) == 2:
-            raise Usage("unexpected argument %r" % flag)
+            raise Usage(f"unexpected argument {flag!r}")
         key, eq, value = flag[2:].partition("=")
         if not eq:
             if not rest:
-                raise Usage("--%s needs a value: --%s VALUE or --%s=VALUE" % (key, key, key))
+                raise Usage(f"--{key} needs a value: --{key} VALUE or --{key}=VALUE")
             value = rest.pop(0)
         key = key.replace("-", "_")  # --order-id names the parameter order_id
         if key in arguments:
-            raise Usage("--%s is given twice" % key)
+            raise Usage(f"--{key} is given twice")
         arguments[key] = value
     text = _json.encode_basestring_ascii
-    return "{%s}" % ", ".join("%s: %s" % (text(k), text(v)) for k, v in arguments.items())
+    return "{" + ", ".join(f"{text(k)}: {text(v)}" for k, v in arguments.items()) + "}"
 
 
 def usage(name: str, description: str) -> str:
     return (
-        "%s: %s\n"
-        "usage: %s '{\"key\": \"value\", ...}'   (one JSON object)\n"
-        "   or: %s --key value [--key=value ...]   (values are converted by the tool)\n"
-        % (name, description, name, name)
+        f"{name}: {description}\n"
+        f"usage: {name} '{{\"key\": \"value\", ...}}'   (one JSON object)\n"
+        f"   or: {name} --key value [--key=value ...]   (values are converted by the tool)\n"
     )
 
 
@@ -119,20 +122,20 @@ def main(name: str, description: str, path: str, argv: list[str] | None = None) 
     try:
         arguments = parse(argv)
     except Usage as exc:
-        sys.stderr.write("%s: %s\n%s" % (name, exc, usage(name, description)))
+        sys.stderr.write(f"{name}: {exc}\n{usage(name, description)}")
         return 2
     request = (name + "\n" + arguments).encode("utf-8", "surrogateescape")
     if len(request) > MAX_REQUEST:
-        sys.stderr.write("%s: the arguments are %d bytes, more than the %d a call may send\n"
-                         % (name, len(request), MAX_REQUEST))
+        sys.stderr.write(f"{name}: the arguments are {len(request)} bytes, more than the "
+                         f"{MAX_REQUEST} a call may send\n")
         return 2
     try:
         answer = call(path, request)
     except OSError as exc:
-        sys.stderr.write("%s: cannot reach the host: %s\n" % (name, exc))
+        sys.stderr.write(f"{name}: cannot reach the host: {exc}\n")
         return 1
     if not answer:
-        sys.stderr.write("%s: the host did not answer\n" % name)
+        sys.stderr.write(f"{name}: the host did not answer\n")
         return 1
     ok, text = answer[:1] == b"0", answer[1:]
     if text and not text.endswith(b"\n"):

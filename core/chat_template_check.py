@@ -212,7 +212,7 @@ def untrainable_rows(tokenizer: Any, rows: Sequence[tuple[Sequence[int], Sequenc
     special = _special_ids(tokenizer)
     bad = []
     for index, (ids, mask) in enumerate(rows):
-        trained = [int(i) for i, m in zip(ids, mask) if m and int(i) not in special]
+        trained = [int(i) for i, m in zip(ids, mask, strict=True) if m and int(i) not in special]
         text = tokenizer.decode(trained, skip_special_tokens=True) if trained else ""
         if not str(text).strip():
             bad.append(index)
@@ -229,7 +229,7 @@ def require_trainable_rows(tokenizer: Any, rows: Sequence[tuple[Sequence[int], S
     if not bad:
         return
     ids, mask = sample[bad[0]]
-    shown = tokenizer.decode([int(i) for i, m in zip(ids, mask) if m],
+    shown = tokenizer.decode([int(i) for i, m in zip(ids, mask, strict=True) if m],
                              skip_special_tokens=False)
     what = (f"{len(bad)} of {len(sample)} training rows{' ' + where if where else ''} train "
             f"only end-of-turn tokens (the first one's trained text: {str(shown)!r})")

@@ -164,14 +164,15 @@ def _holds(space: FactorSpace, levels: dict[str, str]) -> bool:
 
 
 def _holds_names(space: FactorSpace, parts: tuple[int | str, ...]) -> bool:
-    return all(isinstance(p, int) or p in f.levels for p, f in zip(parts, space.factors))
+    return all(isinstance(p, int) or p in f.levels
+               for p, f in zip(parts, space.factors, strict=True))
 
 
 def _paper_levels(code: str, parts: tuple[int | str, ...], reg: Registry) -> dict[str, str]:
     """The level names a code gives in the paper's grid; a number beyond the built-ins is an
     error naming how to write the plugin levels of that factor."""
     levels = {}
-    for factor, part in zip(FACTORS, parts):
+    for factor, part in zip(FACTORS, parts, strict=True):
         builtin = DEFAULT_LEVELS[factor]
         if isinstance(part, int) and part >= len(builtin):
             raise _beyond_the_paper(code, factor, part, reg)
@@ -282,12 +283,12 @@ def address_levels(address: str, registry: Registry | None = None) -> dict[str, 
         parts = code_parts(text)
     except ConfigError:
         return None
-    for factor, part in zip(FACTORS, parts):
+    for factor, part in zip(FACTORS, parts, strict=True):
         if isinstance(part, int) and part >= len(DEFAULT_LEVELS[factor]):
             raise ConfigError(f"harness {text!r} numbers a level beyond the paper's built-ins "
                               f"({FACTOR_LETTERS[factor]}{part})")
     return {f: DEFAULT_LEVELS[f][p] if isinstance(p, int) else p
-            for f, p in zip(FACTORS, parts)}
+            for f, p in zip(FACTORS, parts, strict=True)}
 
 
 def compose(config: HarnessConfig, registry: Registry | None = None) -> ComposedHarness:

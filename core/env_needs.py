@@ -56,7 +56,7 @@ _SHELL_WORDS = frozenset("""
     function getopts hash help history if in jobs kill let local logout popd printf pushd pwd
     read readonly return select set shift shopt source suspend test then time times trap true
     type typeset ulimit umask unalias unset until wait while
-""".split())
+""".split())  # noqa: SIM905 - a table of words reads better as text than as quoted items
 #: Words after which the next word is the command that runs (``exec java``, ``xargs rm``).
 _RUNS_NEXT = frozenset({"exec", "command", "nohup", "xargs", "env", "sudo", "time", "nice",
                         "then", "do", "else", "elif", "if", "while", "until", "!", "{"})

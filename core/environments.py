@@ -516,7 +516,8 @@ def get_environment(name: str) -> EnvironmentRecord:
         raise ConfigError(f"environment {name!r} is not built", hint=_build_hint(name)) from None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"environment {name!r}: its record {path} is unreadable: {exc}",
-                          hint=f"remove it (`harnessgrid env remove {name}`) and build again")
+                          hint=f"remove it (`harnessgrid env remove {name}`) and build again"
+                          ) from exc
     if record.kind == "venv" and not _complete(Path(record.path), record.digest):
         raise ConfigError(f"environment {name!r}: its files at {record.path} are missing",
                           hint=_build_hint(name))
@@ -550,9 +551,10 @@ def remove_environment(name: str) -> EnvironmentRecord:
         except FileNotFoundError:
             raise ConfigError(f"environment {name!r} does not exist",
                               hint="`harnessgrid env list` shows the environments") from None
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
             path.unlink(missing_ok=True)
-            raise ConfigError(f"environment {name!r} had an unreadable record; it was removed")
+            raise ConfigError(f"environment {name!r} had an unreadable record; it was removed"
+                              ) from exc
         path.unlink()
         shared = any(r.digest == record.digest for r in list_environments())
         if record.kind == "venv" and not shared:

@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 
-class FactorLevel(ABC):
+class FactorLevel(ABC):  # noqa: B024 - ABCMeta for the factor bases, whose methods are abstract
     """Base of every level. Subclass one of the five factor bases below, never this directly."""
 
     factor: ClassVar[str] = ""

@@ -35,7 +35,7 @@ import logging
 import socket
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -222,10 +222,8 @@ def ray_episodes(jobs: Sequence[EpisodeJob], *, address: str | None = None,
                     _outcome(ray, ref, jobs[index], max_retries))
     finally:
         for ref in pending:
-            try:
+            with suppress(Exception):  # best effort; the job ends with the driver
                 ray.cancel(ref)
-            except Exception:  # noqa: BLE001, S110 - best effort; the job ends with the driver
-                pass
 
 
 def _remote(ray: ModuleType) -> Any:

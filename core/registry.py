@@ -475,7 +475,7 @@ class PluginManager:
                     raise TypeError(f"it must return an iterable of what it registers (or "
                                     f"yield each), got {returned!r}")
                 items = list(returned or ())
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 if builtin:
                     raise
                 problems.append(PluginProblem(
@@ -486,7 +486,7 @@ class PluginManager:
             for item in items:
                 try:
                     key, name = check(item)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     if builtin:
                         raise
                     name = _describe(kind, item)

@@ -362,7 +362,7 @@ async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLim
             if task_ is not None and task_.cancelling():
                 raise  # our own cancellation (the wall limit, Ctrl-C): not the policy's
             raise _PolicyFailure(f"the policy call was cancelled on its own: {exc!r}") from exc
-        except Exception as exc:  # noqa: BLE001 - any policy failure (TimeoutError too) is infra
+        except Exception as exc:  # any policy failure (TimeoutError too) is infra
             if isinstance(exc, _Reraised):
                 raise exc.original from None
             raise _PolicyFailure(f"{type(exc).__name__}: {exc}\n"
@@ -402,7 +402,7 @@ async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLim
         record.tools_s, record.harness_s, record.wall_s = tools.tools_s, harness_s, wall_s
         record.wait_s = max(0.0, wall_s - spent - harness_s)
         traj.turns.append(record)
-        cursor.previous = list(view) + [state.history[before]]  # the assistant message as stored
+        cursor.previous = [*view, state.history[before]]  # the assistant message as stored
         if decision.finished:
             return "finished"
         if state.consecutive_format_errors >= limits.max_format_errors:
@@ -430,7 +430,7 @@ def _text_sink(emit: Callable[[Event], None], index: int) -> Callable[[str], Non
     def on_text(text: str) -> None:
         try:
             emit(TextDelta(turn=index, text=text))
-        except Exception as exc:  # noqa: BLE001 - the embedder's, kept apart from the policy's
+        except Exception as exc:  # the embedder's, kept apart from the policy's
             raise _Reraised(exc) from exc
 
     return on_text

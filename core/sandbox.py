@@ -73,6 +73,7 @@ group and, on Linux, as orphans of the server (a child subreaper). Nothing is is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import functools
 import json
@@ -442,10 +443,8 @@ class _Channel:
         self._writer: asyncio.AbstractEventLoop | None = None
 
     def _write(self) -> None:
-        try:
+        with contextlib.suppress(BlockingIOError):
             del self._out[: os.write(self._wfd, self._out)]
-        except BlockingIOError:
-            pass
 
     def send(self, data: bytes) -> None:
         """Write ``data`` after anything still queued, waiting until all of it is written."""
@@ -913,7 +912,8 @@ class Sandbox:
         finally:
             for fd in data_fds + kept_fds:
                 os.close(fd)
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None
+        assert proc.stdout is not None
         self._proc = proc
         weakref.finalize(self, _kill_process, proc)
         self._channel = _Channel(
@@ -1050,10 +1050,8 @@ class Sandbox:
                 # Wait for the clean exit (the server kills everything, and bwrap returns only
                 # once the whole pid namespace is gone) so the private uid is free when it is
                 # leased again. A blocking wait wakes at once; polling cost ~5 ms per episode.
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=0 if self._interrupted else 2.0)
-                except subprocess.TimeoutExpired:
-                    pass
                 _kill_process(proc, self._server_pidfd())
             self._release_host_state()
 
@@ -1105,10 +1103,8 @@ class Sandbox:
         self._closed = True
         proc = self._proc
         if proc is not None and proc.stdin is not None:
-            try:
+            with contextlib.suppress(OSError):
                 proc.stdin.close()  # EOF: the server exits, and with PID 1 the whole sandbox
-            except OSError:
-                pass
         return proc
 
     def _release_host_state(self) -> None:

@@ -120,7 +120,8 @@ class Schedule:
         self.tasks_per_step = tasks_per_step
         self.seed = seed
         rows = design.rows()
-        self._distance = [[sum(a != b for a, b in zip(r, s)) for s in rows] for r in rows]
+        self._distance = [[sum(a != b for a, b in zip(r, s, strict=True)) for s in rows]
+                          for r in rows]
 
     # -- what each position gets --------------------------------------------------------------
     def task_at(self, position: int) -> str:

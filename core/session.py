@@ -25,6 +25,7 @@ call :meth:`Session.cancel` while another waits for a run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import time
@@ -301,7 +302,9 @@ class AsyncSession:
             self._event(Finished(termination="cancelled", error="cancelled by the user"))
             return Reply(text="", termination="cancelled", error="cancelled by the user")
         env = self._begin(text)
-        assert self._state is not None and self._traj is not None and self._task is not None
+        assert self._state is not None
+        assert self._traj is not None
+        assert self._task is not None
         assert self._budget is not None
         traj, first = self._traj, len(self._traj.turns)
         traj.error = None
@@ -355,7 +358,8 @@ class AsyncSession:
         from harnessgrid.tool_hooks import ToolHooks
         from harnessgrid.tools import Environment
 
-        assert self._ws is not None and self._sandbox is not None
+        assert self._ws is not None
+        assert self._sandbox is not None
         if self._state is None:
             if self._tools:
                 add = getattr(self.harness, "add_product_tools", None)
@@ -466,10 +470,8 @@ class Session:
             return future.result()
         except KeyboardInterrupt:
             self.cancel()
-            try:
+            with contextlib.suppress(Exception):  # the interrupt is what the caller sees
                 future.result(timeout=10)
-            except Exception:  # noqa: BLE001 - the interrupt is what the caller sees
-                pass
             raise
 
     def tool(self, fn: Callable[..., Any] | None = None, **options: Any) -> Any:
@@ -522,10 +524,9 @@ class Session:
     def cancel(self) -> None:
         """Stop the current run (from any thread); nothing happens between runs or after
         :meth:`close`."""
-        try:
+        # RuntimeError: the loop is closed; the session is, so nothing runs
+        with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._session.cancel)
-        except RuntimeError:  # the loop is closed: the session is, so nothing runs
-            pass
 
     def close(self) -> None:
         if self._loop.is_closed():

@@ -77,7 +77,7 @@ def code_parts(code: str) -> tuple[int | str, ...]:
         raise ConfigError(f"bad harness code {code!r}: expected {len(FACTORS)} parts",
                           hint=f"write it like {example} (a plugin level by name: O=NAME)")
     out: list[int | str] = []
-    for part, factor in zip(parts, FACTORS):
+    for part, factor in zip(parts, FACTORS, strict=True):
         letter = FACTOR_LETTERS[factor]
         m = _CODE_PART.match(part.strip())
         if not m or m.group(1).upper() != letter:
@@ -223,7 +223,7 @@ class FactorSpace(BaseModel):
         """Parse a code of this space (letters case-insensitive): ``S1-T0-O2-C1-W0`` names
         each factor's level by its position in this space, ``O=diffstat`` by name."""
         idx = []
-        for part, f in zip(code_parts(code), self.factors):
+        for part, f in zip(code_parts(code), self.factors, strict=True):
             if isinstance(part, str):
                 if part not in f.levels:
                     raise ConfigError(f"bad harness code {code!r}: level {part!r} is not in "
@@ -257,7 +257,7 @@ class HarnessConfig(BaseModel):
     def _in_range(self) -> HarnessConfig:
         if len(self.indices) != len(self.space.factors):
             raise ValueError(f"need {len(self.space.factors)} indices, got {len(self.indices)}")
-        for i, f in zip(self.indices, self.space.factors):
+        for i, f in zip(self.indices, self.space.factors, strict=True):
             if not 0 <= i < len(f.levels):
                 raise ValueError(f"index {i} out of range for factor {f.name}")
         return self
@@ -266,11 +266,12 @@ class HarnessConfig(BaseModel):
     def code(self) -> str:
         if self.space.extends_paper:
             return stable_code(self.levels)
-        return "-".join(f"{f.letter}{i}" for i, f in zip(self.indices, self.space.factors))
+        return "-".join(f"{f.letter}{i}"
+                        for i, f in zip(self.indices, self.space.factors, strict=True))
 
     @property
     def levels(self) -> dict[str, str]:
-        return {f.name: f.levels[i] for i, f in zip(self.indices, self.space.factors)}
+        return {f.name: f.levels[i] for i, f in zip(self.indices, self.space.factors, strict=True)}
 
     def level(self, factor: str) -> str:
         return self.levels[factor]
@@ -279,7 +280,7 @@ class HarnessConfig(BaseModel):
         """Number of factors on which two configurations differ."""
         if len(other.indices) != len(self.indices):
             raise ConfigError("cannot compare configurations of different spaces")
-        return sum(a != b for a, b in zip(self.indices, other.indices))
+        return sum(a != b for a, b in zip(self.indices, other.indices, strict=True))
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.levels)

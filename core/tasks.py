@@ -366,7 +366,7 @@ def load_suite(spec: str, **options: Any) -> TaskSuite:
     """Load a suite by its address: ``grid-bench``, ``clawgym:/path``, ``pinchbench:/path``."""
     from harnessgrid.registry import get_registry
 
-    name, sep, argument = spec.partition(":")
+    name, _, argument = spec.partition(":")
     entry = get_registry().task_suite(name)
     if entry.takes_argument and not argument:
         raise ConfigError(f"task suite {name!r} needs an argument", hint=f"write {name}:PATH")

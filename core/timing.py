@@ -29,7 +29,7 @@ import asyncio
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
@@ -208,10 +208,9 @@ def turn_clock() -> Iterator[TurnClock]:
 def span() -> Iterator[Span]:
     """Time the awaited operation inside: wall, own CPU, and the wait (module doc)."""
     meter, clock = _METER.get(), None
-    try:
+    # RuntimeError: no running loop, a synchronous caller: nothing to wait for
+    with suppress(RuntimeError):
         clock = loop_clock()
-    except RuntimeError:  # no running loop: a synchronous caller, nothing to wait for
-        pass
     result = Span()
     wall0 = time.perf_counter()
     busy0 = clock.busy() if clock is not None else 0.0

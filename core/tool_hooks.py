@@ -85,7 +85,7 @@ class Denied:
     reason: str
 
 
-Approver = Callable[[ToolCallRequest], "Approval | None | Awaitable[Approval | None]"]
+Approver = Callable[[ToolCallRequest], "Approval | Awaitable[Approval | None] | None"]
 
 
 @dataclass

@@ -219,7 +219,8 @@ class Trajectory(BaseModel):
         uses_history = any(isinstance(p, tuple) and p[0] == "h" for d in deltas for p in d)
         if (not isinstance(turns, list) or len(turns) != len(deltas)
                 or not all(isinstance(t, dict) and isinstance(t.get("view"), list)
-                           and len(t["view"]) == len(w) for t, w in zip(turns, written))
+                           and len(t["view"]) == len(w)
+                           for t, w in zip(turns, written, strict=True))
                 or (uses_history and not (isinstance(history, list)
                                           and len(history) == len(self.history)))):
             # exclude_unset / exclude_defaults dropped what the pieces refer to

@@ -717,7 +717,7 @@ def _copy_into(src_root: int, dst_root: int, *, keep_owner: bool) -> int:
     stack = [(os.fstat(src), os.fstat(dst), list_dir_fd(src), "")]
     try:
         while stack:
-            src_st, dst_st, names, rel = stack[-1]
+            src_st, _, names, rel = stack[-1]
             if not names:
                 stack.pop()
                 _copy_meta(dst, src_st, keep_owner)  # last: a read-only directory is filled first

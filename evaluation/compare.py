@@ -59,7 +59,7 @@ def _failure_note(report: Report, label: str) -> str:
 def compare_reports(base: Report, new: Report, base_label: str = "base",
                     new_label: str = "new") -> Comparison:
     cols = [c for c in _ordered(base.columns, new.columns)]
-    suites = _ordered(base.suite_order, new.suite_order) + [OVERALL]
+    suites = [*_ordered(base.suite_order, new.suite_order), OVERALL]
     suite_rows: list[Delta] = []
     for suite in suites:
         for col in cols:

@@ -120,8 +120,10 @@ def _configurations(configs: list[ConfigRow]) -> Any:
                   key=lambda c: c.pass_rate.mean or 0.0)
     fig, ax = plt.subplots(figsize=(8, max(2.5, 0.24 * len(rows) + 1)))
     means = [c.pass_rate.mean or 0.0 for c in rows]
-    lo = [m - (c.pass_rate.min if c.pass_rate.min is not None else m) for m, c in zip(means, rows)]
-    hi = [(c.pass_rate.max if c.pass_rate.max is not None else m) - m for m, c in zip(means, rows)]
+    lo = [m - (c.pass_rate.min if c.pass_rate.min is not None else m)
+          for m, c in zip(means, rows, strict=True)]
+    hi = [(c.pass_rate.max if c.pass_rate.max is not None else m) - m
+          for m, c in zip(means, rows, strict=True)]
     colours = [SETTING_COLOURS.get(c.settings[0], "#999999") for c in rows]
     ax.barh(range(len(rows)), means, xerr=[lo, hi], color=colours, capsize=2)
     ax.set_yticks(range(len(rows)), [c.harness for c in rows], fontsize=7)

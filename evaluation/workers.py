@@ -22,6 +22,7 @@ evaluation goes on. Nothing waits on a dead worker: its process sentinel wakes t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -190,20 +191,16 @@ def _failed(job: EpisodeJob, reason: str) -> Trajectory:
 
 
 def _close(w: _Worker) -> None:
-    try:
+    with contextlib.suppress(OSError):
         w.conn.close()
-    except OSError:
-        pass
     w.process.join(timeout=1.0)
 
 
 def _stop(pool: list[_Worker]) -> None:
     """Close every pipe (a worker then cancels what it holds and exits); kill stragglers."""
     for w in pool:
-        try:
+        with contextlib.suppress(OSError):
             w.conn.close()
-        except OSError:
-            pass
     deadline = time.monotonic() + _STOP_WAIT_S
     for w in pool:
         w.process.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from adapter_schemas import OPENCLAW, PI_CODING_AGENT, ROOT, _pack  # noqa: E402
+from adapter_schemas import OPENCLAW, PI_CODING_AGENT, ROOT, _pack
 
 CC_VERSION = "1.0.98"
 CC_OUT = ROOT / "tests" / "fixtures" / "claude_code" / f"outputs-{CC_VERSION}.json"
@@ -102,7 +102,7 @@ def _sse(message: dict[str, Any]) -> bytes:
 
 def _server(calls: list[tuple[str, dict[str, Any]]], seen: list[dict[str, Any]]) -> Any:
     class Script(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:  # http.server's name
             body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
             seen.append(body)
             turn = sum(1 for b in seen if len(b.get("tools") or []) > 5)
@@ -125,7 +125,7 @@ def _server(calls: list[tuple[str, dict[str, Any]]], seen: list[dict[str, Any]])
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass
 
     return http.server.HTTPServer(("127.0.0.1", 0), Script)

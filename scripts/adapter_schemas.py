@@ -41,7 +41,7 @@ import tarfile
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
@@ -72,9 +72,9 @@ def strip_prose(schema: Any) -> Any:
 class _Capture(http.server.BaseHTTPRequestHandler):
     """Keeps the first request body that carries tools; answers every request with a 400."""
 
-    found: dict[str, Any] = {}
+    found: ClassVar[dict[str, Any]] = {}  # shared: a handler is made per request
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:  # http.server's name
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
         try:
             data = json.loads(body)
@@ -89,7 +89,7 @@ class _Capture(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(reply)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet server
+    def log_message(self, format: str, *args: Any) -> None:  # quiet server
         pass
 
 

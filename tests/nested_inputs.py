@@ -98,10 +98,10 @@ def decoded_turns(names: list[str], rng: random.Random) -> list[ModelTurn]:
     for i, payload in enumerate(json_payloads(rng)):
         name = rng.choice(names)
         turns.append(ModelTurn(tool_calls=(decode_call(f"api_{i}", name, payload),)))
-        block = '{"name": %s, "arguments": %s}' % (json.dumps(name), payload)
+        block = f'{{"name": {json.dumps(name)}, "arguments": {payload}}}'
         content, calls = parse_tool_calls(f"<tool_call>{block}</tool_call>", f"tok_{i}")
         turns.append(ModelTurn(content=content, tool_calls=calls))
-        quoted = '{"name": %s, "arguments": %s}' % (json.dumps(name), json.dumps(payload))
+        quoted = f'{{"name": {json.dumps(name)}, "arguments": {json.dumps(payload)}}}'
         content, calls = parse_tool_calls(f"<tool_call>{quoted}</tool_call>", f"str_{i}")
         turns.append(ModelTurn(content=content, tool_calls=calls))
     name = rng.choice(names)

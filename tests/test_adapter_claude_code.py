@@ -121,7 +121,7 @@ def _numbered(body: str) -> list[str]:
     """The lines of a Read result, prefixes checked and removed."""
     assert body.endswith("\n\n" + READ_REMINDER)
     lines = body[:-len("\n\n" + READ_REMINDER)].split("\n")
-    for n, line in enumerate(lines, 1):
+    for line in lines:
         assert re.fullmatch(r" *\d+→", line[:7]), line
     return [line[7:] for line in lines]
 
@@ -147,7 +147,8 @@ def test_tool_schemas_match_the_pinned_release(version: str) -> None:
         assert _schema_facts(spec.parameters) == pinned["tools"][spec.name], spec.name
         assert spec.description
     bash = next(t for t in specs if t.name == "Bash").parameters
-    assert "description" in bash["properties"] and bash["required"] == ["command"]
+    assert "description" in bash["properties"]
+    assert bash["required"] == ["command"]
     assert bash["properties"]["run_in_background"]["type"] == "boolean"
 
 
@@ -161,7 +162,8 @@ def test_fixtures_name_the_published_versions() -> None:
         assert data["package"] == f"@anthropic-ai/claude-code@{version}"
         assert data["generated_by"] == "scripts/adapter_schemas.py"
     old, new = found["tool_schemas-1.0.96.json"], found["tool_schemas-1.0.98.json"]
-    assert "LS" in old["tools"] and "LS" not in new["tools"]
+    assert "LS" in old["tools"]
+    assert "LS" not in new["tools"]
     assert all(new["tools"][n] == s for n, s in old["tools"].items() if n != "LS")
 
 
@@ -171,7 +173,8 @@ def test_schema_script_keeps_facts_and_drops_prose() -> None:
 
     path = Path(__file__).parent.parent / "scripts" / "adapter_schemas.py"
     spec = importlib.util.spec_from_file_location("adapter_schemas", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     schema = {"$schema": "x", "type": "object", "description": "prose",
@@ -190,14 +193,17 @@ def test_versions_are_addressable() -> None:
     registry = PluginManager(builtins=[*BUILTIN_PLUGINS, "harnessgrid.plugins.adapters.claude_code"],
                              load_external=False).registry()
     pinned = registry.adapter("claude-code@1.0.96").create()
-    assert pinned.name == "adapter:claude-code@1.0.96" and pinned.version == "1.0.96"
+    assert pinned.name == "adapter:claude-code@1.0.96"
+    assert pinned.version == "1.0.96"
     assert "LS" in [t.name for t in pinned.tools()]
     newest = registry.adapter("claude-code").create()
-    assert newest.version == "1.0.98" and "LS" not in [t.name for t in newest.tools()]
+    assert newest.version == "1.0.98"
+    assert "LS" not in [t.name for t in newest.tools()]
     assert registry.adapter("claude-code@1.0.98").create().name == "adapter:claude-code@1.0.98"
     with pytest.raises(ConfigError) as info:
         registry.adapter("claude-code@1.0.97")
-    assert "1.0.97" in info.value.message and "1.0.96" in (info.value.hint or "")
+    assert "1.0.97" in info.value.message
+    assert "1.0.96" in (info.value.hint or "")
     with pytest.raises(ConfigError) as info:
         ClaudeCodeHarness(version="1.0.97")
     assert "1.0.98, 1.0.96" in (info.value.hint or "")
@@ -249,7 +255,8 @@ def test_harness_show_describes_it() -> None:
     from harnessgrid.cli.harness_cmd import describe
 
     info = describe(ClaudeCodeHarness(), None)  # type: ignore[arg-type]  # a Harness passes
-    assert info["harness"] == "adapter:claude-code" and info["native_tools"]
+    assert info["harness"] == "adapter:claude-code"
+    assert info["native_tools"]
     assert [t["name"] for t in info["tools"]][:3] == ["Bash", "Glob", "Grep"]
     assert info["sample_turn"]["tool_calls"] == [
         {"name": "Read", "arguments": {"file_path": "/workspace/notes.txt"}}]
@@ -261,7 +268,8 @@ def test_registered_through_the_adapter_hook() -> None:
     spec = registry.adapter("claude-code")
     assert spec.version == "1.0.98"
     harness = spec.create(date="2030-01-01")
-    assert isinstance(harness, ClaudeCodeHarness) and isinstance(harness, Harness)
+    assert isinstance(harness, ClaudeCodeHarness)
+    assert isinstance(harness, Harness)
     assert harness.name == "adapter:claude-code"
     state = harness.start(UPPER_TASK, "e")
     assert "Today's date: 2030-01-01" in state.history[0].content
@@ -292,14 +300,18 @@ def test_claude_md_arrives_as_system_reminder_in_first_user_message() -> None:
     state = ClaudeCodeHarness().start(task, "e")
     system, first = state.history[0], state.history[1]
     assert "Always answer in French" not in system.content
-    assert first.role == "user" and first.kind == "task" and first.pinned
+    assert first.role == "user"
+    assert first.kind == "task"
+    assert first.pinned
     assert first.content.startswith("<system-reminder>")
     reminder = first.content[:first.content.index("</system-reminder>")]
-    assert "/workspace/CLAUDE.md" in reminder and memory.strip() in reminder
+    assert "/workspace/CLAUDE.md" in reminder
+    assert memory.strip() in reminder
     assert first.content.index("Fix the bug.") > first.content.index("</system-reminder>")
     assert first.content.endswith("</system-reminder>\nFix the bug.")  # nothing after the text
     plain = ClaudeCodeHarness().start(UPPER_TASK, "e").history[1]  # the reminders still lead
-    assert plain.content.startswith("<system-reminder>") and "# claudeMd" not in plain.content
+    assert plain.content.startswith("<system-reminder>")
+    assert "# claudeMd" not in plain.content
     assert plain.content.endswith("</system-reminder>\n" + UPPER_TASK.instruction)
 
 
@@ -323,7 +335,9 @@ def test_read_limits(episode: Callable[..., Episode]) -> None:
                   "wide.txt": long_line + "\nshort\n", "empty.txt": "",
                   "huge.txt": "y" * 300_000 + "\n"})
     tail = _numbered(ep.call("Read", file_path=f"{W}/big.txt", offset=2401))
-    assert tail[0] == "2401" and len(tail) == 101 and tail[-1] == ""  # cli.js numbers the
+    assert tail[0] == "2401"
+    assert len(tail) == 101
+    assert tail[-1] == ""  # cli.js numbers the
     # empty piece after the final line break too
     assert _numbered(ep.call("Read", file_path=f"{W}/big.txt", offset=3, limit=2)) == ["3", "4"]
     assert "<system-reminder>" in ep.call("Read", file_path=f"{W}/empty.txt")
@@ -331,7 +345,8 @@ def test_read_limits(episode: Callable[..., Episode]) -> None:
         "<system-reminder>Warning: the file exists but is shorter than the provided offset (1). "
         "The file has 1 lines.</system-reminder>")  # cli.js: an empty file splits to one line
     past = ep.call("Read", file_path=f"{W}/big.txt", offset=3000)
-    assert past.startswith("<system-reminder>") and "2501 lines" in past
+    assert past.startswith("<system-reminder>")
+    assert "2501 lines" in past
     huge = ep.call("Read", file_path=f"{W}/huge.txt")
     assert huge == ("<tool_use_error>File content (293KB) exceeds maximum allowed size (256KB). "
                     "Please use offset and limit parameters to read specific portions of the "
@@ -350,7 +365,8 @@ def test_read_refuses_content_over_25000_tokens(episode: Callable[..., Episode])
     assert refused == ("File content (37875 tokens) exceeds maximum allowed tokens (25000). "
                        "Please use offset and limit parameters to read specific portions of "
                        "the file, or use the GrepTool to search for specific content.")
-    assert ep.state.history[-1].kind == "tool_error" and "wide.txt" not in ep.session.read_state
+    assert ep.state.history[-1].kind == "tool_error"
+    assert "wide.txt" not in ep.session.read_state
     assert len(_numbered(ep.call("Read", file_path=f"{W}/wide.txt", limit=900))) == 900
 
 
@@ -363,7 +379,8 @@ def test_read_has_no_line_cap_and_cuts_no_line(episode: Callable[..., Episode],
     ep = episode({"big.txt": "".join(f"{i}\n" for i in range(1, 2501)),
                   "wide.txt": "x" * 2500 + "\nshort\n"}, version=version)
     lines = _numbered(ep.call("Read", file_path=f"{W}/big.txt"))
-    assert len(lines) == 2501 and lines[-2:] == ["2500", ""]
+    assert len(lines) == 2501
+    assert lines[-2:] == ["2500", ""]
     assert _numbered(ep.call("Read", file_path=f"{W}/big.txt", offset=2001))[0] == "2001"
     assert _numbered(ep.call("Read", file_path=f"{W}/wide.txt")) == ["x" * 2500, "short", ""]
 
@@ -395,9 +412,11 @@ def test_errors_are_wrapped_in_tool_use_error(episode: Callable[..., Episode]) -
     assert ep.call("Read", file_path=f"{W}/missing.txt") == (
         "<tool_use_error>File does not exist.</tool_use_error>")
     relative = ep.call("Read", file_path="a.txt")
-    assert relative.startswith("<tool_use_error>") and "absolute path" in relative
+    assert relative.startswith("<tool_use_error>")
+    assert "absolute path" in relative
     outside = ep.call("Read", file_path="/etc/passwd")
-    assert outside.startswith("<tool_use_error>") and "outside" in outside
+    assert outside.startswith("<tool_use_error>")
+    assert "outside" in outside
     unknown = ep.call("Teleport", to="mars")
     assert unknown == "<tool_use_error>Error: No such tool available: Teleport</tool_use_error>"
     bad = ep.call("Read", path=f"{W}/a.txt")
@@ -424,9 +443,11 @@ def test_bash_output_exit_code_and_cut(episode: Callable[..., Episode]) -> None:
     assert ep.state.history[-1].kind == "tool_error"
     out = ep.call("Bash", command="python3 -c \"print('z' * 99 + '\\n', end='') \" | "
                                   "head -c 1 >/dev/null; seq 1 10000 | sed 's/$/ abcdefghij/'")
-    assert len(out) < 30_100 and out.startswith("1 abcdefghij\n")
+    assert len(out) < 30_100
+    assert out.startswith("1 abcdefghij\n")
     cut = re.search(r"\n\n\.\.\. \[(\d+) lines truncated\] \.\.\.$", out)
-    assert cut is not None and int(cut.group(1)) > 7000
+    assert cut is not None
+    assert int(cut.group(1)) > 7000
     slow = ep.call("Bash", command="sleep 5; echo never", timeout=300)
     assert slow == "Command timed out after 0.3s"
 
@@ -451,7 +472,8 @@ def test_bash_working_directory_persists_and_resets(episode: Callable[..., Episo
 def test_edit_and_write_need_a_fresh_read(episode: Callable[..., Episode]) -> None:
     ep = episode({"a.txt": "one\ntwo\n"})
     refused = ep.call("Edit", file_path=f"{W}/a.txt", old_string="one", new_string="1")
-    assert refused.startswith("<tool_use_error>") and "has not been read" in refused
+    assert refused.startswith("<tool_use_error>")
+    assert "has not been read" in refused
     assert "has not been read" in ep.call("Write", file_path=f"{W}/a.txt", content="new\n")
     assert ep.call("Write", file_path=f"{W}/new.txt", content="fresh\n") == (
         f"File created successfully at: {W}/new.txt")
@@ -461,7 +483,8 @@ def test_edit_and_write_need_a_fresh_read(episode: Callable[..., Episode]) -> No
     assert "changed since it was last read" in stale
     ep.call("Read", file_path=f"{W}/a.txt")
     done = ep.call("Edit", file_path=f"{W}/a.txt", old_string="one", new_string="1")
-    assert done.startswith(f"The file {W}/a.txt has been updated.") and "     1→1" in done
+    assert done.startswith(f"The file {W}/a.txt has been updated.")
+    assert "     1→1" in done
     again = ep.call("Edit", file_path=f"{W}/a.txt", old_string="two", new_string="2")
     assert "has been updated" in again  # its own edits keep the read state fresh
     assert (ep.ws.root / "a.txt").read_text() == "1\n2\nthree\n"
@@ -493,7 +516,8 @@ def test_multi_edit_is_ordered_and_atomic(episode: Callable[..., Episode]) -> No
     failed = ep.call("MultiEdit", file_path=f"{W}/c.py", edits=[
         {"old_string": "a = 1", "new_string": "a = 10"},
         {"old_string": "zzz", "new_string": "y"}])
-    assert failed.startswith("<tool_use_error>Edit 2 of 2:") and "No edit was applied" in failed
+    assert failed.startswith("<tool_use_error>Edit 2 of 2:")
+    assert "No edit was applied" in failed
     assert (ep.ws.root / "c.py").read_text() == "a = 1\nb = 2\n"
     ok = ep.call("MultiEdit", file_path=f"{W}/c.py", edits=[
         {"old_string": "a = 1", "new_string": "a = 10"},
@@ -534,11 +558,13 @@ def test_glob_and_ls(episode: Callable[..., Episode]) -> None:
     assert ep.call("Glob", pattern="*.rs") == "No files found"
     tree = ep.call("LS", path=W)
     assert tree.startswith(f"- {W}/\n  - README\n  - src/\n    - a.py\n    - b.ts\n    - c.tsx")
-    assert ".hidden" not in tree and "__pycache__" not in tree
+    assert ".hidden" not in tree
+    assert "__pycache__" not in tree
     assert "b.ts" not in ep.call("LS", path=f"{W}/src", ignore=["*.ts"])
     assert "absolute path" in ep.call("LS", path="src")
     listing = ep.harness.render_action(Action.of("list", path="src"), "c").tool_calls[-1]
-    assert listing.name == "LS" and ep.harness.to_action(listing) == Action.of("list", path="src")
+    assert listing.name == "LS"
+    assert ep.harness.to_action(listing) == Action.of("list", path="src")
 
 
 def test_todo_write_state_is_kept_and_echoed(episode: Callable[..., Episode]) -> None:
@@ -562,14 +588,18 @@ def test_text_without_tool_calls_finishes_and_empty_turn_nudges(
         episode: Callable[..., Episode]) -> None:
     ep = episode()
     outcome, decision = ep.step(ModelTurn(content="   "))
-    assert not decision.finished and decision.format_error
-    assert ep.state.history[-1].kind == "reminder" and "<system-reminder>" in \
+    assert not decision.finished
+    assert decision.format_error
+    assert ep.state.history[-1].kind == "reminder"
+    assert "<system-reminder>" in \
         ep.state.history[-1].content
     outcome, decision = ep.step(ModelTurn(content="All done: port set to 8080."))
-    assert decision.finished and ep.state.finished
+    assert decision.finished
+    assert ep.state.finished
     assert outcome.finish == Action.of("finish", message="All done: port set to 8080.")
     rendered = ep.harness.render_action(Action.of("finish", message="Done here."), "c1")
-    assert rendered.content == "Done here." and not rendered.tool_calls
+    assert rendered.content == "Done here."
+    assert not rendered.tool_calls
     assert ep.harness.render_action(Action.of("finish"), "c2").content.strip()
 
 
@@ -592,7 +622,8 @@ def test_compaction_fires_just_above_the_threshold(episode: Callable[..., Episod
     assert limit == 10_000 - 1650
     size["value"] = limit
     ep.call("Read", file_path=f"{W}/a.txt")
-    assert ep.session.compactions == 0 and len(ep.view()) == len(ep.state.history)
+    assert ep.session.compactions == 0
+    assert len(ep.view()) == len(ep.state.history)
     ep.call("TodoWrite", todos=[{"content": "Edit a.txt", "status": "in_progress",
                                  "activeForm": "Editing a.txt"}])
     size["value"] = limit + 1
@@ -602,16 +633,20 @@ def test_compaction_fires_just_above_the_threshold(episode: Callable[..., Episod
     summary = ep.state.history[-1]
     assert len(ep.state.history) == before + 3  # the turn, its result, the summary
     assert ep.view() == [ep.state.history[0], summary]
-    assert summary.role == "user" and summary.kind == "digest"
-    assert summary.content.startswith("<system-reminder>") and "Use tabs." in summary.content
+    assert summary.role == "user"
+    assert summary.kind == "digest"
+    assert summary.content.startswith("<system-reminder>")
+    assert "Use tabs." in summary.content
     assert "continues an earlier conversation" in summary.content
     positions = [summary.content.index(f"{i}. {name}:")
                  for i, name in enumerate(SUMMARY_SECTIONS, 1)]
-    assert positions == sorted(positions) and len(SUMMARY_SECTIONS) == 9
+    assert positions == sorted(positions)
+    assert len(SUMMARY_SECTIONS) == 9
     assert "Do the thing." in summary.content  # the request
     assert f"{W}/a.txt: read" in summary.content
     assert "Bash echo hi >&2; exit 4: hi" in summary.content  # errors
-    assert "[in_progress] Edit a.txt" in summary.content and "Continue: Edit a.txt" in \
+    assert "[in_progress] Edit a.txt" in summary.content
+    assert "Continue: Edit a.txt" in \
         summary.content
     # the read state went with the history: the oracle reads again before editing
     turn = ep.harness.render_action(Action.of("edit", path="a.txt", old="a", new="b"), "c")
@@ -673,7 +708,8 @@ def test_a_chat_policy_can_write_the_summary() -> None:
     harness.summarizer = policy_summarizer(writer, harness)
     traj = asyncio.run(run_episode(harness, UPPER_TASK, writer))
     summary = next(m for m in traj.history if m.kind == "digest")
-    assert "by the policy" in summary.content and not writer.asked[1].tools
+    assert "by the policy" in summary.content
+    assert not writer.asked[1].tools
 
 
 def test_episode_with_small_window_compacts_and_still_passes() -> None:
@@ -683,9 +719,11 @@ def test_episode_with_small_window_compacts_and_still_passes() -> None:
                                    EpisodeLimits(max_context_tokens=fixed + 500)))
     assert traj.termination == "finished", traj.error
     assert traj.score == 1.0
-    assert traj.segments > 1 and any(t.new_segment for t in traj.turns)
+    assert traj.segments > 1
+    assert any(t.new_segment for t in traj.turns)
     digests = [m for m in traj.history if m.kind == "digest"]
-    assert digests and all(t.view[1].kind in ("task", "digest") for t in traj.turns)
+    assert digests
+    assert all(t.view[1].kind in ("task", "digest") for t in traj.turns)
     assert "Found 1 file" not in digests[0].content  # a summary, not a transcript
 
 
@@ -698,7 +736,9 @@ def test_oracle_reads_before_writing_only_when_the_rule_requires(
     new = ep.act(Action.of("write", path="new.txt", content="n\n"))
     assert new == [f"File created successfully at: {W}/new.txt"]
     over = ep.act(Action.of("write", path="old.txt", content="v2\n"))
-    assert len(over) == 2 and over[0].startswith("     1→v1") and over[1].endswith(
+    assert len(over) == 2
+    assert over[0].startswith("     1→v1")
+    assert over[1].endswith(
         "     1→v2\n     2→")  # an overwrite lists the whole new content
     again = ep.act(Action.of("write", path="old.txt", content="v3\n"))
     assert len(again) == 1  # its own write left the read state fresh
@@ -709,7 +749,8 @@ def test_oracle_reads_before_writing_only_when_the_rule_requires(
 def test_oracle_scores_one_on_the_examples(task: Task) -> None:
     traj = asyncio.run(run_episode(ClaudeCodeHarness(), task, ScriptedPolicy()))
     assert traj.termination == "finished", traj.error
-    assert traj.score == 1.0 and traj.passed
+    assert traj.score == 1.0
+    assert traj.passed
 
 
 def test_oracle_on_a_sample_of_grid_bench() -> None:
@@ -801,7 +842,8 @@ def test_after_a_compaction_the_turns_append_on_grid_long() -> None:
         assert traj.passed, (task.id, traj.termination, traj.error)
         summaries = [m for m in traj.history if m.kind == "digest"]
         compacted += bool(summaries)
-        assert len(traj.turns) >= 8 and traj.segments <= len(traj.turns) / 2
+        assert len(traj.turns) >= 8
+        assert traj.segments <= len(traj.turns) / 2
         assert traj.segments == 1 + len(summaries)
         assert all(t.view[1] in summaries for t in traj.turns if t.new_segment)
     assert compacted
@@ -814,7 +856,8 @@ def test_bash_timeout_cannot_lift_the_configured_limit(episode: Callable[..., Ep
     ep = episode()
     ep.sandbox.limits = SandboxLimits(wall_s=1.0)
     out = ep.call("Bash", command="sleep 3; echo never", timeout=12_000)
-    assert "timed out" in out and "never" not in out
+    assert "timed out" in out
+    assert "never" not in out
 
 
 # ---------------------------------------------------------------------------- Bash, as cli.js 1.0.96
@@ -852,7 +895,8 @@ def test_bash_error_text_is_capped_with_the_middle_elided(
 def test_bash_run_in_background_runs_to_completion(episode: Callable[..., Episode]) -> None:
     ep = episode()
     out = ep.call("Bash", command="sleep 0.1; echo done > flag; cat flag", run_in_background=True)
-    assert out == "done" and ep.ws.read_text("flag") == "done\n"
+    assert out == "done"
+    assert ep.ws.read_text("flag") == "done\n"
 
 
 def test_bash_runs_a_command_longer_than_128_kib(episode: Callable[..., Episode]) -> None:
@@ -867,7 +911,8 @@ def test_bash_runs_a_command_longer_than_128_kib(episode: Callable[..., Episode]
     # the delimiter cannot be forged by a command that contains it
     tricky = "echo one\n__HG_CC_COMMAND_END\necho two"
     tricked = ep.call("Bash", command=tricky)  # stdout, then stderr (a success)
-    assert tricked.startswith("one\ntwo\n") and "__HG_CC_COMMAND_END: command not found" in tricked
+    assert tricked.startswith("one\ntwo\n")
+    assert "__HG_CC_COMMAND_END: command not found" in tricked
 
 
 def test_ls_stops_at_40000_characters_with_the_real_header(
@@ -880,8 +925,10 @@ def test_ls_stops_at_40000_characters_with_the_real_header(
     out = ep.call("LS", path=W)
     assert out.startswith("There are more than 40000 characters in the repository (ie. either "
                           "there are lots of files, or there are many long filenames).")
-    assert out.startswith(LS_TRUNCATED_HEADER) and f"\n- {W}/\n" in out
+    assert out.startswith(LS_TRUNCATED_HEADER)
+    assert f"\n- {W}/\n" in out
     shown = [line for line in out.split("\n") if line.startswith("    - ")]
     assert 500 < len(shown) < 800  # 72 characters per path: about 40000 / 72
     small = ep.call("LS", path=f"{W}/d00")
-    assert not small.startswith("There are more") and small.count(".txt") == 100
+    assert not small.startswith("There are more")
+    assert small.count(".txt") == 100

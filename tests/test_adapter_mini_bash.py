@@ -59,7 +59,8 @@ def test_registered_through_the_adapter_hook() -> None:
                              load_external=False).registry()
     spec = registry.adapter("mini-bash")
     harness = spec.create()
-    assert isinstance(harness, Harness) and harness.name == "adapter:mini-bash"
+    assert isinstance(harness, Harness)
+    assert harness.name == "adapter:mini-bash"
     with pytest.raises(ConfigError):
         spec.create(colour="red")
 
@@ -68,16 +69,19 @@ def test_registered_through_the_adapter_hook() -> None:
 @pytest.mark.parametrize("task", [UPPER_TASK, EDIT_TASK], ids=lambda t: t.id)
 def test_oracle_scores_one(task: Task) -> None:
     traj = run(run_episode(MiniBashHarness(), task, ScriptedPolicy()))
-    assert traj.termination == "finished" and traj.score == 1.0, (traj.error, traj.subscores)
+    assert traj.termination == "finished", (traj.error, traj.subscores)
+    assert traj.score == 1.0, (traj.error, traj.subscores)
     null = run(run_episode(MiniBashHarness(), task, ScriptedPolicy(empty=True)))
-    assert null.score is not None and null.score < 1.0
+    assert null.score is not None
+    assert null.score < 1.0
 
 
 # 3. What the model writes and what it reads back.
 def test_one_block_runs_and_the_observation_is_plain() -> None:
     traj = play([bash("echo hi; echo oops >&2; exit 4")])
     obs = traj.history[3]
-    assert obs.role == "user" and obs.kind == "observation"
+    assert obs.role == "user"
+    assert obs.kind == "observation"
     assert obs.content == "[exit code 4]\nhi\noops\n"
     assert [c.action for c in traj.turns[0].calls] == [
         Action.of("shell", command="echo hi; echo oops >&2; exit 4")]
@@ -95,7 +99,8 @@ def test_zero_or_two_blocks_are_format_errors() -> None:
 
 def test_sentinel_output_finishes_with_the_rest_as_message() -> None:
     traj = play([bash(f"echo {SENTINEL} && echo 'all good' && echo 'line two'")])
-    assert traj.termination == "finished" and len(traj.turns) == 1
+    assert traj.termination == "finished"
+    assert len(traj.turns) == 1
     finish = MiniBashHarness().render_action(Action.of("finish", message="it's done"), "x")
     assert SENTINEL in finish.content
     traj = play([finish.content])
@@ -105,14 +110,17 @@ def test_sentinel_output_finishes_with_the_rest_as_message() -> None:
 def test_long_output_is_clipped_in_the_middle() -> None:
     traj = play([bash("python3 -c \"print('a' * 30000 + 'TAIL')\"")])
     obs = traj.history[3].content
-    assert len(obs) < 11_000 and "characters cut" in obs and obs.rstrip().endswith("TAIL")
+    assert len(obs) < 11_000
+    assert "characters cut" in obs
+    assert obs.rstrip().endswith("TAIL")
 
 
 def test_commands_with_backtick_fences_round_trip() -> None:
     action = Action.of("write", path="doc.md", content="```bash\nls\n```\n")
     turn = MiniBashHarness().render_action(action, "x")
     traj = play([turn.content])
-    assert traj.turns[0].calls[0].result.exit_code == 0 and traj.turns[0].format_error is None
+    assert traj.turns[0].calls[0].result.exit_code == 0
+    assert traj.turns[0].format_error is None
 
 
 # 4. Graders read the transcript: the text-protocol calls appear as toolCall parts.

@@ -91,7 +91,8 @@ def test_registered_with_version_and_options() -> None:
     spec = registry.adapter("openclaw")
     assert spec.version == VERSION == "2026.2.26"
     harness = spec.create(model="m1")
-    assert isinstance(harness, OpenClawHarness) and harness.native_tools
+    assert isinstance(harness, OpenClawHarness)
+    assert harness.native_tools
     assert harness.name == "adapter:openclaw"
     with pytest.raises(ConfigError, match="unknown option"):
         spec.create(colour="red")
@@ -126,9 +127,11 @@ def test_tool_schemas_match_the_fixture() -> None:
         params = spec.parameters
         assert _schema_facts(params) == fixture["tools"][spec.name], spec.name
         assert list(params["properties"]) == list(fixture["tools"][spec.name]["properties"])
-        assert spec.description and spec.openai()["function"]["parameters"] == params
+        assert spec.description
+        assert spec.openai()["function"]["parameters"] == params
         assert spec.anthropic()["input_schema"] == params
-    assert fixture["tools"]["read"]["required"] == [] and "file_path" in fixture["tools"]["read"][
+    assert fixture["tools"]["read"]["required"] == []
+    assert "file_path" in fixture["tools"]["read"][
         "properties"]
 
 
@@ -160,8 +163,11 @@ def test_read_pages_at_2000_lines_with_continuation_note() -> None:
                  call("read", path="big.txt", offset=2001, limit=5000)], {"big.txt": text})
     first, second = (m.content for m in results(traj))
     assert first.endswith("\n\n[Showing lines 1-2000 of 3001. Use offset=2001 to continue.]")
-    assert first.startswith("line 1\n") and "line 2000\n\n[" in first and "line 2001" not in first
-    assert second.startswith("line 2001\n") and second.endswith("line 3000\n")
+    assert first.startswith("line 1\n")
+    assert "line 2000\n\n[" in first
+    assert "line 2001" not in first
+    assert second.startswith("line 2001\n")
+    assert second.endswith("line 3000\n")
 
 
 def test_read_without_limit_aggregates_pages() -> None:
@@ -174,7 +180,8 @@ def test_read_without_limit_aggregates_pages() -> None:
         text.index("line 2001"):]
     many = "".join("x\n" for _ in range(20_000))  # 10 pages of 2000 lines, 2 bytes each
     out = results(play([call("read", path="m.txt")], {"m.txt": many}))[0].content
-    assert out.count("\n\n") == 8 and out.endswith(
+    assert out.count("\n\n") == 8
+    assert out.endswith(
         "\n\n[Showing lines 14001-16000 of 20001. Use offset=16001 to continue.]")
 
 
@@ -186,7 +193,8 @@ def test_read_without_limit_is_capped_by_the_context_window() -> None:
     page = re.fullmatch(r"(.*)\n\n\[Read output capped at 50KB for this call\. "
                         r"Use offset=(\d+) to continue\.\]", out, re.S)
     assert page, out[-200:]
-    assert text.startswith(page.group(1)) and len(page.group(1).encode()) <= 50 * 1024
+    assert text.startswith(page.group(1))
+    assert len(page.group(1).encode()) <= 50 * 1024
     rest = results(play([call("read", path="wide.txt", offset=int(page.group(2)))],
                         {"wide.txt": text}))[0].content
     assert page.group(1) + "\n" + rest == text  # nothing lost between the calls
@@ -209,7 +217,8 @@ def test_read_limit_first_line_over_limit_and_offset_past_end() -> None:
     assert huge.content.startswith("[Line 1 is 58.6KB, exceeds 50.0KB limit.")
     assert past.kind == "observation"  # thrown: a normal result holding OpenClaw's JSON
     assert past.content == thrown("read", "Offset 99 is beyond end of file (5 lines total)")
-    assert missing.kind == "observation" and missing.content == thrown(
+    assert missing.kind == "observation"
+    assert missing.content == thrown(
         "read", "ENOENT: no such file or directory, access '/workspace/nope.txt'")
     assert traj.turns[3].calls[0].result.error == (
         "ENOENT: no such file or directory, access '/workspace/nope.txt'")
@@ -225,8 +234,10 @@ def test_claude_style_aliases_and_presence_checked_when_run() -> None:
                  call("write", path="b.txt", content="  ")])
     wrote, edited, read, no_path, no_old, blank = results(traj)
     assert wrote.content == "Successfully wrote 4 bytes to a.txt"
-    assert edited.kind == "observation" and read.content == "\n"
-    assert no_path.kind == "observation" and no_path.content == thrown(
+    assert edited.kind == "observation"
+    assert read.content == "\n"
+    assert no_path.kind == "observation"
+    assert no_path.content == thrown(
         "read", "Missing required parameter: path (path or file_path). Supply correct "
         "parameters before retrying.")
     assert no_old.content == thrown("edit", "Missing required parameter: oldText (oldText or "
@@ -258,7 +269,8 @@ def test_write_and_edit_rules() -> None:
                                     "text must match exactly including all whitespace and "
                                     "newlines.")
     assert gone.content == thrown("edit", "File not found: gone.txt")
-    assert ok.content == "Successfully replaced text in d/n.txt." and ok.kind == "observation"
+    assert ok.content == "Successfully replaced text in d/n.txt."
+    assert ok.kind == "observation"
     assert read.content == "1 two two\n"
     assert {m.kind for m in (twice, absent, escape, gone)} == {"observation"}
     assert json.loads(escape.content)["tool"] == "write"
@@ -305,9 +317,11 @@ def test_invalid_calls_are_format_errors_and_others_still_run() -> None:
     a, b, c, d, e = results(traj)
     assert [m.kind for m in (a, b, c, d)] == ["format_error"] * 4
     assert "'command' is a required property" in a.content
-    assert "'bash' does not exist" in b.content and "not valid JSON" in c.content
+    assert "'bash' does not exist" in b.content
+    assert "not valid JSON" in c.content
     assert "is not of type 'string'" in d.content
-    assert e.content == "ran" and traj.turns[0].format_error is not None
+    assert e.content == "ran"
+    assert traj.turns[0].format_error is not None
 
 
 # ------------------------------------------------------------------------- exec and process
@@ -326,15 +340,20 @@ def test_exec_results_follow_openclaw_formats() -> None:
     assert failed.kind == "observation"  # a non-zero exit is a completed command, not an error
     assert quiet.content == "(no output)"
     # 127 and a timeout make exec throw (OpenClaw's "failed" status): a normal JSON result
-    assert missing.kind == "observation" and missing.content == thrown(
+    assert missing.kind == "observation"
+    assert missing.content == thrown(
         "exec", "bash: line 1: definitely-not-a-command: command not found\n\nCommand not found")
     records = [c.result for t in traj.turns for c in t.calls]
     # the output so far (here only the sandbox's note), a blank line, the reason
-    assert records[4].output == "" and records[4].stderr.startswith("[sandbox]")
-    assert slow.kind == "observation" and slow.content == thrown(
+    assert records[4].output == ""
+    assert records[4].stderr.startswith("[sandbox]")
+    assert slow.kind == "observation"
+    assert slow.content == thrown(
         "exec", records[4].stderr.strip() + "\n\nCommand timed out after 1 seconds")
-    assert records[3].error == "Command not found" and records[3].exit_code == 127
-    assert records[4].error == "Command timed out after 1 seconds" and records[4].timed_out
+    assert records[3].error == "Command not found"
+    assert records[3].exit_code == 127
+    assert records[4].error == "Command timed out after 1 seconds"
+    assert records[4].timed_out
     assert records[1].error is None  # exit 3 completed
     assert where.content == "/workspace/sub"
     kinds = [c.action.kind for t in traj.turns for c in t.calls]
@@ -384,11 +403,13 @@ def test_background_exec_and_process_sessions() -> None:
     assert quick.content.startswith("Command still running (session ")
     assert quick.content != started.content  # a new session, a new id
     rows = listing.content.splitlines()
-    assert len(rows) == 2 and rows[1].startswith(f"{m.group(1)} completed")  # newest first
+    assert len(rows) == 2
+    assert rows[1].startswith(f"{m.group(1)} completed")  # newest first
     assert rows[1].endswith(":: printf 'a\\nb\\nc\\n'")
     # an exited session shows its tail each time (OpenClaw's finished-session poll)
     assert poll.content == again.content == "a\nb\nc\n\nProcess exited with code 0."
-    assert tail.content == "b\nc" and head.content == "a"
+    assert tail.content == "b\nc"
+    assert head.content == "a"
     assert kill.content == f"No active session found for {m.group(1)}"
     assert unknown.content == "No session found for no-such"
     assert anonymous.content == "sessionId is required for this action."
@@ -425,7 +446,8 @@ def test_process_accepts_every_openclaw_action() -> None:
     assert out[5] == "\n".join(str(i) for i in range(51, 251)) + (
         "\n\n[showing last 200 of 250 lines; pass offset/limit to page]")
     assert out[6] == "Unknown action dance"
-    assert out[7] == f"Cleared session {name}." and out[8] == f"No session found for {name}"
+    assert out[7] == f"Cleared session {name}."
+    assert out[8] == f"No session found for {name}"
     assert out[9] == f"No session found for {name}"
 
 
@@ -449,14 +471,17 @@ def test_exec_applies_env_and_refuses_what_openclaw_refuses() -> None:
         "to allow).")
     assert json.loads(sandbox.content)["error"].startswith(
         "exec host=sandbox is configured, but sandbox runtime is unavailable for this session.")
-    assert others.content == "ok" and others.kind == "observation"
+    assert others.content == "ok"
+    assert others.kind == "observation"
 
 
 def test_exec_yield_ms_is_clamped_and_output_interleaved() -> None:
     from harnessgrid.plugins.adapters._openclaw_tools import yield_window_ms
 
-    assert yield_window_ms({}) == 10_000 and yield_window_ms({"background": True}) == 0
-    assert yield_window_ms({"yieldMs": 0}) == 10 and yield_window_ms({"yieldMs": -5}) == 10
+    assert yield_window_ms({}) == 10_000
+    assert yield_window_ms({"background": True}) == 0
+    assert yield_window_ms({"yieldMs": 0}) == 10
+    assert yield_window_ms({"yieldMs": -5}) == 10
     assert yield_window_ms({"yieldMs": 10**9}) == 120_000
     assert yield_window_ms({"yieldMs": float("nan")}) == 10_000
     traj = play([call("exec", command="echo 1; echo 2 >&2; echo 3; echo 4 >&2")])
@@ -481,7 +506,8 @@ def test_system_prompt_sections_in_order() -> None:
     for name in ("read", "write", "edit", "exec", "process"):
         assert re.search(rf"^- {name}: \S", prompt, re.MULTILINE)
     assert "Your working directory is /workspace." in prompt
-    assert "Runtime: agent=main |" in prompt and "model=unknown" in prompt
+    assert "Runtime: agent=main |" in prompt
+    assert "model=unknown" in prompt
     assert prompt == _prompt({})  # fixed date: identical episodes, identical prompts
     assert "Thursday, February 26, 2026, 09:00" in prompt
     assert "2031-01-01 12:00" in _prompt({}, now="2031-01-01 12:00")
@@ -499,22 +525,26 @@ def test_bootstrap_files_markers_caps_and_persona() -> None:
     user = prompt.split("## /workspace/USER.md\n", 1)[1].split("\n\n## Current Date", 1)[0]
     assert "[...truncated, read USER.md for full content...]" in user
     assert "…(truncated USER.md: kept 14000+4000 chars of 25007)…" in user
-    assert user.startswith("U" * 14_000 + "\n") and user.endswith("U" * 3993 + "THE-END")
+    assert user.startswith("U" * 14_000 + "\n")
+    assert user.endswith("U" * 3993 + "THE-END")
     order = [prompt.index(f"/workspace/{n}\n") for n in ("AGENTS.md", "SOUL.md", "IDENTITY.md",
                                                          "USER.md")]
     assert order == sorted(order)
     no_soul = _prompt({"SOUL.md": ""})
-    assert "take on its persona" not in no_soul and "/workspace/SOUL.md" not in no_soul
+    assert "take on its persona" not in no_soul
+    assert "/workspace/SOUL.md" not in no_soul
 
 
 def test_bootstrap_total_budget_and_source_dir(tmp_path: Path) -> None:
     (tmp_path / "AGENTS.md").write_text("from the folder\n")
     task = Task(id="p", instruction="x", source_dir=tmp_path, files={"/workspace/USER.md": "hi"})
     prompt = OpenClawHarness().start(task, "e").history[0].content
-    assert "from the folder" in prompt and "## /workspace/USER.md\nhi" in prompt
+    assert "from the folder" in prompt
+    assert "## /workspace/USER.md\nhi" in prompt
     small = _prompt({"AGENTS.md": "a" * 500, "SOUL.md": "b" * 500},
                     bootstrap_max_chars=300, bootstrap_total_max_chars=400)
-    assert small.count("[...truncated") == 1 and "/workspace/TOOLS.md" not in small
+    assert small.count("[...truncated") == 1
+    assert "/workspace/TOOLS.md" not in small
 
 
 # --------------------------------------------------------------------------------- pruning
@@ -562,13 +592,16 @@ def test_hard_clear_oldest_first_until_below_half() -> None:
     out = prune(msgs, 50_000, PruningSettings(block_assistants=1))  # 128.3K of 200K chars
     cleared = [m.content == HARD_CLEAR_PLACEHOLDER for m in out if m.role == "tool"]
     k = cleared.count(True)
-    assert k > 0 and cleared == [True] * k + [False] * (20 - k)  # oldest first, old ones only
+    assert k > 0
+    assert cleared == [True] * k + [False] * (20 - k)  # oldest first, old ones only
     assert chars(out) / 200_000 < 0.5 <= (chars(out) + 3900 - len(HARD_CLEAR_PLACEHOLDER)) / 200_000
     # the default clears whole blocks of 3 turns' results, still oldest first, just below half
     out = prune(msgs, 50_000, PruningSettings())
     cleared = [m.content == HARD_CLEAR_PLACEHOLDER for m in out if m.role == "tool"]
     k = cleared.count(True)
-    assert k > 0 and k % 3 == 0 and cleared == [True] * k + [False] * (20 - k)
+    assert k > 0
+    assert k % 3 == 0
+    assert cleared == [True] * k + [False] * (20 - k)
     freed = 3 * (3900 - len(HARD_CLEAR_PLACEHOLDER))
     assert chars(out) / 200_000 < 0.5 <= (chars(out) + freed) / 200_000
     # fewer than 50,000 prunable characters: no hard clear, whatever the ratio
@@ -585,7 +618,8 @@ def test_pruning_changes_the_view_not_the_history() -> None:
     view = h.view(state, ContextBudget(max_tokens=20_000))
     assert state.history == before
     trimmed = [m for m in view if "[Tool result trimmed" in m.content]
-    assert len(trimmed) == 3 and view[0] == before[0]
+    assert len(trimmed) == 3
+    assert view[0] == before[0]
 
 
 # ------------------------------------------------------------------------------- compaction
@@ -607,8 +641,10 @@ def _long_state(h: OpenClawHarness, turns: int = 20) -> EpisodeState:
 def test_compaction_triggers_at_window_minus_reserve_and_writes_a_checkpoint() -> None:
     h = OpenClawHarness(pruning=PruningSettings(mode="off"))
     settings = CompactionSettings()
-    assert settings.trigger(200_000) == 200_000 - 16_384 and settings.keep(200_000) == 20_000
-    assert settings.trigger(8_000) == 6_000 and settings.keep(8_000) == 2_400
+    assert settings.trigger(200_000) == 200_000 - 16_384
+    assert settings.keep(200_000) == 20_000
+    assert settings.trigger(8_000) == 6_000
+    assert settings.keep(8_000) == 2_400
     budget = ContextBudget(max_tokens=8_000)
     small = _long_state(h, turns=3)
     assert h.view(small, budget) == small.history  # under the trigger: nothing happens
@@ -617,17 +653,21 @@ def test_compaction_triggers_at_window_minus_reserve_and_writes_a_checkpoint() -
     assert tokens > settings.trigger(8_000)
     view = h.view(state, budget)
     marker = state.history[-1]
-    assert marker.kind == "compaction" and view[1] == marker and view[0] == state.history[0]
+    assert marker.kind == "compaction"
+    assert view[1] == marker
+    assert view[0] == state.history[0]
     assert budget.count(view) < settings.trigger(8_000)
     kept = view[2:]
-    assert kept[0].role in ("user", "assistant") and abs(budget.count(kept) - 2_400) < 400
+    assert kept[0].role in ("user", "assistant")
+    assert abs(budget.count(kept) - 2_400) < 400
     assert kept == state.history[len(state.history) - 1 - len(kept):-1]
     for heading in ("## Goal", "## Constraints & Preferences", "## Progress", "### Done",
                     "### In Progress", "### Blocked", "## Key Decisions", "## Next Steps",
                     "## Critical Context"):
         assert f"\n{heading}\n" in marker.content
     assert "Fix app.ini; never touch README." in marker.content
-    assert "- read file0.txt" in marker.content and "read file2.txt: 'x' does not exist" in (
+    assert "- read file0.txt" in marker.content
+    assert "read file2.txt: 'x' does not exist" in (
         marker.content)
     assert f"tokens_before={tokens}" in (marker.name or "")
     assert h.view(state, budget) == view  # idempotent until the session grows again
@@ -646,7 +686,8 @@ def test_compaction_summarizer_hook_and_repeated_compaction() -> None:
     h.view(state, budget)
     state.append(*_long_state(h).history[2:])  # the session grows past the trigger again
     view = h.view(state, budget)
-    assert len(seen) == 2 and "custom summary 2" in view[1].content
+    assert len(seen) == 2
+    assert "custom summary 2" in view[1].content
     assert seen[1].messages[0].kind == "compaction"  # the previous checkpoint is summarised too
     assert [m.kind for m in view].count("compaction") == 1
 
@@ -656,10 +697,12 @@ def test_runtime_sees_compaction_as_a_new_segment_and_transcript_records_it() ->
     turns = [call("read", path="big.txt") for _ in range(12)]
     traj = play(turns, {"big.txt": big}, max_context_tokens=5_000, max_turns=20)
     assert traj.termination == "finished", traj.error
-    assert traj.segments > 1 and any(m.kind == "compaction" for m in traj.history)
+    assert traj.segments > 1
+    assert any(m.kind == "compaction" for m in traj.history)
     events = OpenClawHarness.session_events(traj)
     compactions = [e for e in events if e["type"] == "compaction"]
-    assert compactions and compactions[0]["summary"].startswith("## Goal\n")
+    assert compactions
+    assert compactions[0]["summary"].startswith("## Goal\n")
     ids = {e["id"] for e in events if e["type"] != "session"}
     assert all(c["firstKeptEntryId"] in ids and c["tokensBefore"] > 0 for c in compactions)
     # pi-coding-agent's compaction details: files read / modified before the cut
@@ -672,12 +715,16 @@ def test_runtime_sees_compaction_as_a_new_segment_and_transcript_records_it() ->
 def test_text_reply_finishes_and_empty_reply_is_nudged() -> None:
     traj = play([ModelTurn(content=""), ModelTurn(content="   "), call("exec", command="true"),
                  ModelTurn(content="Finished: nothing to do.")])
-    assert traj.termination == "finished" and len(traj.turns) == 4
+    assert traj.termination == "finished"
+    assert len(traj.turns) == 4
     nudges = [m for m in traj.history if m.kind == "format_error" and m.role == "user"]
-    assert len(nudges) == 2 and "empty" in nudges[0].content
-    assert traj.turns[-1].calls == [] and traj.history[-1].content == "Finished: nothing to do."
+    assert len(nudges) == 2
+    assert "empty" in nudges[0].content
+    assert traj.turns[-1].calls == []
+    assert traj.history[-1].content == "Finished: nothing to do."
     stuck = play([ModelTurn(content="")] * 9, max_format_errors=3)
-    assert stuck.termination == "format_errors" and len(stuck.turns) == 3
+    assert stuck.termination == "format_errors"
+    assert len(stuck.turns) == 3
 
 
 # ----------------------------------------------------------------------------- transcripts
@@ -700,14 +747,16 @@ def test_session_file_matches_openclaw_format() -> None:
         if "message" in e:  # ``details`` only where the tool sets them (not read/write)
             assert set(ref["message"]) - {"details"} <= set(e["message"])
     head = events[0]
-    assert head["type"] == "session" and head["cwd"] == "/workspace"
+    assert head["type"] == "session"
+    assert head["cwd"] == "/workspace"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", head["timestamp"])
     chain = events[1:]
     assert chain[0]["parentId"] is None
     assert all(b["parentId"] == a["id"] and re.fullmatch("[0-9a-f]{8}", b["id"])
                for a, b in itertools.pairwise(chain))
     # a new session's leading entries (pi-coding-agent's SessionManager, via OpenClaw)
-    assert chain[0]["type"] == "model_change" and chain[1]["type"] == "thinking_level_change"
+    assert chain[0]["type"] == "model_change"
+    assert chain[1]["type"] == "thinking_level_change"
     assert (chain[0]["provider"], chain[0]["modelId"]) == ("script", "script")
     assert chain[1]["thinkingLevel"] == "off"
     chain = chain[2:]
@@ -730,7 +779,8 @@ def test_session_file_matches_openclaw_format() -> None:
         "status": "error", "tool": "read",
         "error": "ENOENT: no such file or directory, access '/workspace/missing.txt'"}
     assert results_[2]["details"]["status"] == "completed"
-    assert results_[2]["details"]["exitCode"] == 0 and results_[2]["details"]["aggregated"] == "hi"
+    assert results_[2]["details"]["exitCode"] == 0
+    assert results_[2]["details"]["aggregated"] == "hi"
 
 
 def test_session_file_names_the_provider_and_its_api() -> None:
@@ -744,7 +794,8 @@ def test_session_file_names_the_provider_and_its_api() -> None:
     traj = play([call("exec", command="true")]).model_copy(
         update={"policy": "litellm:anthropic/claude-sonnet-4-5"})
     events = OpenClawHarness.session_events(traj)
-    assert events[1]["provider"] == "anthropic" and events[1]["modelId"] == "claude-sonnet-4-5"
+    assert events[1]["provider"] == "anthropic"
+    assert events[1]["modelId"] == "claude-sonnet-4-5"
     apis = {e["message"]["api"] for e in events
             if e["type"] == "message" and e["message"]["role"] == "assistant"}
     assert apis == {"anthropic-messages"}
@@ -770,11 +821,14 @@ def test_a_transcript_grader_counting_tool_calls_works() -> None:
 @pytest.mark.parametrize("task", [UPPER_TASK, EDIT_TASK], ids=lambda t: t.id)
 def test_oracle_scores_one_through_the_adapter(task: Task) -> None:
     traj = run(run_episode(OpenClawHarness(), task, ScriptedPolicy()))
-    assert traj.termination == "finished" and traj.score == 1.0, (traj.error, traj.subscores)
+    assert traj.termination == "finished", (traj.error, traj.subscores)
+    assert traj.score == 1.0, (traj.error, traj.subscores)
     assert traj.harness == "adapter:openclaw"
     null = run(run_episode(OpenClawHarness(), task, ScriptedPolicy(empty=True)))
     # null sends nothing: OpenClaw nudges each empty reply until the run of them ends it
-    assert null.termination == "format_errors" and null.score is not None and null.score < 1.0
+    assert null.termination == "format_errors"
+    assert null.score is not None
+    assert null.score < 1.0
 
 
 def _grid_bench() -> Any:
@@ -789,7 +843,8 @@ def test_oracle_scores_one_on_a_grid_bench_sample() -> None:
                              concurrency=8))
     failed = [(t.task_id, t.termination, t.score, t.error or t.grade_error) for t in trajs
               if t.score != 1.0]
-    assert len(trajs) >= 20 and not failed
+    assert len(trajs) >= 20
+    assert not failed
 
 
 def test_harness_show_describes_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -802,7 +857,8 @@ def test_harness_show_describes_the_adapter(monkeypatch: pytest.MonkeyPatch) -> 
                              load_external=False).registry()
     monkeypatch.setattr(harnessgrid.registry, "get_registry", lambda: registry)
     info = describe("adapter:openclaw", None)
-    assert info["harness"] == "adapter:openclaw" and info["native_tools"]
+    assert info["harness"] == "adapter:openclaw"
+    assert info["native_tools"]
     assert [t["name"] for t in info["tools"]] == ["read", "write", "edit", "exec", "process"]
     assert info["system_prompt"].startswith("You are a personal assistant running inside")
     assert info["sample_turn"]["tool_calls"] == [{"name": "read",
@@ -821,7 +877,7 @@ def test_pruning_moves_in_blocks_so_most_turns_append() -> None:
             view = prune(msgs[:1 + 2 * turns], 10_000, settings)
             if previous is not None and view[:len(previous)] != previous:
                 out.append(turns)
-            previous = view + [msgs[1 + 2 * turns]] if turns < 16 else None
+            previous = [*view, msgs[1 + 2 * turns]] if turns < 16 else None
         return out
 
     assert rewrites(PruningSettings(block_assistants=1)) == list(range(4, 17))
@@ -829,7 +885,8 @@ def test_pruning_moves_in_blocks_so_most_turns_append() -> None:
     for turns in range(3, 17):  # at least the last 3 assistant turns, at most 5, are spared
         view = prune(msgs[:1 + 2 * turns], 10_000, PruningSettings())
         spared = [m for m in view if m.role == "tool" and "trimmed" not in m.content]
-        assert 3 <= len(spared) <= 5 and view[-2 * len(spared):] == msgs[
+        assert 3 <= len(spared) <= 5
+        assert view[-2 * len(spared):] == msgs[
             1 + 2 * (turns - len(spared)):1 + 2 * turns]
 
 
@@ -852,7 +909,8 @@ def test_compactions_and_pruning_append_on_grid_long() -> None:
         assert traj.passed, (task.id, traj.termination, traj.error)
         checkpoints = [m for m in traj.history if m.kind == "compaction"]
         compacted += bool(checkpoints)
-        assert len(traj.turns) >= 8 and traj.segments <= len(traj.turns) / 2
+        assert len(traj.turns) >= 8
+        assert traj.segments <= len(traj.turns) / 2
         assert traj.segments <= 1 + len(checkpoints) + len(traj.turns) // 3
     assert compacted
 

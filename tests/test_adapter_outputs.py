@@ -101,8 +101,10 @@ def test_claude_code_first_message_opens_with_the_context_block(
     first = claude_code[0].history[1].content
     assert first.endswith("</system-reminder>\n" + facts["user_text"])
     context = first[:-len(facts["user_text"])]
-    assert context.startswith("<system-reminder>\n") and facts["context_opens"]
-    assert context.count("<system-reminder>") == 1 and facts["context_ends"]
+    assert context.startswith("<system-reminder>\n")
+    assert facts["context_opens"]
+    assert context.count("<system-reminder>") == 1
+    assert facts["context_ends"]
     assert [line for line in context.split("\n") if line.startswith("# ")] == facts["sections"]
     assert facts["memory_line"].replace("{cwd}", W) in context.split("\n")
     # without CLAUDE.md the reminders still come first, alone
@@ -152,7 +154,8 @@ def test_openclaw_modified_call_merges_over_the_original() -> None:
         loop.run_until_complete(harness.step(state, ModelTurn(tool_calls=(call,)), env))
         answer = next(m for m in state.history if m.tool_call_id == "c1")
         assert answer.content == "Successfully wrote 4 bytes to safe.txt"
-        assert (ws.root / "safe.txt").read_text() == "kept" and not (ws.root / "a.txt").exists()
+        assert (ws.root / "safe.txt").read_text() == "kept"
+        assert not (ws.root / "a.txt").exists()
     finally:
         loop.run_until_complete(sandbox.close())
         loop.close()
@@ -160,7 +163,11 @@ def test_openclaw_modified_call_merges_over_the_original() -> None:
 
 
 def test_js_string_arithmetic() -> None:
-    assert js_len("héllo 😀\n") == 9 and js_len("") == 0
-    assert js_prefix("a😀b", 2) == "a" and js_prefix("a😀b", 3) == "a😀"
-    assert js_suffix("a😀b", 2) == "b" and js_suffix("a😀b", 3) == "😀b"
-    assert js_suffix("abc", 5) == "abc" and js_prefix("abc", 0) == ""
+    assert js_len("héllo 😀\n") == 9
+    assert js_len("") == 0
+    assert js_prefix("a😀b", 2) == "a"
+    assert js_prefix("a😀b", 3) == "a😀"
+    assert js_suffix("a😀b", 2) == "b"
+    assert js_suffix("a😀b", 3) == "😀b"
+    assert js_suffix("abc", 5) == "abc"
+    assert js_prefix("abc", 0) == ""

@@ -166,7 +166,8 @@ def test_claude_code_runs_product_tools_on_the_host(rig: Callable[..., Rig]) -> 
     assert (failed.content, failed.kind) == ("tool 'lookup_order' failed: KeyError: 'missing'",
                                              "tool_error")
     wrong = r.call("mcp__product__lookup_order", order="A17")
-    assert wrong.kind == "tool_error" and wrong.content.startswith(
+    assert wrong.kind == "tool_error"
+    assert wrong.content.startswith(
         "invalid arguments for tool 'lookup_order'")
     assert r.seen == ["A17", "missing"]
     unknown = r.call("mcp__product__refund", order_id="A17")
@@ -187,10 +188,12 @@ def test_claude_code_denials_are_permission_results(rig: Callable[..., Rig]) -> 
     assert [type(e) for e in r.events] == [ToolDenied, ToolDenied]
     # invalid calls stay input errors: the approval callback never sees them
     invalid = r.call("Write", file_path=f"{W}/notes.md")
-    assert invalid.kind == "format_error" and "content" in invalid.content
+    assert invalid.kind == "format_error"
+    assert "content" in invalid.content
     assert len(r.requests) == 2
     fine = r.call("Bash", command="echo ok")
-    assert fine.content == "ok" and isinstance(r.events[-1], ToolCallStarted)
+    assert fine.content == "ok"
+    assert isinstance(r.events[-1], ToolCallStarted)
 
 
 def test_claude_code_runs_the_modified_call(rig: Callable[..., Rig]) -> None:
@@ -201,8 +204,10 @@ def test_claude_code_runs_the_modified_call(rig: Callable[..., Rig]) -> None:
 
     r = rig(ClaudeCodeHarness(), approve=safer)
     msg = r.call("Bash", command="touch first.txt && echo done")
-    assert msg.content == "done" and msg.tool_call_id == "call_1"
-    assert (r.ws.root / "second.txt").exists() and not (r.ws.root / "first.txt").exists()
+    assert msg.content == "done"
+    assert msg.tool_call_id == "call_1"
+    assert (r.ws.root / "second.txt").exists()
+    assert not (r.ws.root / "first.txt").exists()
     assert r.outcome.executed[0].action == Action.of("shell",
                                                      command="touch second.txt && echo done")
 
@@ -210,7 +215,8 @@ def test_claude_code_runs_the_modified_call(rig: Callable[..., Rig]) -> None:
 def test_claude_code_bash_commands_reach_product_tools(rig: Callable[..., Rig]) -> None:
     r = rig(ClaudeCodeHarness())
     msg = r.call("Bash", command="lookup_order '{\"order_id\": \"B2\"}'")
-    assert msg.kind == "observation" and json.loads(msg.content)["id"] == "B2"
+    assert msg.kind == "observation"
+    assert json.loads(msg.content)["id"] == "B2"
     assert r.seen == ["B2"]
     # the command inside the sandbox is approved like any call
     assert [q.name for q in r.requests] == ["Bash", "lookup_order"]
@@ -237,7 +243,8 @@ def test_openclaw_presents_product_tools_as_plugin_tools(rig: Callable[..., Rig]
     spec = shop([]).spec()
     assert r.harness.tools() == [*oc_tool_specs(), spec]
     prompt = r.state.history[0].content
-    assert "- process: " in prompt and f"\n- lookup_order: {spec.description}\n" in prompt
+    assert "- process: " in prompt
+    assert f"\n- lookup_order: {spec.description}\n" in prompt
     assert prompt.index("- process: ") < prompt.index("- lookup_order: ")
     assert "lookup_order" not in plain.system_prompt_text(task)
     for name in ("exec", "Read", "bash"):
@@ -275,7 +282,8 @@ def test_openclaw_denials_are_blocked_calls(rig: Callable[..., Rig]) -> None:
                               '"no new files from exec"\n}')
     assert not (r.ws.root / "made.txt").exists()
     invalid = r.call("exec", command=3)
-    assert invalid.kind == "format_error" and len(r.requests) == 2
+    assert invalid.kind == "format_error"
+    assert len(r.requests) == 2
     assert [type(e) for e in r.events] == [ToolDenied, ToolDenied]
 
 
@@ -293,7 +301,8 @@ def test_openclaw_runs_the_modified_call_and_exec_reaches_products(
     assert (r.ws.root / "safe/notes.md").read_text() == "hi"
     assert not (r.ws.root / "notes.md").exists()
     out = r.call("exec", command="lookup_order '{\"order_id\": \"C3\"}'")
-    assert json.loads(out.content)["id"] == "C3" and r.seen == ["C3"]
+    assert json.loads(out.content)["id"] == "C3"
+    assert r.seen == ["C3"]
     assert [q.name for q in r.requests] == ["write", "exec", "lookup_order"]
 
 
@@ -330,7 +339,8 @@ def test_mini_bash_product_commands_run_on_the_host(rig: Callable[..., Rig]) -> 
     obs = r.bash(command)
     assert obs.content == f"[exit code 0]\n{ORDER}\n"
     failed = r.bash("lookup_order '{\"order_id\": \"missing\"}'")
-    assert failed.content.startswith("[exit code 1]\n") and "KeyError" in failed.content
+    assert failed.content.startswith("[exit code 1]\n")
+    assert "KeyError" in failed.content
     assert r.seen == ["A17", "missing"]
     assert [q.name for q in r.requests] == ["bash", "lookup_order", "bash", "lookup_order"]
 

@@ -48,8 +48,10 @@ def test_litellm_episode_through_the_cli_with_a_malformed_call() -> None:
         requests = [r.json for r in server.requests]
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["score"] == 1.0 and result["termination"] == "finished"
-    assert result["turns"] == 4 and result["tokens_in"] == 4 * 11  # from the servers' usage
+    assert result["score"] == 1.0
+    assert result["termination"] == "finished"
+    assert result["turns"] == 4
+    assert result["tokens_in"] == 4 * 11  # from the servers' usage
     # What the model saw: native tools, and its broken call answered by a tool message.
     assert {t["function"]["name"] for t in requests[0]["tools"]} >= {"read_file", "finish"}
     third = requests[2]["messages"]
@@ -73,12 +75,14 @@ def test_anthropic_episode_through_the_claude_code_adapter() -> None:
         traj = asyncio.run(hg.run_episode(hg.resolve_harness("adapter:claude-code"), UPPER_TASK,
                                           policy))
         requests = [r.json for r in server.requests]
-    assert traj.termination == "finished" and traj.score == 1.0, traj.error
+    assert traj.termination == "finished", traj.error
+    assert traj.score == 1.0, traj.error
     # The order is the adapter's (the emulated shell's), not this test's concern.
     assert {t["name"] for t in requests[0]["tools"]} >= {"Read", "Write", "Edit", "Bash"}
     assert isinstance(requests[0]["system"], (str, list))  # system prompt at the top level
     refused = requests[3]["messages"][-1]["content"][0]
-    assert refused["type"] == "tool_result" and "<tool_use_error>" in str(refused["content"])
+    assert refused["type"] == "tool_result"
+    assert "<tool_use_error>" in str(refused["content"])
     names = [p["name"] for e in traj.transcript() if e.get("type") == "message"
              for p in e["message"]["content"] if p.get("type") == "toolCall"]
     assert names == ["Read", "Bash", "Read"]
@@ -106,7 +110,8 @@ def test_openai_scheme_native_tools_through_the_cli() -> None:
     result = json.loads(out.stdout)
     assert (result["score"], result["termination"], result["policy"]) == (
         1.0, "finished", "openai:test-model")
-    assert result["turns"] == 4 and result["tokens_in"] == 4 * 11
+    assert result["turns"] == 4
+    assert result["tokens_in"] == 4 * 11
     assert {t["function"]["name"] for t in requests[0]["tools"]} >= {"read_file", "finish"}
     error_reply = [m for m in requests[2]["messages"] if m["role"] == "tool"][-1]
     assert "not valid JSON" in error_reply["content"]
@@ -124,7 +129,8 @@ def test_openai_scheme_text_tool_calls_in_process() -> None:
         traj = asyncio.run(hg.run_episode(hg.resolve_harness("S0-T1-O0-C0-W0"), UPPER_TASK,
                                           policy))
         requests = [r.json for r in server.requests]
-    assert traj.termination == "finished" and traj.score == 1.0, traj.error
+    assert traj.termination == "finished", traj.error
+    assert traj.score == 1.0, traj.error
     assert (traj.tokens_in, traj.tokens_out) == (11 + 40, 7 + 9)
     assert all("tools" not in body for body in requests)
     assert "<exec>" in requests[0]["messages"][0]["content"]  # the format, in the prompt

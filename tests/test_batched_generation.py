@@ -112,7 +112,8 @@ def test_batched_logprobs_equal_a_plain_unbatched_forward(loaded: tuple[Any, Any
         follow = [[*conversation(i), t.message(), Message(role="user", content="Go on.")]
                   for i, t in enumerate(first)]
         second = await batched(policy, [
-            lambda s=s, m=m: policy.act(request(s, m)) for s, m in zip(states, follow)])
+            lambda s=s, m=m: policy.act(request(s, m))
+            for s, m in zip(states, follow, strict=True)])
         return first + second
 
     before = policy.stats.snapshot()
@@ -125,7 +126,8 @@ def test_batched_logprobs_equal_a_plain_unbatched_forward(loaded: tuple[Any, Any
     model = loaded[0]
     for i, turn in enumerate(turns):
         rec = turn.tokens
-        assert rec is not None and rec.completion_ids
+        assert rec is not None
+        assert rec.completion_ids
         assert len(rec.completion_ids) <= (limits[i] if i < 6 else 16)
         full = torch.tensor([rec.prompt_ids + rec.completion_ids])
         with torch.no_grad():
@@ -196,7 +198,8 @@ def test_max_batch_size_1_reproduces_the_batched_ids(loaded: tuple[Any, Any]) ->
 
     one, many = make(loaded, max_batch_size=1), make(loaded)
     assert play(one) == play(many)
-    assert one.stats.largest_batch == 1 and one.stats.batches == one.stats.requests == 24
+    assert one.stats.largest_batch == 1
+    assert one.stats.batches == one.stats.requests == 24
     assert many.stats.batches < many.stats.requests == 24
 
 
@@ -211,7 +214,8 @@ def test_32_concurrent_turns_wait_without_threads_and_share_batches(
     turns = asyncio.run(batched(policy, [
         lambda i=i: policy.act(request(State(f"many-{i}"), conversation(i % 5)))
         for i in range(32)]))
-    assert len(turns) == 32 and all(t.tokens is not None for t in turns)
+    assert len(turns) == 32
+    assert all(t.tokens is not None for t in turns)
     stats = policy.stats
     assert stats.requests == 33  # and the plug
     assert stats.batches == 1 + 32 // min(32, max_batch_size) < stats.requests
@@ -237,7 +241,8 @@ def test_turns_asked_for_together_share_one_batch_without_help(
 
     asyncio.run(run())
     assert policy.stats.requests == 48
-    assert policy.stats.batches == 3 and policy.stats.largest_batch == 16
+    assert policy.stats.batches == 3
+    assert policy.stats.largest_batch == 16
 
 
 def test_works_from_several_event_loops_and_threads(loaded: tuple[Any, Any]) -> None:
@@ -255,10 +260,13 @@ def test_works_from_several_event_loops_and_threads(loaded: tuple[Any, Any]) -> 
         t.start()
     for t in threads:
         t.join(60)
-    assert first.tokens and second.tokens and sorted(results) == [0, 1, 2, 3]
+    assert first.tokens
+    assert second.tokens
+    assert sorted(results) == [0, 1, 2, 3]
     # The blocking path (no event loop at all) goes through the same batcher.
     out = policy._generate(list(first.tokens.prompt_ids), 3, 7)
-    assert len(out.completion_ids) == 3 and out.finish_reason == "length"
+    assert len(out.completion_ids) == 3
+    assert out.finish_reason == "length"
 
 
 def test_a_cancelled_turn_is_not_generated(loaded: tuple[Any, Any]) -> None:
@@ -297,7 +305,8 @@ def test_a_model_in_train_mode_generates_in_eval_mode_and_is_restored(tiny_model
             policy.act(request(State(f"train-{i}"), conversation(i))) for i in range(3))))
 
     assert len(asyncio.run(run())) == 3
-    assert modes and not any(modes)
+    assert modes
+    assert not any(modes)
     assert model.training
     # Every policy on this model object shares one lock (a trainer holds it to update).
     twin = HFPolicy("live", model=model, tokenizer=tokenizer, max_new_tokens=3)
@@ -314,7 +323,8 @@ def test_options_and_context_limit(tiny_model_dir: Path, loaded: tuple[Any, Any]
     assert made.context_limit == loaded[0].config.max_position_embeddings - 5 == 4091
     with pytest.raises(ConfigError) as err:
         make_policy(f"hf:{tiny_model_dir}", {"max_batchsize": 4})
-    assert "max_batchsize" in err.value.message and "max_batch_size" in (err.value.hint or "")
+    assert "max_batchsize" in err.value.message
+    assert "max_batch_size" in (err.value.hint or "")
     with pytest.raises(ConfigError, match="max_batch_size"):
         make(loaded, max_batch_size=0)
     with pytest.raises(ConfigError, match="max_new_tokens"):
@@ -341,7 +351,9 @@ def test_batcher_splits_by_max_batch_size_reports_failures_and_restarts() -> Non
     futures = [batcher.submit(GenerationRequest([i], 1, i)) for i in range(7)]
     gate.set()
     assert [f.result(10).completion_ids for f in futures] == [[i] for i in range(7)]
-    assert max(seen) == 3 and sum(seen) == 7 and stats.requests == 7
+    assert max(seen) == 3
+    assert sum(seen) == 7
+    assert stats.requests == 7
     time.sleep(0.3)  # the idle thread exits; the next request starts a new one
     # Announced requests are waited for: these two share a batch, and both see its failure.
     batcher.announce()
@@ -352,7 +364,8 @@ def test_batcher_splits_by_max_batch_size_reports_failures_and_restarts() -> Non
     for f in bad:
         with pytest.raises(ValueError, match="backend failed"):
             f.result(10)
-    assert stats.failed_batches == 1 and seen[-1] == 2
+    assert stats.failed_batches == 1
+    assert seen[-1] == 2
     assert batcher.generate(GenerationRequest([5], 1, 5)).completion_ids == [5]
     assert stats.snapshot()["mean_batch"] == stats.requests / stats.batches
 
@@ -390,7 +403,9 @@ class FakeLLM:
 
     def generate(self, prompts: list[dict[str, list[int]]], params: list[FakeSamplingParams],
                  use_tqdm: bool = True) -> list[Any]:
-        assert isinstance(params, list) and len(params) == len(prompts) and not use_tqdm
+        assert isinstance(params, list)
+        assert len(params) == len(prompts)
+        assert not use_tqdm
         self.calls.append((prompts, params))
         out = []
         for sp in params:
@@ -424,7 +439,8 @@ def test_vllm_batches_pending_turns_into_one_generate_call(
 
     turns = asyncio.run(batched(policy, [first_turn(i) for i in range(5)]))
     (plug_prompts, _), (prompts, params) = llm.calls
-    assert len(plug_prompts) == 1 and len(prompts) == 5
+    assert len(plug_prompts) == 1
+    assert len(prompts) == 5
     # The batch holds the turns in the order their prompt ids were ready (a tokenizer pool
     # prepares them), which need not be submission order: match each turn by its seed.
     by_seed = {sp.seed: (prompt, sp) for prompt, sp in zip(prompts, params, strict=True)}
@@ -439,8 +455,10 @@ def test_vllm_batches_pending_turns_into_one_generate_call(
         assert (sp.temperature, sp.top_p, sp.logprobs) == (0.5, 1.0, 0)
         assert set(sp.stop_token_ids) == policy.book.stop_ids
         rec = turn.tokens
-        assert rec is not None and list(rec.prompt_ids) == list(expected)
-        assert len(rec.completion_ids) == sp.max_tokens and rec.completion_ids[0] == \
+        assert rec is not None
+        assert list(rec.prompt_ids) == list(expected)
+        assert len(rec.completion_ids) == sp.max_tokens
+        assert rec.completion_ids[0] == \
             10 + sp.seed % 500
         assert rec.logprobs == tuple(-0.25 * (k + 1) for k in range(sp.max_tokens))
         assert turn.finish_reason == "length"
@@ -450,7 +468,8 @@ def test_vllm_batches_pending_turns_into_one_generate_call(
     again = asyncio.run(batched(policy, [
         lambda i=i: policy.act(request(states[i], follow[i])) for i in range(5)]))
     _, (prompts2, params2) = llm.calls[2:]
-    assert len(prompts2) == 5 and len(llm.calls) == 4
+    assert len(prompts2) == 5
+    assert len(llm.calls) == 4
     by_seed = {sp.seed: (prompt, sp) for prompt, sp in zip(prompts2, params2, strict=True)}
     for i, turn in enumerate(again):
         prompt, sp = by_seed[derive_seed(3, f"v-{i}/1")]
@@ -459,5 +478,7 @@ def test_vllm_batches_pending_turns_into_one_generate_call(
         history = list(prev.prompt_ids + prev.completion_ids)
         assert prompt["prompt_token_ids"][: len(history)] == history  # extended, not re-encoded
         assert sp.seed == derive_seed(3, f"v-{i}/1")
-        assert turn.tokens is not None and turn.tokens.segment == 0
-    assert policy.stats.batches == 4 and policy.stats.requests == 12
+        assert turn.tokens is not None
+        assert turn.tokens.segment == 0
+    assert policy.stats.batches == 4
+    assert policy.stats.requests == 12

@@ -81,7 +81,8 @@ def test_search_past_its_budget_is_a_tool_error_naming_the_limit() -> None:
         report([result.error, result.output])
     """)
     error, output = got
-    assert error and "took more than 0.5s of matching" in error, got
+    assert error, got
+    assert "took more than 0.5s of matching" in error, got
     assert not output
 
 
@@ -99,8 +100,12 @@ def test_glob_with_many_stars_is_bounded() -> None:
 def test_bounded_pattern_keeps_re_semantics() -> None:
     p = safe_search.compile_bounded(r"(?P<k>\w+)=(\d+)", re.IGNORECASE)
     m = p.search("  KEY=42 ")
-    assert m is not None and m.group("k") == "KEY" and m.group(2) == "42" and m.start() == 2
-    assert p.fullmatch("a=1") is not None and p.fullmatch("a=1 ") is None
+    assert m is not None
+    assert m.group("k") == "KEY"
+    assert m.group(2) == "42"
+    assert m.start() == 2
+    assert p.fullmatch("a=1") is not None
+    assert p.fullmatch("a=1 ") is None
     assert [m.group(0) for m in p.finditer("a=1 b=2")] == ["a=1", "b=2"]
     with pytest.raises(re.error):
         safe_search.compile_bounded("(")
@@ -137,7 +142,8 @@ def test_claude_code_glob_brace_explosion_is_a_tool_error() -> None:
                 call("glob", {"a.py": "", "b.ts": "", "c.md": ""}, pattern="*.{py,ts}")])
     """))
     exploded, normal = got
-    assert exploded.startswith("ToolError") and "more than 1000 patterns" in exploded, exploded
+    assert exploded.startswith("ToolError"), exploded
+    assert "more than 1000 patterns" in exploded, exploded
     assert sorted(normal.split("\n")) == ["/workspace/a.py", "/workspace/b.ts"]
 
 
@@ -154,10 +160,12 @@ def test_claude_code_grep_backtracking_is_a_tool_error() -> None:
     """))
     content, multiline, nested, plain, braced, globbed, bad_glob = got
     for out in (content, multiline):
-        assert out.startswith("ToolError") and "took more than 0.5s" in out, out
+        assert out.startswith("ToolError"), out
+        assert "took more than 0.5s" in out, out
     assert nested == "No files found"
     assert plain == "/workspace/g.txt:hello"
-    assert braced == "No files found" and globbed == "Found 1 file\n/workspace/g.txt"
+    assert braced == "No files found"
+    assert globbed == "Found 1 file\n/workspace/g.txt"
     assert bad_glob == "No files found", bad_glob  # fnmatch reads a lone '[' literally
 
 

@@ -8,6 +8,7 @@ workspace and fails an untouched one."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -70,7 +71,8 @@ def test_fixture_suite_loads(suite: TaskSuite) -> None:
     assert sorted(tasks) == sorted(SOLUTIONS)
     assert tasks["fix_port"].mount_path == "/home/user/project"  # input_mount_dir
     assert tasks["archive_logs"].mount_path == clawgym.DEFAULT_MOUNT  # the default
-    assert tasks["sum_sales"].category == "data" and tasks["sum_sales"].plan == ()
+    assert tasks["sum_sales"].category == "data"
+    assert tasks["sum_sales"].plan == ()
     graders = {i: t.grader for i, t in tasks.items()}
     assert all(isinstance(g, clawgym.ClawGymGrader) for g in graders.values())
     assert {i: g.entry for i, g in graders.items()  # type: ignore[union-attr]
@@ -80,24 +82,28 @@ def test_fixture_suite_loads(suite: TaskSuite) -> None:
     assert tasks["hello_note"].source_dir is None
 
 
-@pytest.mark.parametrize("task_id, code", [("sum_sales", "S0-T0-O0-C0-W0"),
-                                           ("archive_logs", "S1-T2-O1-C0-W0"),
-                                           ("fix_port", "S0-T1-O2-C0-W0"),
-                                           ("hello_note", "S2-T0-O0-C0-W2")])
+@pytest.mark.parametrize(("task_id", "code"), [("sum_sales", "S0-T0-O0-C0-W0"),
+                                               ("archive_logs", "S1-T2-O1-C0-W0"),
+                                               ("fix_port", "S0-T1-O2-C0-W0"),
+                                               ("hello_note", "S2-T0-O0-C0-W2")])
 def test_fixture_solved_passes_and_untouched_fails(suite: TaskSuite, task_id: str,
                                                    code: str) -> None:
     task = suite.get(task_id)
     solved = play(task, SOLUTIONS[task_id], code)
-    assert solved.grade_error is None and solved.passed, (solved.grade_error, solved.subscores)
+    assert solved.grade_error is None, (solved.grade_error, solved.subscores)
+    assert solved.passed, (solved.grade_error, solved.subscores)
     untouched = play(task, None, code)
-    assert untouched.grade_error is None and untouched.score is not None
-    assert untouched.score < 1.0 and not untouched.passed
+    assert untouched.grade_error is None
+    assert untouched.score is not None
+    assert untouched.score < 1.0
+    assert not untouched.passed
 
 
 def test_paths_hold_and_the_agent_never_sees_reward(suite: TaskSuite) -> None:
     traj = play(suite.get("sum_sales"), SOLUTIONS["sum_sales"])
     listing = traj.turns[0].calls[0].result.output
-    assert "data" in listing and "reward" not in listing
+    assert "data" in listing
+    assert "reward" not in listing
     assert traj.subscores == {"total_written": 1.0, "total_correct": 1.0, "read_the_data": 1.0}
 
 
@@ -167,12 +173,15 @@ def test_malicious_check_is_a_grade_error(tmp_path: Path, case: str) -> None:
     task = make_task(tmp_path, check=source, grader_timeout_s=2)
     traj = play(task, None)
     # the (null) episode ran its course; only grading failed
-    assert not traj.infra_failure and traj.score is None and traj.grading == "ungraded"
-    assert traj.grade_error is not None and message in traj.grade_error, traj.grade_error
+    assert not traj.infra_failure
+    assert traj.score is None
+    assert traj.grading == "ungraded"
+    assert traj.grade_error is not None
+    assert message in traj.grade_error, traj.grade_error
     assert traj.grade_error.startswith("reward/check.py")
 
 
-@pytest.mark.parametrize("script, message", [
+@pytest.mark.parametrize(("script", "message"), [
     ("echo 'looks fine'\n", "is not a number"),
     ("echo 2\n", "outside [0, 1]"),
     ("echo 1.0; exit 4\n", "exit code 4"),
@@ -180,7 +189,8 @@ def test_malicious_check_is_a_grade_error(tmp_path: Path, case: str) -> None:
 ])
 def test_bad_reward_sh_is_a_grade_error(tmp_path: Path, script: str, message: str) -> None:
     traj = play(make_task(tmp_path, reward_sh=script), None)
-    assert traj.grade_error is not None and message in traj.grade_error, traj.grade_error
+    assert traj.grade_error is not None
+    assert message in traj.grade_error, traj.grade_error
 
 
 def test_grader_cannot_reach_host_files_or_services(tmp_path: Path) -> None:
@@ -196,10 +206,8 @@ def test_grader_cannot_reach_host_files_or_services(tmp_path: Path) -> None:
     hits: list[object] = []
 
     def accept() -> None:
-        try:
+        with contextlib.suppress(OSError):
             hits.append(listener.accept())
-        except OSError:
-            pass
 
     thread = threading.Thread(target=accept)
     thread.start()
@@ -230,8 +238,11 @@ def test_grader_cannot_reach_host_files_or_services(tmp_path: Path) -> None:
     finally:
         thread.join()
         listener.close()
-    assert traj.grade_error is None and traj.subscores == {"nothing_seen": 1.0}
-    assert not hits and not planted.exists() and secret.read_text() == "host secret\n"
+    assert traj.grade_error is None
+    assert traj.subscores == {"nothing_seen": 1.0}
+    assert not hits
+    assert not planted.exists()
+    assert secret.read_text() == "host secret\n"
 
 
 # --- loader mistakes --------------------------------------------------------------------------
@@ -243,7 +254,7 @@ def entry_folder(root: Path, entry: object, raw: str | None = None) -> str:
     return str(folder)
 
 
-@pytest.mark.parametrize("entry, raw, message", [
+@pytest.mark.parametrize(("entry", "raw", "message"), [
     ({"task_id": "a"}, None, "'user_query' is missing"),
     (None, "{not json", "cannot read it as JSON"),
     ([1, 2], None, "expected a JSON object"),
@@ -259,7 +270,8 @@ def test_bad_task_folders_are_broken_tasks(tmp_path: Path, entry: object, raw: s
     (the suite itself loads); asking for it is a ConfigError that gives the reason."""
     suite = clawgym.load(entry_folder(tmp_path, entry, raw))
     (bad,) = suite.broken
-    assert suite.tasks() == [] and message in bad.reason
+    assert suite.tasks() == []
+    assert message in bad.reason
     assert bad.id == (entry.get("task_id") if isinstance(entry, dict) else "t1")
     with pytest.raises(ConfigError, match="is broken: .*" + re.escape(message)):
         suite.get(bad.id)
@@ -290,10 +302,11 @@ def test_export_in_process_graders_rebuild_by_id(tmp_path: Path) -> None:
     harnessgrid; read back, the tasks keep their oracle plans and grade natively."""
     out = tmp_path / "out"
     report = clawgym.export_clawgym(hg.load_suite("examples"), out)
-    assert report.exported == {"upper": "upper", "config": "config"} and not report.skipped
+    assert report.exported == {"upper": "upper", "config": "config"}
+    assert not report.skipped
     entry = json.loads((out / "upper" / "data_entry.json").read_text())
-    assert entry["user_query"].startswith("Write the upper-cased") and \
-        entry["input_mount_dir"] == "/workspace"
+    assert entry["user_query"].startswith("Write the upper-cased")
+    assert entry["input_mount_dir"] == "/workspace"
     assert (out / "upper" / "input_files" / "in.txt").read_text() == "hello world\n"
     assert "load_suite(SUITE).get(TASK_ID)" in (out / "upper" / "reward" / "check.py").read_text()
     # The exported check.py runs as a script wherever harnessgrid is installed.
@@ -306,12 +319,14 @@ def test_export_in_process_graders_rebuild_by_id(tmp_path: Path) -> None:
     upper = back.get("upper")
     assert upper.plan == hg.load_suite("examples").get("upper").plan
     assert isinstance(upper.grader, RegeneratedGrader)
-    assert play(upper, upper.plan).passed and not play(upper, None).passed
+    assert play(upper, upper.plan).passed
+    assert not play(upper, None).passed
     # Without native graders the check.py runs sandboxed, where harnessgrid is not installed:
     # a clear grade error, not a score.
     sandboxed = clawgym.load(str(out), native_graders=False).get("upper")
     traj = play(sandboxed, sandboxed.plan)
-    assert traj.grade_error is not None and "No module named 'harnessgrid'" in traj.grade_error
+    assert traj.grade_error is not None
+    assert "No module named 'harnessgrid'" in traj.grade_error
 
 
 def test_export_file_graders_roundtrip_and_refusals(tmp_path: Path, suite: TaskSuite) -> None:
@@ -323,7 +338,8 @@ def test_export_file_graders_roundtrip_and_refusals(tmp_path: Path, suite: TaskS
     assert os.access(out / "archive_logs" / "reward" / "reward.sh", os.X_OK)
     back = clawgym.load(str(out))
     task = back.get("fix_port")
-    assert task.mount_path == "/home/user/project" and isinstance(task.grader,
+    assert task.mount_path == "/home/user/project"
+    assert isinstance(task.grader,
                                                                    clawgym.ClawGymGrader)
     assert play(task, SOLUTIONS["fix_port"]).passed
     with pytest.raises(ConfigError, match="not empty"):
@@ -331,7 +347,8 @@ def test_export_file_graders_roundtrip_and_refusals(tmp_path: Path, suite: TaskS
     # A function grader of a suite that cannot be rebuilt by name is skipped, with the reason.
     adhoc = TaskSuite(name="adhoc", splits={"eval": (hg.load_suite("examples").get("upper"),)})
     skipped = clawgym.export_clawgym(adhoc, tmp_path / "adhoc")
-    assert not skipped.exported and "cannot be rebuilt by name" in skipped.skipped["upper"]
+    assert not skipped.exported
+    assert "cannot be rebuilt by name" in skipped.skipped["upper"]
 
 
 @pytest.mark.slow
@@ -343,8 +360,10 @@ def test_export_generated_tasks_roundtrip(tmp_path: Path) -> None:
     back = clawgym.load(str(tmp_path / "bench"))
     for original in bench.tasks()[:3]:
         task = back.get(original.id)
-        assert task.plan == original.plan and task.mount_path == original.mount_path
-        assert play(task, task.plan).passed and not play(task, None).passed
+        assert task.plan == original.plan
+        assert task.mount_path == original.mount_path
+        assert play(task, task.plan).passed
+        assert not play(task, None).passed
 
 
 # --- fidelity (issue 14): the check's own reward, and categories the data does not give -----
@@ -373,11 +392,13 @@ def test_a_script_check_is_scored_by_its_own_reward(tmp_path: Path) -> None:
     assert traj.grade_error is None
     assert traj.subscores == {"file_exists": 1.0, "totals_correct": 1.0, "summary_line": 0.0,
                               "reward": 0.8}
-    assert traj.score == pytest.approx(0.8) and not traj.passed
+    assert traj.score == pytest.approx(0.8)
+    assert not traj.passed
     assert [w.split(" = ")[0] for w in traj.meta["grade_warnings"]] == [
         "reward/check.py: 'passed'", "reward/check.py: 'total'"]
     full = play(task, (A("write", path="report.txt", content=REPORT + "summary: ok\n"),))
-    assert full.score == 1.0 and full.passed
+    assert full.score == 1.0
+    assert full.passed
 
 
 def test_reward_sh_averages_every_value_where_the_check_reports_a_reward(tmp_path: Path
@@ -391,17 +412,19 @@ def test_reward_sh_averages_every_value_where_the_check_reports_a_reward(tmp_pat
     with pytest.raises(GraderError, match="outside"):
         task.grader.grade(ws, [])
     by_check = clawgym.load(str(SCRIPTS)).get("weighted_report").grader
-    assert by_check is not None and task_score(by_check.grade(ws, [])) == pytest.approx(0.8)
+    assert by_check is not None
+    assert task_score(by_check.grade(ws, [])) == pytest.approx(0.8)
 
 
 def test_a_script_check_without_reward_is_the_mean_of_what_it_prints(tmp_path: Path) -> None:
     task = clawgym.load(str(SCRIPTS)).get("script_mean")
     assert task.grader is not None
     scores = task.grader.grade(workspace(tmp_path, {"done.txt": "done\n"}), [])
-    assert scores == {"done_file": 1.0, "notes_file": 0.0} and task_score(scores) == 0.5
+    assert scores == {"done_file": 1.0, "notes_file": 0.0}
+    assert task_score(scores) == 0.5
 
 
-@pytest.mark.parametrize("printed, expected, total", [
+@pytest.mark.parametrize(("printed", "expected", "total"), [
     ('{"a": 1, "reward": 0.25}', {"a": 1.0, "reward": 0.25}, 0.25),
     ("progress 1/2\n0.75", {"reward": 0.75}, 0.75),
     ('{"a": 1.0, "notes": "x", "reward": 1}', {"a": 1.0, "reward": 1.0}, 1.0),
@@ -414,7 +437,8 @@ def test_check_output_rule(printed: str, expected: dict[str, float], total: floa
     result = CommandResult(stdout=printed + "\n", stderr="", exit_code=0, timed_out=False,
                            truncated=False, duration_s=0.0)
     scores = check_output_scores(result, "reward/check.py")
-    assert scores == expected and task_score(scores) == pytest.approx(total)
+    assert scores == expected
+    assert task_score(scores) == pytest.approx(total)
 
 
 def test_a_broken_folder_leaves_the_others_loaded(tmp_path: Path) -> None:
@@ -425,7 +449,8 @@ def test_a_broken_folder_leaves_the_others_loaded(tmp_path: Path) -> None:
     suite = clawgym.load(str(root))
     assert [t.id for t in suite.tasks()] == ["script_mean", "weighted_report"]
     (bad,) = suite.broken
-    assert bad.id == "zz_bad" and "'user_query' is missing" in bad.reason
+    assert bad.id == "zz_bad"
+    assert "'user_query' is missing" in bad.reason
     report = clawgym.export_clawgym(suite, tmp_path / "out")
     assert sorted(report.exported) == ["script_mean", "weighted_report"]
     assert report.skipped["zz_bad"].startswith("broken: ")
@@ -454,10 +479,14 @@ def test_the_report_says_when_a_category_is_unknown_and_lists_skipped_tasks() ->
     report = build_report(results, manifest)
     overall = {c.category: c for c in report.categories if c.setting == "overall"}
     assert list(overall) == ["files", "unknown"]  # the unknown one last
-    assert overall["unknown"].pass_rate.mean == 0.5 and not overall["unknown"].known
-    assert overall["files"].known and overall["files"].tasks == 1
+    assert overall["unknown"].pass_rate.mean == 0.5
+    assert not overall["unknown"].known
+    assert overall["files"].known
+    assert overall["files"].tasks == 1
     assert [(s.suite, s.task, s.reason) for s in report.skipped] == [
         ("clawgym:x", "d", "no user_query")]
     text = render_markdown(report)
-    assert "| unknown (not in the data) | 2 |" in text and "no rule to derive one" in text
-    assert "1 task(s) skipped" in text and "| clawgym:x | d | no user_query |" in text
+    assert "| unknown (not in the data) | 2 |" in text
+    assert "no rule to derive one" in text
+    assert "1 task(s) skipped" in text
+    assert "| clawgym:x | d | no user_query |" in text

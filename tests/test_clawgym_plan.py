@@ -73,10 +73,13 @@ def test_a_malformed_plan_is_an_error_naming_task_and_action(tmp_path: Path, pla
     root = write_task(tmp_path / "suite", "broken-task", plan)
     suite = hg.load_suite(f"clawgym:{root}")
     (bad,) = suite.broken  # the suite loads; the task is broken, with the loader's error
-    assert bad.id == "broken-task" and "task 'broken-task'" in bad.reason and named in bad.reason
+    assert bad.id == "broken-task"
+    assert "task 'broken-task'" in bad.reason
+    assert named in bad.reason
     with pytest.raises(ConfigError) as caught:
         suite.get("broken-task")
-    assert named in caught.value.message and caught.value.hint
+    assert named in caught.value.message
+    assert caught.value.hint
 
 
 def test_validate_fails_on_a_malformed_plan(tmp_path: Path) -> None:
@@ -89,8 +92,11 @@ def test_validate_fails_on_a_malformed_plan(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     report = json.loads(result.output)
     (row,) = report["tasks"]
-    assert row["id"] == "broken-task" and row["grading"] == "broken" and not row["ok"]
-    assert '{"kind": "edit", "args": {}}' in row["note"] and report["summary"]["broken"] == 1
+    assert row["id"] == "broken-task"
+    assert row["grading"] == "broken"
+    assert not row["ok"]
+    assert '{"kind": "edit", "args": {}}' in row["note"]
+    assert report["summary"]["broken"] == 1
 
 
 def test_no_plan_is_still_no_plan() -> None:
@@ -100,7 +106,7 @@ def test_no_plan_is_still_no_plan() -> None:
 
 def test_suite_path_rejects_unknown_options_and_a_missing_path(tmp_path: Path) -> None:
     assert suite_path("mine", str(tmp_path), {"a": 1}, {"a"}) == tmp_path.resolve()
-    with pytest.raises(ConfigError, match="unknown option.*colour") as caught:
+    with pytest.raises(ConfigError, match=r"unknown option.*colour") as caught:
         suite_path("mine", str(tmp_path), {"colour": "red"}, {"a"})
     assert caught.value.hint == "options: a"
     with pytest.raises(ConfigError, match="needs a path"):

@@ -40,7 +40,9 @@ def test_show_prints_the_design() -> None:
     local = as_json("design", "show", "--variant", "local")
     assert local == orthogonal_design(SPACE, variant="local").as_dicts()
     human = invoke("design", "show").output
-    assert "S2-T2-O2-C1-W2" in human and "18 configurations" in human and "stepwise" in human
+    assert "S2-T2-O2-C1-W2" in human
+    assert "18 configurations" in human
+    assert "stepwise" in human
     assert as_json("design", "show", "--kind", "first-order")[2] == {  # type: ignore[index]
         "system_prompt": "stepwise", "tool_interface": "bash_only", "observation": "annotated",
         "context": "compact", "workflow": "verify_recover"}
@@ -50,7 +52,7 @@ def test_show_prints_the_design() -> None:
     assert single == [SPACE.parse("S1-T0-O2-C1-W0").levels]
 
 
-@pytest.mark.parametrize("args, message", [
+@pytest.mark.parametrize(("args", "message"), [
     (["--kind", "grid"], "unknown design --kind 'grid'"),
     (["--kind", "single"], "--kind single needs --config"),
     (["--kind", "single", "--config", "S9"], "bad harness code"),
@@ -69,41 +71,50 @@ def test_bad_input_is_a_config_error(args: list[str], message: str) -> None:
 def test_check_reports_the_diagnostics() -> None:
     diag = as_json("design", "check")
     assert isinstance(diag, dict)
-    assert diag["gwlp"] == [1.0, 0.0, 0.0, 5.0, 7.5, 0.0] and diag["strength"] == 2
-    assert diag["pair_balanced"] is True and diag["nearest_ties"] == [10] * 18
+    assert diag["gwlp"] == [1.0, 0.0, 0.0, 5.0, 7.5, 0.0]
+    assert diag["strength"] == 2
+    assert diag["pair_balanced"] is True
+    assert diag["nearest_ties"] == [10] * 18
     assert diag["hamming_histogram"] == [0, 0, 0, 90, 45, 18]
     human = invoke("design", "check").output
     for text in ("GWLP", "1, 0, 0, 5, 7.5, 0", "11 / 27", "system_prompt × tool_interface",
                  "2 2 2 / 2 2 2 / 2 2 2", "nearest neighbours"):
         assert text in human
     first = as_json("design", "check", "--kind", "first-order")
-    assert first["strength"] == 1 and first["pair_balanced"] is False  # type: ignore[index]
+    assert first["strength"] == 1  # type: ignore[index]
+    assert first["pair_balanced"] is False  # type: ignore[index]
 
 
 def test_holdout_command() -> None:
     held = as_json("design", "holdout")
-    assert isinstance(held, list) and len(held) == 18
+    assert isinstance(held, list)
+    assert len(held) == 18
     assert not {json.dumps(r, sort_keys=True) for r in held} & {
         json.dumps(r, sort_keys=True) for r in orthogonal_design(SPACE).as_dicts()}
     assert as_json("design", "holdout", "--seed", "1") != held
     assert len(as_json("design", "holdout", "--n", "7", "--kind", "random",  # type: ignore[arg-type]
                        "--design-n", "30")) == 7
     bad = invoke("design", "holdout", "--n", "500")
-    assert isinstance(bad.exception, ConfigError) and "n=500" in str(bad.exception)
+    assert isinstance(bad.exception, ConfigError)
+    assert "n=500" in str(bad.exception)
 
 
 def test_schedule_preview() -> None:
     rows = as_json("schedule", "preview", "--steps", "4", "--tasks-per-step", "3",
                    "--n-tasks", "10")
-    assert isinstance(rows, list) and [r["step"] for r in rows] == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3
+    assert isinstance(rows, list)
+    assert [r["step"] for r in rows] == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3
     assert [r["distance"] for r in rows] == ([0] * 3 + [3] * 3) * 2
-    assert rows[0]["task"] == rows[3]["task"] and rows[0]["anchor"] == rows[3]["anchor"]
+    assert rows[0]["task"] == rows[3]["task"]
+    assert rows[0]["anchor"] == rows[3]["anchor"]
     repeat = as_json("schedule", "preview", "--k", "3", "--pairing", "repeat", "--steps", "3")
     assert {r["distance"] for r in repeat} == {0}  # type: ignore[union-attr,index]
     human = invoke("schedule", "preview", "--steps", "2", "--tasks-per-step", "2").output
-    assert "k=2, pairing=hamming" in human and "task-" in human
+    assert "k=2, pairing=hamming" in human
+    assert "task-" in human
     bad = invoke("schedule", "preview", "--pairing", "nearest")
-    assert isinstance(bad.exception, ConfigError) and "unknown pairing" in str(bad.exception)
+    assert isinstance(bad.exception, ConfigError)
+    assert "unknown pairing" in str(bad.exception)
     assert isinstance(invoke("schedule", "preview", "--steps", "0").exception, ConfigError)
 
 
@@ -113,7 +124,8 @@ def test_with_a_third_party_level(tmp_path: Path,
     make_plugin_dist(tmp_path, "hg-diffstat", "hg_diffstat", FOURTH_OBSERVATION_LEVEL)
     on_sys_path(tmp_path)
     rows = as_json("design", "show", "--with", "observation:diffstat")
-    assert isinstance(rows, list) and len(rows) == 36
+    assert isinstance(rows, list)
+    assert len(rows) == 36
     assert sum(r["observation"] == "diffstat" for r in rows) == 9
     assert as_json("design", "check", "--with", "observation:diffstat")["strength"] == 2  # type: ignore[index]
 
@@ -141,4 +153,5 @@ def test_a_usage_mistake_says_error_like_every_other_mistake() -> None:
                               capture_output=True, text=True, timeout=120, env=env,
                               check=False)
         assert done.returncode == 2, done.stderr
-        assert "error:" in done.stderr and "Error:" not in done.stderr, (args, done.stderr)
+        assert "error:" in done.stderr, (args, done.stderr)
+        assert "Error:" not in done.stderr, (args, done.stderr)

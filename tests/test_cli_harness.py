@@ -28,7 +28,8 @@ def test_show_json_native_and_text_interfaces() -> None:
     assert native["sample_turn"]["tool_calls"] == [{"name": "read_file",
                                                    "arguments": {"path": "notes.txt"}}]
     xml = show("S1-T1-O0-C0-W1")
-    assert xml["native_tools"] is False and '<view path="notes.txt"/>' in xml["sample_turn"]["content"]
+    assert xml["native_tools"] is False
+    assert '<view path="notes.txt"/>' in xml["sample_turn"]["content"]
     assert "<view" in xml["system_prompt"]  # tools described in the prompt
     bash = show("S0-T2-O0-C0-W0")
     assert "cat notes.txt" in bash["sample_turn"]["content"]  # read lowered to a shell command
@@ -47,7 +48,8 @@ def test_diff_names_changed_factors_and_prompt_lines() -> None:
     assert "tool_interface: function_calling -> xml_tags" in out.stdout
     assert "+- show the text of a file" in out.stdout or "+<view" in out.stdout
     same = hg_cli("harness", "diff", "S0-T0-O0-C0-W0", "S0-T0-O0-C0-W0")
-    assert "factors that differ: none" in same.stdout and "system_prompt: identical" in same.stdout
+    assert "factors that differ: none" in same.stdout
+    assert "system_prompt: identical" in same.stdout
 
 
 def test_show_bad_code_is_a_clear_error() -> None:
@@ -55,8 +57,10 @@ def test_show_bad_code_is_a_clear_error() -> None:
     # levels are named (T=micro_tags), which the hint says
     for code, part in [("S0-T99-O0-C0-W0", "T99"), ("S0-T3-O0-C0-W0", "T3")]:
         out = hg_cli("harness", "show", code)
-        assert out.returncode == 2 and f"{part} is not a level of tool_interface" in out.stderr
-        assert "T=micro_tags" in out.stderr and "Traceback" not in out.stderr
+        assert out.returncode == 2
+        assert f"{part} is not a level of tool_interface" in out.stderr
+        assert "T=micro_tags" in out.stderr
+        assert "Traceback" not in out.stderr
 
 
 def test_show_titles_the_harness_and_lists_its_levels_whole() -> None:
@@ -69,7 +73,8 @@ def test_show_titles_the_harness_and_lists_its_levels_whole() -> None:
                           "S0-T0-O0-C0-W0"], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "COLUMNS": "80"})
     assert out.returncode == 0, out.stderr
-    assert "{'" not in out.stdout and "…" not in out.stdout.splitlines()[0]
+    assert "{'" not in out.stdout
+    assert "…" not in out.stdout.splitlines()[0]
     levels = ("system_prompt=minimal,tool_interface=function_calling,observation=raw,"
               "context=full,workflow=react")
     assert f"levels: {levels}" in out.stdout

@@ -3,6 +3,7 @@ levels and a one-task suite installed as a real entry-point plugin."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -41,9 +42,11 @@ def test_run_task_json(plugin_env: dict[str, str]) -> None:
                  "--policy", "scripted", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["score"] == 1.0 and data["termination"] == "finished"
+    assert data["score"] == 1.0
+    assert data["termination"] == "finished"
     assert data["subscores"] == {"exists": 1.0, "content": 1.0}
-    assert data["turns"] == 4 and data["tokens_in"] == 0  # the oracle spends no tokens
+    assert data["turns"] == 4
+    assert data["tokens_in"] == 0  # the oracle spends no tokens
     assert set(data) >= {"score", "subscores", "termination", "turns", "tokens_in",
                          "tokens_out", "wall_s"}
 
@@ -57,7 +60,8 @@ def test_run_show_and_save(plugin_env: dict[str, str], tmp_path: Path) -> None:
     assert "CALL" in out.stdout  # what the model wrote
     assert "termination" in out.stdout
     (traj,) = hg.TrajectoryStore(save).load()
-    assert traj.score == 0.0 and traj.policy == "null"
+    assert traj.score == 0.0
+    assert traj.policy == "null"
 
 
 def test_user_mistakes_get_a_message_not_a_traceback(plugin_env: dict[str, str]) -> None:
@@ -75,7 +79,8 @@ def test_user_mistakes_get_a_message_not_a_traceback(plugin_env: dict[str, str])
     for args, message in cases:
         out = hg_cli(plugin_env, "run", *args)
         assert out.returncode == 2, (args, out.stderr)
-        assert message in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert message in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr, out.stderr
 
 
 def test_run_ad_hoc_instruction_on_a_copy(plugin_env: dict[str, str], tmp_path: Path) -> None:
@@ -87,8 +92,10 @@ def test_run_ad_hoc_instruction_on_a_copy(plugin_env: dict[str, str], tmp_path: 
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     # null sends nothing (the harness gives up on its empty replies); no grader: no score
-    assert data["termination"] == "format_errors" and data["score"] is None
-    assert data["grading"] == "ungraded" and data["passed"] is None
+    assert data["termination"] == "format_errors"
+    assert data["score"] is None
+    assert data["grading"] == "ungraded"
+    assert data["passed"] is None
     assert (project / "notes.txt").read_text() == "keep me\n"
 
 
@@ -110,7 +117,8 @@ def test_embedding_api_copy_and_in_place(plugin_env: dict[str, str], on_sys_path
     project = plugin_dir / "project"
     project.mkdir()
     traj = hg.run_agent("Write result.txt", project, harness=PROBE, policy=WriteThenFinish())
-    assert traj.termination == "finished" and traj.task_id == "adhoc"
+    assert traj.termination == "finished"
+    assert traj.task_id == "adhoc"
     assert [c.action.kind for t in traj.turns for c in t.calls] == ["write", "finish"]
     assert not (project / "result.txt").exists()
     kept = hg.run_agent("Write result.txt", project, harness=PROBE, policy=WriteThenFinish(),
@@ -129,7 +137,8 @@ def test_embedding_api_copy_and_in_place(plugin_env: dict[str, str], on_sys_path
     # found: the oracle "ran" an ad-hoc instruction by finishing at once, exit 0
     with pytest.raises(ConfigError, match="scripted policy plays a task's oracle plan") as caught:
         hg.run_agent("Write result.txt", project, harness=PROBE, policy="scripted")
-    assert caught.value.hint is not None and "--task" in caught.value.hint
+    assert caught.value.hint is not None
+    assert "--task" in caught.value.hint
 
 
 def test_hf_policy_episode_through_the_cli(tmp_path: Path) -> None:
@@ -149,13 +158,15 @@ def test_hf_policy_episode_through_the_cli(tmp_path: Path) -> None:
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["tokens_in"] > 0 and data["tokens_out"] > 0
+    assert data["tokens_in"] > 0
+    assert data["tokens_out"] > 0
     assert data["termination"] in {"max_turns", "format_errors", "finished"}
     (traj,) = hg.TrajectoryStore(save).load()
     records = [t.tokens for t in traj.turns]
     assert all(r is not None and len(r.logprobs) == len(r.completion_ids) for r in records)
-    for prev, cur in zip(records, records[1:]):
-        assert prev is not None and cur is not None
+    for prev, cur in itertools.pairwise(records):
+        assert prev is not None
+        assert cur is not None
         if cur.segment == prev.segment:
             assert cur.prompt_ids[: len(prev.prompt_ids) + len(prev.completion_ids)] == (
                 prev.prompt_ids + prev.completion_ids)
@@ -168,7 +179,8 @@ def test_embed_chat_takes_policy_options_as_run_does(tiny_model_dir: Path, tmp_p
     without an API key."""
     example = TESTS.parent / "examples" / "embed_chat.py"
     doc = example.read_text()
-    assert "harnessgrid model tiny" in doc and "--policy hf:" in doc
+    assert "harnessgrid model tiny" in doc
+    assert "--policy hf:" in doc
     project = tmp_path / "project"
     project.mkdir()
     (project / "notes.txt").write_text("hello\n")
@@ -179,11 +191,13 @@ def test_embed_chat_takes_policy_options_as_run_does(tiny_model_dir: Path, tmp_p
                           input="hello\n\n", capture_output=True, text=True, timeout=300,
                           env=env, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr and "turns," in done.stdout, done.stdout
+    assert "Traceback" not in done.stderr, done.stdout
+    assert "turns," in done.stdout, done.stdout
     bad = subprocess.run([sys.executable, str(example), str(project), "--policy", "null",
                           "--policy-opt", "novalue"], capture_output=True, text=True,
                          timeout=120, env=env, check=False)
-    assert bad.returncode == 2 and "bad option 'novalue'" in bad.stderr, bad.stderr
+    assert bad.returncode == 2, bad.stderr
+    assert "bad option 'novalue'" in bad.stderr, bad.stderr
 
 
 def test_a_missing_workspace_hints_at_the_command_line(plugin_env: dict[str, str],
@@ -191,9 +205,11 @@ def test_a_missing_workspace_hints_at_the_command_line(plugin_env: dict[str, str
     """Found: ``run --workspace /nope`` hinted at the Python call ``Workspace.create()``."""
     out = hg_cli(plugin_env, "run", "--instruction", "x", "--workspace", str(tmp_path / "nope"),
                  "--harness", PROBE, "--policy", "null")
-    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
     assert f"--workspace {tmp_path / 'nope'} does not exist" in out.stderr
-    assert "Workspace.create" not in out.stderr and "mkdir" in out.stderr
+    assert "Workspace.create" not in out.stderr
+    assert "mkdir" in out.stderr
 
 
 def test_policy_help_names_every_built_in_backend(plugin_env: dict[str, str]) -> None:

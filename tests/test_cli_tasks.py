@@ -73,7 +73,9 @@ def test_list_suites_and_tasks(plugins: Path) -> None:
     assert as_json("list", "--suite", f"clawgym:{CLAWGYM}") == rows  # the older spelling
     fails_with("two suites given", "list", "examples", "--suite", "grid-bench")
     table = invoke("list", f"pinchbench:{PINCHBENCH}").output
-    assert "3 tasks" in table and "automated_only" in table and "ungraded" in table
+    assert "3 tasks" in table
+    assert "automated_only" in table
+    assert "ungraded" in table
     assert len(as_json("list", "--suite", "examples", "--limit", "1")) == 1
     fails_with("has no split 'train'", "list", "--suite", f"clawgym:{CLAWGYM}", "--split",
                "train")
@@ -103,7 +105,8 @@ def test_listed_addresses_are_what_show_and_run_take(plugins: Path) -> None:
         # The oracle passes; doing nothing does not (a check may hold on an untouched file).
         assert (episode["score"] == 1.0) == (policy == "scripted"), (suite, episode)
     table = invoke("list", "grid-bench", "--limit", "3").output.splitlines()
-    assert table[0] == "grid-bench (version 1): 200 tasks" and table[1].split()[0] == "address"
+    assert table[0] == "grid-bench (version 1): 200 tasks"
+    assert table[1].split()[0] == "address"
     assert [line.split()[0] for line in table[2:5]] == [r["address"] for r in
                                                         as_json("list", "grid-bench")[:3]]
     assert table[5] == "… 197 more (--limit N, or --json)"
@@ -111,10 +114,12 @@ def test_listed_addresses_are_what_show_and_run_take(plugins: Path) -> None:
 
 def test_show(plugins: Path, tmp_path: Path) -> None:
     upper = as_json("show", "examples/upper")
-    assert upper["plan"][0] == "read(path='in.txt')" and upper["grading"] == "function"
+    assert upper["plan"][0] == "read(path='in.txt')"
+    assert upper["grading"] == "function"
     assert upper["files"] == [{"path": "in.txt", "bytes": 12}]
     port = as_json("show", f"clawgym:{CLAWGYM}/fix_port")
-    assert port["mount_path"] == "/home/user/project" and port["grader"] == "ClawGymGrader"
+    assert port["mount_path"] == "/home/user/project"
+    assert port["grader"] == "ClawGymGrader"
     assert port["files"] == [{"path": "conf/server.ini", "bytes": 50}]
     assert "Change its port" in invoke("show", f"clawgym:{CLAWGYM}/fix_port").output
     # Task ids may hold '/', suite paths always do.
@@ -130,11 +135,13 @@ def test_show(plugins: Path, tmp_path: Path) -> None:
 
 def test_validate_external_suites(plugins: Path) -> None:
     claw = as_json("validate", f"clawgym:{CLAWGYM}")
-    assert claw["summary"]["ok"] == 4 and claw["summary"]["no_plan"] == 4
+    assert claw["summary"]["ok"] == 4
+    assert claw["summary"]["no_plan"] == 4
     assert {t["null"] for t in claw["tasks"]} == {"fails"}
     assert all(t["deterministic"] for t in claw["tasks"])
     pinch = as_json("validate", f"pinchbench:{PINCHBENCH}")
-    assert pinch["summary"]["ungraded"] == 1 and pinch["summary"]["automated_only"] == 1
+    assert pinch["summary"]["ungraded"] == 1
+    assert pinch["summary"]["automated_only"] == 1
     assert pinch["summary"]["ok"] == 3
     text = invoke("validate", f"pinchbench:{PINCHBENCH}").output
     assert "1 task(s) ungraded and 1 graded on their automated part only" in text
@@ -146,7 +153,8 @@ def test_validate_with_a_judge(plugins: Path) -> None:
     with OpenAICompatServer([reply] * 6) as srv:
         report = as_json("validate", f"pinchbench:{PINCHBENCH}", "--judge", "openai/judge",
                          "-o", f"judge_api_base={srv.base_url}/v1", "-o", "judge_api_key=x")
-    assert report["summary"]["ungraded"] == 0 and report["summary"]["automated_only"] == 0
+    assert report["summary"]["ungraded"] == 0
+    assert report["summary"]["automated_only"] == 0
     assert report["summary"]["ok"] == 3
     assert {t["grading"] for t in report["tasks"]} == {"automated", "llm_judge", "hybrid"}
     assert len(srv.requests) == 4  # two tasks judged, each graded twice (determinism)
@@ -169,7 +177,8 @@ def broken_suite(root: Path) -> Path:
 def test_validate_reports_bad_tasks_and_oracle_runs(plugins: Path, tmp_path: Path) -> None:
     report = as_json("validate", f"clawgym:{broken_suite(tmp_path / 'bad')}", code=1)
     by_id = {t["id"]: t for t in report["tasks"]}
-    assert by_id["always_full"]["null"] == "passes" and not by_id["always_full"]["ok"]
+    assert by_id["always_full"]["null"] == "passes"
+    assert not by_id["always_full"]["ok"]
     assert by_id["crashes"]["null"] == "grade error"
     assert "RuntimeError: grader bug" in by_id["crashes"]["note"]
     assert by_id["random"]["deterministic"] is False
@@ -179,17 +188,20 @@ def test_validate_reports_bad_tasks_and_oracle_runs(plugins: Path, tmp_path: Pat
                                  "ungraded": 0, "automated_only": 0, "nondeterministic": 1}
     examples = as_json("validate", "examples", "--harness", "S1-T2-O1-C1-W1")
     assert examples["harness"] == "S1-T2-O1-C1-W1"
-    assert examples["summary"]["oracle_pass"] == 2 and examples["summary"]["ok"] == 2
+    assert examples["summary"]["oracle_pass"] == 2
+    assert examples["summary"]["ok"] == 2
     assert len(as_json("validate", "examples", "--sample", "1", "--seed", "3")["tasks"]) == 1
 
 
 def test_export(plugins: Path, tmp_path: Path) -> None:
     out = as_json("export", "examples", str(tmp_path / "ex"), "--format", "clawgym")
-    assert out["exported"] == {"upper": "upper", "config": "config"} and out["skipped"] == {}
+    assert out["exported"] == {"upper": "upper", "config": "config"}
+    assert out["skipped"] == {}
     assert (tmp_path / "ex" / "config" / "reward" / "check.py").exists()
     assert as_json("list", "--suite", f"clawgym:{tmp_path / 'ex'}")[0]["plan_length"] == 5
     text = invoke("export", f"pinchbench:{PINCHBENCH}", str(tmp_path / "pb")).output
-    assert "exported 1 task(s)" in text and "skipped task_02_meeting_notes" in text
+    assert "exported 1 task(s)" in text
+    assert "skipped task_02_meeting_notes" in text
     fails_with("unknown export format 'jsonl'", "export", "examples", str(tmp_path / "x"),
                "--format", "jsonl")
     fails_with("exists and is not empty", "export", "examples", str(tmp_path / "ex"))
@@ -208,7 +220,8 @@ def test_through_the_real_command_line(plugins: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     assert len(json.loads(listed.stdout)) == 4
     bad = run("show", f"clawgym:{CLAWGYM}/missing")
-    assert bad.returncode == 2 and "has no task 'missing'" in bad.stderr
+    assert bad.returncode == 2
+    assert "has no task 'missing'" in bad.stderr
     assert "Traceback" not in bad.stderr
     broken = CLAWGYM.parent / "does-not-exist"
     assert "does not exist" in run("list", "--suite", f"clawgym:{broken}").stderr
@@ -230,7 +243,8 @@ def test_a_broken_task_is_listed_and_the_others_show(plugins: Path) -> None:
     assert rows["task_22_second_brain"]["sessions"] == 3
     assert rows["task_00_sanity"]["sessions"] == 1
     text = invoke("list", suite).output
-    assert "5 tasks, 1 broken" in text and "sessions" in text
+    assert "5 tasks, 1 broken" in text
+    assert "sessions" in text
     assert f"broken, skipped: {suite}/task_20_eli5_pdf_summary" in text
     shown = as_json("show", f"{suite}/task_19_sales_total")
     assert shown["files"] == [{"path": "sales.csv", "bytes": 41}]
@@ -241,7 +255,8 @@ def test_a_broken_task_is_listed_and_the_others_show(plugins: Path) -> None:
                                         "S0-T0-O0-C0-W0", "--policy", "null", "--json"])
     assert ran.exit_code == 0, (ran.output, ran.exception)
     episode = json.loads(ran.output)
-    assert episode["task"] == "task_00_sanity" and episode["score"] == 0.0
+    assert episode["task"] == "task_00_sanity"
+    assert episode["score"] == 0.0
 
 
 def test_validate_skips_a_broken_task_with_its_reason(plugins: Path, tmp_path: Path) -> None:
@@ -251,8 +266,12 @@ def test_validate_skips_a_broken_task_with_its_reason(plugins: Path, tmp_path: P
         (root / name).write_text((PINCHBENCH_REPO / "tasks" / name).read_text())
     report = as_json("validate", f"pinchbench:{root.parent}", code=1)
     by_id = {t["id"]: t for t in report["tasks"]}
-    assert by_id["task_00_sanity"]["ok"] and by_id["task_00_sanity"]["null"] == "fails"
+    assert by_id["task_00_sanity"]["ok"]
+    assert by_id["task_00_sanity"]["null"] == "fails"
     skipped = by_id["task_20_eli5_pdf_summary"]
-    assert skipped["grading"] == "broken" and skipped["oracle"] == "skipped"
-    assert "GPT4.pdf" in skipped["note"] and not skipped["ok"]
-    assert report["summary"]["broken"] == 1 and report["summary"]["ok"] == 1
+    assert skipped["grading"] == "broken"
+    assert skipped["oracle"] == "skipped"
+    assert "GPT4.pdf" in skipped["note"]
+    assert not skipped["ok"]
+    assert report["summary"]["broken"] == 1
+    assert report["summary"]["ok"] == 1

@@ -5,6 +5,7 @@ traceback)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -70,10 +71,13 @@ def hg(*args: str, cwd: Path | None = None) -> tuple[int, str]:
 
 def test_every_command_rejects_an_unknown_option_briefly() -> None:
     commands = all_commands()
-    assert len(commands) >= 15 and ["tasks", "list"] in commands and ["train"] in commands
+    assert len(commands) >= 15
+    assert ["tasks", "list"] in commands
+    assert ["train"] in commands
     for command in commands:
         code, output = hg(*command, "--no-such-flag")
-        assert code == 2 and "Traceback" not in output, (command, output)
+        assert code == 2, (command, output)
+        assert "Traceback" not in output, (command, output)
         assert "No such option: --no-such-flag" in output, (command, output)
         assert len(output.splitlines()) < 12, (command, output)
 
@@ -107,9 +111,12 @@ def test_a_bad_value_is_named_with_a_hint(args: list[str], named: str, hint: str
     args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
     (tmp_path / "empty").mkdir()
     code, output = hg(*args, cwd=tmp_path)
-    assert code != 0 and "Traceback" not in output, output
-    assert named in output and hint in output, output
-    assert "error:" in output and len(output.splitlines()) < 20, output
+    assert code != 0, output
+    assert "Traceback" not in output, output
+    assert named in output, output
+    assert hint in output, output
+    assert "error:" in output, output
+    assert len(output.splitlines()) < 20, output
 
 
 def test_an_output_directory_that_is_a_file_is_named(tmp_path: Path) -> None:
@@ -133,8 +140,10 @@ def test_an_output_directory_that_is_a_file_is_named(tmp_path: Path) -> None:
                               text=True, timeout=300, env=env, check=False)
         output = done.stdout + done.stderr
         assert "Traceback" not in output, (name, output)
-        assert str(blocker) in output and "not a directory" in output, (name, output)
-        assert "hint:" in output and done.returncode == 2, (name, output)
+        assert str(blocker) in output, (name, output)
+        assert "not a directory" in output, (name, output)
+        assert "hint:" in output, (name, output)
+        assert done.returncode == 2, (name, output)
     assert blocker.read_text() == "not a directory\n"
 
 
@@ -150,14 +159,17 @@ def test_an_unknown_policy_option_is_named_with_the_valid_ones(spec: str, valid:
 
     with pytest.raises(ConfigError) as caught:
         make_policy(spec, {"bogus": 1, "temperature": 0})
-    assert "bogus" in caught.value.message and "temperature" not in caught.value.message
-    assert caught.value.hint is not None and valid in caught.value.hint
+    assert "bogus" in caught.value.message
+    assert "temperature" not in caught.value.message
+    assert caught.value.hint is not None
+    assert valid in caught.value.hint
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     done = subprocess.run([sys.executable, "-m", "harnessgrid", "run", "--task", "examples/upper",
                            "--harness", "S0-T0-O0-C0-W0", "--policy", spec, "--policy-opt",
                            "bogus=1"], capture_output=True, text=True, timeout=120, env=env,
                           check=False)
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
     assert "bogus" in done.stderr
 
 
@@ -177,7 +189,8 @@ def test_unsafe_mode_warns_exactly_once(command: list[str], tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     warning_lines = [ln for ln in done.stderr.splitlines() if "sandbox" in ln.lower()]
     assert len(warning_lines) == 1, done.stderr
-    assert warning_lines[0].startswith("warning: ") and "WITHOUT a sandbox" in warning_lines[0]
+    assert warning_lines[0].startswith("warning: ")
+    assert "WITHOUT a sandbox" in warning_lines[0]
 
 
 def test_help_paragraphs_wrap_at_the_terminal_not_at_the_source() -> None:
@@ -190,7 +203,7 @@ def test_help_paragraphs_wrap_at_the_terminal_not_at_the_source() -> None:
                               text=True, timeout=120, env=env, check=False)
         assert done.returncode == 0, done.stderr
         description = done.stdout.split("╭", 1)[0].splitlines()
-        for line, after in zip(description, description[1:]):
+        for line, after in itertools.pairwise(description):
             # a line cut short although its paragraph goes on
             assert not (line.strip() and after.strip() and len(line.strip()) < 50), (
                 args, line, after)
@@ -199,8 +212,10 @@ def test_help_paragraphs_wrap_at_the_terminal_not_at_the_source() -> None:
 def test_usage_errors_read_like_the_others() -> None:
     """Click's "Error: ..." becomes "error: ..." with a hint, as every other mistake."""
     code, output = hg("design", "show", "--no-such-flag")
-    assert code == 2 and "error: No such option: --no-such-flag" in output, output
-    assert "hint: see " in output and "design show --help" in output, output
+    assert code == 2, output
+    assert "error: No such option: --no-such-flag" in output, output
+    assert "hint: see " in output, output
+    assert "design show --help" in output, output
     assert "Error:" not in output
 
 
@@ -212,7 +227,8 @@ def test_an_unknown_config_key_suggests_the_field_and_blames_its_source(tmp_path
     assert code == 2, output
     assert ("error: --set learnin_rate=0.1: unknown key 'learnin_rate' (did you mean "
             "'learning_rate'?)") in output
-    assert "tiny-sft.yaml" not in output and "rollout_backend" not in output  # no 44 keys
+    assert "tiny-sft.yaml" not in output
+    assert "rollout_backend" not in output  # no 44 keys
     config = tmp_path / "c.yaml"
     config.write_text("model: tiny:tiny\nsft: {batchsize: 3}\n")
     code, output = hg("train", str(config), "--set", "steps=x")
@@ -220,7 +236,8 @@ def test_an_unknown_config_key_suggests_the_field_and_blames_its_source(tmp_path
     assert f"{config}: unknown key 'sft.batchsize' (did you mean 'sft.batch_size'?)" in output
     assert "--set steps=x: steps:" in output
     code, output = hg("train", str(config).replace("c.yaml", "c.yaml"), "--set", "qqqq=1")
-    assert "unknown key 'qqqq'" in output and "hint: top-level keys: model," in output
+    assert "unknown key 'qqqq'" in output
+    assert "hint: top-level keys: model," in output
 
 
 def test_readme_says_to_activate_the_environment_and_lists_config() -> None:

@@ -111,7 +111,8 @@ def test_bounded_views_keep_the_invariants(level: ContextLevel, history: list[Me
     view = level.view(history, budget)
     assert history == before
     assert budget.count(view) <= budget.max_tokens
-    assert view[0] == SYSTEM and TASK in view
+    assert view[0] == SYSTEM
+    assert TASK in view
     assert all(m in view for m in pinned_head(history))
     assert_tool_structure(view)
     assert level.view(list(history), budget) == view
@@ -120,7 +121,8 @@ def test_bounded_views_keep_the_invariants(level: ContextLevel, history: list[Me
 @given(history=histories(), budget=st.integers(1, 100))
 def test_full_returns_everything(history: list[Message], budget: int) -> None:
     view = FullContext().view(history, ContextBudget(max_tokens=budget))
-    assert view == history and view is not history
+    assert view == history
+    assert view is not history
 
 
 def long_history(n: int, size: int = 2000) -> list[Message]:
@@ -141,7 +143,8 @@ def test_window_keeps_exactly_the_last_n_turns() -> None:
     assert [m.role for m in older] == ["assistant", "tool"] * 6
     assert older[0::2] == history[2:-8:2]  # the model's own calls kept
     for m in older[1::2]:
-        assert m.kind == "stub" and m.content == "[output of read_file elided: 2,000 chars]"
+        assert m.kind == "stub"
+        assert m.content == "[output of read_file elided: 2,000 chars]"
     assert WindowContext(turns=2).view(history, ContextBudget(10**6))[-4:] == history[-4:]
 
 
@@ -154,7 +157,8 @@ def test_window_drops_oldest_turns_under_a_tight_budget() -> None:
     assert verbatim == 3  # 27 stubbed: the window slid at turns 5, 8, ..., 29
     assert view[-2 * verbatim:] == history[-2 * verbatim:]
     markers = [m for m in view if "earlier turns omitted" in m.content]
-    assert len(markers) == 1 and view.index(markers[0]) == 2
+    assert len(markers) == 1
+    assert view.index(markers[0]) == 2
 
 
 def test_window_cuts_a_huge_recent_output_instead_of_failing() -> None:
@@ -191,17 +195,21 @@ def test_compact_digest_names_files_and_commands_of_dropped_turns() -> None:
     view = CompactContext().view(history, budget)
     assert estimate_tokens(view) <= 0.3 * budget.max_tokens
     assert [m.kind for m in view[:3]] == ["system", "task", "digest"]
-    assert "digest of turn 1," in view[2].content and view[3:] == history[4:]
+    assert "digest of turn 1," in view[2].content
+    assert view[3:] == history[4:]
     # an unreachable target digests all but the last `recent` turns
     view = CompactContext(recent=3, target=0.1).view(history, budget)
     assert estimate_tokens(view) <= budget.max_tokens
     digests = [m for m in view if m.kind == "digest"]
-    assert len(digests) == 1 and view[2] is digests[0]
+    assert len(digests) == 1
+    assert view[2] is digests[0]
     d = digests[0].content
     assert "turns 1-3" in d
-    assert "pytest -q tests/` → exit 1" in d and "make lint` → exit 2" in d
+    assert "pytest -q tests/` → exit 1" in d
+    assert "make lint` → exit 2" in d
     assert "write_file calc.py" in d
-    assert "AssertionError" in d and "E501" in d
+    assert "AssertionError" in d
+    assert "E501" in d
     assert view[3:] == history[-6:]  # the last 3 turns verbatim
 
 
@@ -227,7 +235,8 @@ def test_a_pinned_tool_result_keeps_its_call_block() -> None:
 def test_split_turns_groups_by_assistant_message() -> None:
     pre, ts = split_turns(long_history(3))
     assert pre == [SYSTEM, TASK]
-    assert [t.number for t in ts] == [1, 2, 3] and all(len(t.messages) == 2 for t in ts)
+    assert [t.number for t in ts] == [1, 2, 3]
+    assert all(len(t.messages) == 2 for t in ts)
 
 
 def test_registered_as_separate_plugins() -> None:
@@ -252,7 +261,7 @@ def replay(level: ContextLevel, history: Sequence[Message],
         assert budget.count(view) <= budget.max_tokens, turn
         if previous is not None and view[:len(previous)] != previous:
             rewrites.append(turn)
-        previous = view + [history[end]] if end < len(history) else None
+        previous = [*view, history[end]] if end < len(history) else None
     return rewrites
 
 
@@ -279,7 +288,8 @@ def test_window_stubbed_count_is_a_block_function() -> None:
     for n_turns in (1, 2, 3, 4, 5, 8):
         w = WindowContext(turns=n_turns)
         verbatim = [n - w.stubbed_count(n) for n in range(1, 60)]
-        assert max(verbatim) == n_turns and min(verbatim[n_turns:]) == max(1, n_turns // 2)
+        assert max(verbatim) == n_turns
+        assert min(verbatim[n_turns:]) == max(1, n_turns // 2)
 
 
 @pytest.mark.parametrize("count", [estimate_tokens, with_tools], ids=["plain", "tools"])
@@ -310,7 +320,8 @@ def test_compact_compacts_in_blocks(size: int, room: int, most: int,
     starts = [i for i, m in enumerate(history) if m.role == "assistant"] + [len(history)]
     boundaries = [CompactContext().boundary(*split_turns(history[:end]), budget)
                   for end in starts]
-    assert boundaries == sorted(boundaries) and boundaries[-1] > 0
+    assert boundaries == sorted(boundaries)
+    assert boundaries[-1] > 0
     moved = [t for t in range(1, len(boundaries)) if boundaries[t] != boundaries[t - 1]]
     assert moved == rewrites
 
@@ -326,7 +337,8 @@ def test_boundaries_never_move_back(history: list[Message], extra: int,
     compact, window = CompactContext(), WindowContext()
     bounds = [compact.boundary(*split_turns(history[:end]), budget) for end in starts]
     drops = [window.dropped_count(*split_turns(history[:end]), budget) for end in starts]
-    assert bounds == sorted(bounds) and drops == sorted(drops)
+    assert bounds == sorted(bounds)
+    assert drops == sorted(drops)
     assert all(b <= max(0, n - 1) for n, b in enumerate(bounds))
     assert all(d <= window.stubbed_count(n) for n, d in enumerate(drops))
 

@@ -104,7 +104,7 @@ def install_docs(root: Path) -> dict[str, list[str]]:
     dist, eps, _ = page_entry_points()
     tests: list[str] = []
     scripts: list[str] = []
-    for i, code in enumerate(blocks("python")):
+    for code in blocks("python"):
         path = block_path(code)
         if path is None:
             scripts.append(code)
@@ -131,13 +131,13 @@ def install_docs(root: Path) -> dict[str, list[str]]:
 
 
 @pytest.fixture
-def docs_installed(tmp_path: Path, on_sys_path: Callable[[Path], None]) -> Iterator[
-        tuple[Path, dict[str, list[str]]]]:
+def docs_installed(tmp_path: Path, on_sys_path: Callable[[Path], None]
+                   ) -> tuple[Path, dict[str, list[str]]]:
     """The page's package and the hookspec examples, installed (for this test) through real
     entry points."""
     found = install_docs(tmp_path)
     on_sys_path(tmp_path)
-    yield tmp_path, found
+    return tmp_path, found
 
 
 # ----------------------------------------------------------------------------- non-Python blocks
@@ -146,7 +146,8 @@ def test_toml_blocks_parse_and_the_dependency_admits_this_version() -> None:
     _, eps, deps = page_entry_points()
     assert eps, "the page declares entry points"
     ours = [Requirement(d) for d in deps if Requirement(d).name == "harnessgrid"]
-    assert ours and ours[0].specifier.contains(harnessgrid.__version__), deps
+    assert ours, deps
+    assert ours[0].specifier.contains(harnessgrid.__version__), deps
     (_, module_toml), = literal_blocks(inspect.getdoc(hookspecs) or "")
     declared = tomllib.loads(module_toml)["project"]
     assert Requirement(declared["dependencies"][0]).specifier.contains(harnessgrid.__version__)
@@ -189,7 +190,8 @@ def test_page_templates_pass_against_the_installed_package(
                           *found["tests"]], cwd=root, env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert " passed" in out.stdout and "skipped" not in out.stdout, out.stdout[-1000:]
+    assert " passed" in out.stdout, out.stdout[-1000:]
+    assert "skipped" not in out.stdout, out.stdout[-1000:]
 
 
 def test_page_and_examples_register_through_entry_points(
@@ -234,12 +236,15 @@ def test_hookspec_suite_and_policy_examples_work(
     for task in hg.load_suite("hello-suite").tasks():
         solved = asyncio.run(hg.run_episode(harness, task, ScriptedPolicy()))
         idle = asyncio.run(hg.run_episode(harness, task, ScriptedPolicy(empty=True)))
-        assert solved.passed and not idle.passed, (solved.termination, solved.error)
+        assert solved.passed, (solved.termination, solved.error)
+        assert not idle.passed, (solved.termination, solved.error)
     echo = hg.make_policy("echo")
     traj = asyncio.run(hg.run_episode(harness, task, echo, EpisodeLimits(max_turns=2)))
-    assert traj.error is None and not traj.passed, traj.termination
+    assert traj.error is None, traj.termination
+    assert not traj.passed, traj.termination
     said = [m.content for m in traj.history if m.role == "assistant"]
-    assert said and said[0] == task.instruction
+    assert said
+    assert said[0] == task.instruction
 
 
 def test_hookspec_adapter_example_rejects_options(
@@ -248,7 +253,8 @@ def test_hookspec_adapter_example_rejects_options(
     from harnessgrid.registry import get_registry
 
     spec = get_registry().adapter("plain-bash")
-    assert spec.create().name == "adapter:plain-bash" and spec.version == "1"
+    assert spec.create().name == "adapter:plain-bash"
+    assert spec.version == "1"
     with pytest.raises(ConfigError, match="takes no options"):
         spec.create(colour="blue")
 

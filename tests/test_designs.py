@@ -43,14 +43,16 @@ def test_first_order_uses_level_i_of_every_factor() -> None:
 
 def test_full_single_and_random_designs() -> None:
     full = full_design(SPACE)
-    assert len(full) == 243 and full.diagnostics().strength == 5
+    assert len(full) == 243
+    assert full.diagnostics().strength == 5
     assert single_design(SPACE.parse("s1-t0-o2-c1-w0")).codes == ["S1-T0-O2-C1-W0"]
     rnd = random_design(SPACE, 10, seed=1)
-    assert len(set(rnd.codes)) == 10 and rnd.codes == sorted(rnd.codes)
+    assert len(set(rnd.codes)) == 10
+    assert rnd.codes == sorted(rnd.codes)
     assert rnd.codes == random_design(SPACE, 10, seed=1).codes
     assert rnd.codes != random_design(SPACE, 10, seed=2).codes
     assert len(set(random_design(MIXED, 324, 0).codes)) == 324  # n = space size: everything
-    with pytest.raises(ConfigError, match="n=244.*243 configurations") as exc:
+    with pytest.raises(ConfigError, match=r"n=244.*243 configurations") as exc:
         random_design(SPACE, 244)
     assert exc.value.hint == "choose n from 1 to 243"
 
@@ -76,17 +78,22 @@ def test_design_validation_names_the_problem() -> None:
 def test_json_round_trip_and_reproduce(make: object) -> None:
     design = make()  # type: ignore[operator]
     text = design.to_json()
-    assert '"S' in text and "HarnessConfig" not in text  # configurations are stored as codes
+    assert '"S' in text
+    assert "HarnessConfig" not in text  # configurations are stored as codes
     loaded = Design.from_json(text)
-    assert loaded == design and loaded.codes == design.codes and loaded.params == design.params
+    assert loaded == design
+    assert loaded.codes == design.codes
+    assert loaded.params == design.params
     assert design.reproduce() == design
 
 
 def test_custom_design_and_bad_json() -> None:
     configs = [SPACE.parse("S2-T2-O2-C2-W2"), SPACE.parse("S0-T0-O0-C0-W0")]
     custom = design_from_configs(configs)
-    assert custom.kind == "custom" and custom.codes == ["S2-T2-O2-C2-W2", "S0-T0-O0-C0-W0"]
-    assert custom.reproduce() is custom and hash(custom) == hash(Design.from_json(custom.to_json()))
+    assert custom.kind == "custom"
+    assert custom.codes == ["S2-T2-O2-C2-W2", "S0-T0-O0-C0-W0"]
+    assert custom.reproduce() is custom
+    assert hash(custom) == hash(Design.from_json(custom.to_json()))
     edited = Design(space=SPACE, configs=custom.configs, kind="random", params={"n": 2})
     with pytest.raises(ConfigError, match="lacks the parameter 'seed'"):
         edited.reproduce()
@@ -97,10 +104,13 @@ def test_custom_design_and_bad_json() -> None:
 
 # -- diagnostics primitives ---------------------------------------------------------------------
 def test_rao_bounds() -> None:
-    assert rao_bound((3,) * 5, 2) == 11 and rao_bound((3,) * 5, 3) == 27
-    assert rao_bound((3, 3, 4, 3, 3), 2) == 12 and rao_bound((3, 3, 4, 3, 3), 3) == 12 + 3 * 8
+    assert rao_bound((3,) * 5, 2) == 11
+    assert rao_bound((3,) * 5, 3) == 27
+    assert rao_bound((3, 3, 4, 3, 3), 2) == 12
+    assert rao_bound((3, 3, 4, 3, 3), 3) == 12 + 3 * 8
     assert rao_bound((2,) * 7, 3) == 1 + 7 + 6  # OA(8, 2^7, 2) is saturated; t=3 needs 14+
-    assert rao_bound((3,) * 5, 1) == 3 and rao_bound((3,) * 5, 5) == 243
+    assert rao_bound((3,) * 5, 1) == 3
+    assert rao_bound((3,) * 5, 5) == 243
 
 
 rows_strategy = st.integers(2, 3).flatmap(
@@ -136,7 +146,7 @@ def test_gwlp_identities_and_strength(case: tuple[tuple[int, ...], st.DataObject
 @given(st.lists(st.tuples(*[st.integers(0, 2)] * 5), min_size=1, max_size=30))
 def test_pair_distances_match_brute_force(rows: list[tuple[int, ...]]) -> None:
     d = pair_distances(rows, (3,) * 5)
-    ham = [[sum(x != y for x, y in zip(a, b)) for b in rows] for a in rows]
+    ham = [[sum(x != y for x, y in zip(a, b, strict=True)) for b in rows] for a in rows]
     assert sum(d.histogram) == len(rows) * (len(rows) - 1) // 2
     assert d.histogram == [sum(ham[i][j] == k for i, j in combinations(range(len(rows)), 2))
                            for k in range(6)]
@@ -148,10 +158,14 @@ def test_pair_distances_match_brute_force(rows: list[tuple[int, ...]]) -> None:
 
 def test_diagnostics_of_the_first_order_design() -> None:
     diag = first_order_design(SPACE).diagnostics()
-    assert diag.n_runs == 3 and diag.strength == 1 and not diag.pair_balanced
+    assert diag.n_runs == 3
+    assert diag.strength == 1
+    assert not diag.pair_balanced
     assert diag.pair_balance[0].factors == ("system_prompt", "tool_interface")
     assert diag.pair_balance[0].counts == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
     assert diag.hamming_histogram == [0, 0, 0, 0, 0, 3]
-    assert diag.nearest_distance == [5, 5, 5] and diag.nearest_ties == [2, 2, 2]
+    assert diag.nearest_distance == [5, 5, 5]
+    assert diag.nearest_ties == [2, 2, 2]
     single = single_design(SPACE.parse("S0-T0-O0-C0-W0")).diagnostics()
-    assert single.nearest_distance == [None] and single.mean_nearest_distance is None
+    assert single.nearest_distance == [None]
+    assert single.mean_nearest_distance is None

@@ -127,19 +127,24 @@ def test_env_check_names_what_each_task_calls_that_the_environment_lacks(
                             "--env", "bare", "--json")
     assert code == 1, err  # something is missing
     [gap] = json.loads(out)
-    assert gap["environment"] == "bare" and gap["built"] and gap["tasks"] == 2
+    assert gap["environment"] == "bare"
+    assert gap["built"]
+    assert gap["tasks"] == 2
     assert gap["missing_modules"] == {
         "yaml": {"package": "pyyaml", "tasks": ["needs_tools"]},  # a venv sees no system site
         "hg_absent_module": {"package": "hg_absent_module", "tasks": ["needs_tools"]}}
     missing = gap["missing_executables"]
     assert missing["hg-absent-tool"] == ["needs_tools"]
     assert ("ruby" in missing) == (shutil.which("ruby") is None)
-    assert "sh" not in missing and "cat" not in missing and "python3" not in missing
+    assert "sh" not in missing
+    assert "cat" not in missing
+    assert "python3" not in missing
     # The tasks' own environment (clawgym) is not built here: they would run bare, and the
     # report says so instead of checking an environment that is not there.
     code, out, _ = hg_cli(capsys, monkeypatch, "env", "check", f"clawgym:{suite}")
     text = " ".join(out.split())
-    assert code == 1 and "clawgym: 2 task(s) - not built" in text
+    assert code == 1
+    assert "clawgym: 2 task(s) - not built" in text
     assert "missing python module hg_absent_module (package hg_absent_module): needs_tools" \
         in text
     assert "missing program hg-absent-tool: needs_tools; provide it with `apt-get install" in text
@@ -149,14 +154,17 @@ def test_env_build_check_reports_the_suites_gaps_in_what_it_built(
         env_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     suite = suite_with_gaps(tmp_path / "suite")
-    code, out, err = hg_cli(capsys, monkeypatch, "env", "build", "bare", "-r", "", "--check",
-                            f"clawgym:{suite}")
-    assert code == 1 and "bare: venv" in out
-    assert "missing program hg-absent-tool" in out and "missing python module yaml" in out
+    code, out, _ = hg_cli(capsys, monkeypatch, "env", "build", "bare", "-r", "", "--check",
+                          f"clawgym:{suite}")
+    assert code == 1
+    assert "bare: venv" in out
+    assert "missing program hg-absent-tool" in out
+    assert "missing python module yaml" in out
     clawgym_task(tmp_path / "fine", "plain", check="def grade(t, w):\n    return {'x': 1.0}\n")
     code, out, _ = hg_cli(capsys, monkeypatch, "env", "build", "bare", "-r", "", "--check",
                           f"clawgym:{tmp_path / 'fine'}")
-    assert code == 0 and "nothing missing" in out
+    assert code == 0
+    assert "nothing missing" in out
 
 
 def test_a_spreadsheet_task_needs_python_with_openpyxl(

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,11 +55,14 @@ MOUNT = clawgym.DEFAULT_MOUNT
 
 def test_build_is_content_addressed_and_cached(env_dir: Path) -> None:
     first = build_venv("bare", "")
-    assert Path(first.path).parent == env_dir / "store" and first.digest in first.path
-    assert (Path(first.path) / MARKER).is_file() and first.kind == "venv"
+    assert Path(first.path).parent == env_dir / "store"
+    assert first.digest in first.path
+    assert (Path(first.path) / MARKER).is_file()
+    assert first.kind == "venv"
     # Comments and blank lines are not content; another name shares the built directory.
     again = build_venv("other", "# nothing to install\n\n")
-    assert (again.digest, again.path) == (first.digest, first.path) and again.name == "other"
+    assert (again.digest, again.path) == (first.digest, first.path)
+    assert again.name == "other"
     assert venv_digest("pandas==3.1.1\n") != first.digest
     assert [r.name for r in list_environments()] == ["bare", "other"]
     # Scripts were written in the temporary build directory; none may still name it.
@@ -70,7 +72,8 @@ def test_build_is_content_addressed_and_cached(env_dir: Path) -> None:
     remove_environment("bare")
     assert Path(first.path).is_dir()  # "other" still uses it
     remove_environment("other")
-    assert not Path(first.path).exists() and list_environments() == []
+    assert not Path(first.path).exists()
+    assert list_environments() == []
 
 
 def test_concurrent_builds_share_one_directory(env_dir: Path) -> None:
@@ -94,7 +97,8 @@ def test_a_crashed_build_never_counts_as_built(env_dir: Path) -> None:
         {"name": "bare", "kind": "venv", "digest": digest, "path": str(store / digest)}))
     with pytest.raises(ConfigError) as err:
         get_environment("bare")
-    assert "missing" in err.value.message and "harnessgrid env build bare" in str(err.value.hint)
+    assert "missing" in err.value.message
+    assert "harnessgrid env build bare" in str(err.value.hint)
     record = build_venv("bare", "")
     assert (Path(record.path) / "bin" / "python").exists()
     assert [p.name for p in store.iterdir()] == [digest]
@@ -117,7 +121,8 @@ def test_a_failed_install_leaves_nothing(env_dir: Path) -> None:
 def test_missing_and_bad_names_are_config_errors(env_dir: Path) -> None:
     with pytest.raises(ConfigError) as err:
         get_environment("clawgym")
-    assert err.value.hint is not None and "harnessgrid env build clawgym" in err.value.hint
+    assert err.value.hint is not None
+    assert "harnessgrid env build clawgym" in err.value.hint
     with pytest.raises(ConfigError) as err:
         get_environment("mine")
     assert "harnessgrid env build mine -r requirements.txt" in str(err.value.hint)
@@ -167,14 +172,18 @@ def test_build_says_which_system_tools_a_venv_cannot_carry(
     code, out, err = hg_cli(capsys, monkeypatch, "env", "build", "toolbox")
     assert code == 0, err
     said = " ".join(err.split())
-    assert "hg-absent-tool" in said and "a venv cannot carry" in said
-    assert "apt-get install" in said and "--rootfs" in said
+    assert "hg-absent-tool" in said
+    assert "a venv cannot carry" in said
+    assert "apt-get install" in said
+    assert "--rootfs" in said
     assert "sh:" not in said  # the host has sh: nothing to say about it
     code, out, _ = hg_cli(capsys, monkeypatch, "env", "show", "toolbox")
-    assert "hg-absent-tool (missing on this host)" in out and "sh (found)" in out
+    assert "hg-absent-tool (missing on this host)" in out
+    assert "sh (found)" in out
     assert get_environment("toolbox").system_tools == ("sh", "hg-absent-tool")
     code, _, err = hg_cli(capsys, monkeypatch, "env", "build", "mine", "-r", "")
-    assert code == 0 and "cannot carry" not in err  # a list of one's own declares no tools
+    assert code == 0
+    assert "cannot carry" not in err  # a list of one's own declares no tools
 
 
 JAVA_SKIP = pytest.mark.skipif(
@@ -211,12 +220,15 @@ def test_a_jvm_starts_in_an_environment_under_the_default_limits(env_dir: Path,
     try:
         with Sandbox(ws, environment=record) as sb:
             version = sb.run_sync("java -version")
-            assert version.ok and "Error occurred" not in version.stdout, version
+            assert version.ok, version
+            assert "Error occurred" not in version.stdout, version
             if classes:
                 ran = sb.run_sync("java -cp . Hello")
-                assert ran.ok and 0 < int(ran.stdout.split("=")[1]) <= 2048 // 4, ran
+                assert ran.ok, ran
+                assert 0 < int(ran.stdout.split("=")[1]) <= 2048 // 4, ran
                 mine = sb.run_sync("java -Xmx96m -cp . Hello")
-                assert mine.ok and int(mine.stdout.split("=")[1]) <= 96, mine
+                assert mine.ok, mine
+                assert int(mine.stdout.split("=")[1]) <= 96, mine
     finally:
         ws.cleanup()
 
@@ -232,10 +244,12 @@ def test_sandbox_puts_the_environment_first_and_read_only(env_dir: Path) -> None
         with Sandbox(ws, environment=record) as sb:
             for python in ("python", "python3"):
                 result = sb.run_sync(f"{python} where.py")
-                assert result.ok and result.stdout.strip() == record.path, result
+                assert result.ok, result
+                assert result.stdout.strip() == record.path, result
             assert sb.run_sync("command -v python").stdout.strip() == f"{record.path}/bin/python"
             touched = sb.run_sync(f"touch {record.path}/bin/intruder")
-            assert not touched.ok and "Read-only" in touched.stderr
+            assert not touched.ok
+            assert "Read-only" in touched.stderr
         with Sandbox(ws) as sb:  # without one: no python on PATH from the environment
             assert record.path not in sb.run_sync("echo $PATH").stdout
     finally:
@@ -290,14 +304,16 @@ def test_rootfs_replaces_the_host_system(env_dir: Path, tmp_path: Path) -> None:
     from harnessgrid.environments import add_rootfs
 
     record = add_rootfs("mini", minimal_rootfs(tmp_path / "fs", "ID=hgtest\n"))
-    assert get_environment("mini") == record and record.kind == "rootfs"
+    assert get_environment("mini") == record
+    assert record.kind == "rootfs"
     ws = Workspace.create({}, None)
     try:
         with Sandbox(ws, environment=record) as sb:
             listing = sb.run_sync("echo /usr/bin/*; read line < /etc/os-release; echo $line")
             assert listing.ok, listing
             *binaries, release = listing.stdout.split()
-            assert release == "ID=hgtest" and "/usr/bin/sh" in binaries
+            assert release == "ID=hgtest"
+            assert "/usr/bin/sh" in binaries
             assert set(binaries) <= {"/usr/bin/sh", "/usr/bin/dash", "/usr/bin/bash"}  # no host
     finally:
         ws.cleanup()
@@ -411,12 +427,16 @@ def test_cli_build_list_show_remove(env_dir: Path, tmp_path: Path,
     code, out, _ = cli("env", "show", "tiny", "--json")
     assert json.loads(out)["kind"] == "venv"
     code, _, err = cli("env", "show", "clawgym")
-    assert code == 2 and "harnessgrid env build clawgym" in err and "Traceback" not in err
+    assert code == 2
+    assert "harnessgrid env build clawgym" in err
+    assert "Traceback" not in err
     code, _, err = cli("run", "--task", "examples/config", "--harness", "S0-T0-O0-C0-W0",
                        "--policy", "scripted", "--env", "absent", "--json")
-    assert code == 2 and "env build absent -r requirements.txt" in " ".join(err.split())
+    assert code == 2
+    assert "env build absent -r requirements.txt" in " ".join(err.split())
     code, out, _ = cli("env", "remove", "tiny")
-    assert code == 0 and not Path(path).exists()
+    assert code == 0
+    assert not Path(path).exists()
 
 
 def test_harness_show_names_the_task_environment(env_dir: Path, tmp_path: Path) -> None:
@@ -424,7 +444,9 @@ def test_harness_show_names_the_task_environment(env_dir: Path, tmp_path: Path) 
 
     assert environment_info(None) is None
     missing = environment_info("clawgym")
-    assert missing is not None and missing["missing"] and "env build clawgym" in missing["hint"]
+    assert missing is not None
+    assert missing["missing"]
+    assert "env build clawgym" in missing["hint"]
     record = build_venv("clawgym", "")  # a stand-in under the declared name
     shown = environment_info("clawgym")
     assert shown == {**record.summary(), "path": record.path, "missing": False}
@@ -448,13 +470,12 @@ PANDAS_CHECK = textwrap.dedent("""\
 
 
 @pytest.fixture(scope="module")
-def clawgym_env() -> Iterator[None]:
+def clawgym_env() -> None:
     """The real ``clawgym`` environment, built (once per machine: content-addressed and
     cached) in the user's store with the CLI, from the package index."""
     out = subprocess.run([sys.executable, "-m", "harnessgrid", "env", "build", "clawgym"],
                          capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr
-    yield
 
 
 @pytest.mark.slow
@@ -467,7 +488,8 @@ def test_clawgym_style_pandas_task_passes_in_its_environment(clawgym_env: None,
     assert get_environment("clawgym").requirements == BUILTIN_REQUIREMENTS["clawgym"]
     traj = play(harness, task)
     assert traj.passed, (traj.termination, traj.error, traj.grade_error, traj.subscores)
-    assert traj.environment is not None and traj.environment["name"] == "clawgym"
+    assert traj.environment is not None
+    assert traj.environment["name"] == "clawgym"
     bare = play(harness, task, EpisodeLimits(environment="none"))
     assert not bare.passed  # without the environment neither the script nor the check runs
 
@@ -510,7 +532,8 @@ def test_pinchbench_environment_reads_spreadsheets(tmp_path: Path) -> None:
     try:
         with Sandbox(ws, environment=get_environment("pinchbench")) as sb:
             result = sb.run_sync("python summary.py")
-            assert result.ok and result.stdout.strip() == "total 5430", result
+            assert result.ok, result
+            assert result.stdout.strip() == "total 5430", result
         with Sandbox(ws) as sb:
             assert not sb.run_sync("python summary.py").ok
     finally:

@@ -78,7 +78,8 @@ def test_run_with_a_rejected_key_exits_3_with_the_error_as_text() -> None:
     assert "infrastructure failure (policy_error) after 0 turn(s)" in out.stdout
     assert "error: PolicyError: litellm:openai/test-model: request rejected: the API key was " \
            "rejected (HTTP 401)" in out.stderr
-    assert "Traceback" not in out.stdout + out.stderr and "│" not in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
+    assert "│" not in out.stdout
     assert "overloaded" not in out.stderr
     assert len(out.stdout.splitlines()) + len(out.stderr.splitlines()) <= 6
 
@@ -91,8 +92,10 @@ def test_run_json_also_exits_3() -> None:
                      *litellm_opts(srv, "sk-x", max_retries=0), "--json")
     assert out.returncode == 3, out.stderr
     result = json.loads(out.stdout)
-    assert result["termination"] == "policy_error" and "model server crashed" in result["error"]
-    assert "error: PolicyError" in out.stderr and "Traceback" not in out.stderr
+    assert result["termination"] == "policy_error"
+    assert "model server crashed" in result["error"]
+    assert "error: PolicyError" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 @needs_litellm
@@ -130,7 +133,8 @@ def test_eval_with_a_wrong_key_then_fixed_reruns_the_failures(tmp_path: Path) ->
         assert kept.returncode == 3, kept.stderr
         assert "nothing to run: all 2 episode(s) already stored (2 of them infrastructure " \
                "failures, kept by --keep-failures)" in kept.stderr
-        assert len(srv.requests) == 2 and len(lines(out / RESULTS)) == 2
+        assert len(srv.requests) == 2
+        assert len(lines(out / RESULTS)) == 2
 
         # 3. the key fixed, same command: the failed episodes run again
         fixed = hg_cli(*base, *litellm_opts(srv, "sk-right"))
@@ -149,9 +153,11 @@ def test_eval_with_a_wrong_key_then_fixed_reruns_the_failures(tmp_path: Path) ->
     # append-only: the failed records and their trajectories are still in the files
     assert len(lines(out / RESULTS)) == len(lines(out / TRAJECTORIES)) == 4
     effective = read_results(out)
-    assert len(effective) == 2 and not any(r.infra_failure for r in effective)
+    assert len(effective) == 2
+    assert not any(r.infra_failure for r in effective)
     superseded = read_superseded(out)
-    assert len(superseded) == 2 and all(r.termination == "policy_error" for r in superseded)
+    assert len(superseded) == 2
+    assert all(r.termination == "policy_error" for r in superseded)
     assert {r.key for r in superseded} == {r.key for r in effective}
     report = load_report(out)
     assert (report.episodes, report.infra_failures, report.missing) == (2, 0, 0)
@@ -209,7 +215,8 @@ def test_rerun_retries_infra_failures_and_keeps_their_records(tmp_path: Path) ->
     policy.down, calls = False, policy.calls
     second = evaluate(config(), out, policy=policy)
     assert (second.ran, second.skipped, second.retried) == (4, 0, 4)
-    assert policy.calls > calls and second.infra_failures == []
+    assert policy.calls > calls
+    assert second.infra_failures == []
     assert all(r.passed for r in second.results)
 
     third = evaluate(config(), out, policy=policy)
@@ -231,7 +238,8 @@ def test_a_second_infra_failure_supersedes_the_first(tmp_path: Path) -> None:
     evaluate(config(harnesses=HARNESSES[:1]), out, policy=policy)
     again = evaluate(config(harnesses=HARNESSES[:1]), out, policy=policy)
     assert (again.ran, again.retried, len(again.infra_failures)) == (2, 2, 2)
-    assert len(read_results(out)) == 2 and len(read_superseded(out)) == 2
+    assert len(read_results(out)) == 2
+    assert len(read_superseded(out)) == 2
     assert all(len(h) == 2 for h in read_history(out).values())
 
 
@@ -248,7 +256,8 @@ def test_killed_retry_is_recovered_from_its_trajectory(tmp_path: Path) -> None:
         for line in lines(passed / TRAJECTORIES):
             f.write(line + b"\n")
     with EvalStore(failed) as store:
-        assert store.recovered == 4 and store.failed == set()
+        assert store.recovered == 4
+        assert store.failed == set()
         assert len(store.superseded) == 4
     outcome = evaluate(config(), failed, policy=Switch())  # down again: must not be called
     assert (outcome.ran, outcome.skipped, outcome.recovered) == (0, 4, 0)
@@ -266,7 +275,8 @@ def test_a_result_after_a_real_result_is_still_a_duplicate(tmp_path: Path) -> No
         f.write(first + b"\n")
     with pytest.warns(UserWarning, match="ignored 1 duplicate"):
         results, superseded = read_results(tmp_path), read_superseded(tmp_path)
-    assert len(results) == 2 and superseded == []
+    assert len(results) == 2
+    assert superseded == []
     with (pytest.warns(UserWarning, match="ignored 1 duplicate"),
           pytest.raises(RuntimeError, match="already stored"), EvalStore(tmp_path) as store):
         store.extend([EvalResult.model_validate_json(first)])

@@ -156,7 +156,8 @@ def config(**update: object) -> EvalConfig:
 def evaluated(plugin: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Report]:
     out = tmp_path_factory.mktemp("eval") / "run"
     outcome = evaluate(config(), out)
-    assert outcome.total == outcome.ran == 168 and outcome.skipped == 0
+    assert outcome.total == outcome.ran == 168
+    assert outcome.skipped == 0
     return out, load_report(out)
 
 
@@ -184,14 +185,16 @@ def test_in_space_out_of_space_original_and_overall(evaluated: tuple[Path, Repor
         assert cell is not None, (suite, setting)
         assert cell.pass_rate.mean == pytest.approx(value), (suite, setting)
         assert cell.pass_rate.runs == pytest.approx({0: value, 1: value})
-        assert cell.pass_rate.std == 0.0 and cell.pass_rate.min == cell.pass_rate.max
+        assert cell.pass_rate.std == 0.0
+        assert cell.pass_rate.min == cell.pass_rate.max
     # mean over 2 suites × 3 settings: (½ + ½ + 1 + ⅔ + ½ + 1) / 6
     assert report.overall.mean == pytest.approx(25 / 36)
     # pooled over all 168 episodes: per run 42 in-space + 4 out-of-space + 4 original passes
     assert (report.episodes, report.scored, report.passed) == (168, 168, 100)
     assert report.pass_rate == pytest.approx(100 / 168)
     assert report.infra_failures == report.ungraded == 0
-    assert report.expected == 168 and report.missing == 0
+    assert report.expected == 168
+    assert report.missing == 0
 
 
 def test_per_behaviour_scores(evaluated: tuple[Path, Report]) -> None:
@@ -209,12 +212,14 @@ def test_per_behaviour_scores(evaluated: tuple[Path, Report]) -> None:
     for behaviour, values in expected.items():
         for setting, value in values.items():
             cell = report.behaviour_cell(behaviour, setting)
-            assert cell is not None and cell.pass_rate.mean == pytest.approx(value), (
-                behaviour, setting)
+            assert cell is not None, (behaviour, setting)
+            assert cell.pass_rate.mean == pytest.approx(value), (behaviour, setting)
     assert report.behaviour_cell("planning", "overall").tasks == 2  # type: ignore[union-attr]
     for behaviour in ("workflow_compliance", "error_recovery", "observation_reading"):
         cell = report.behaviour_cell(behaviour, "in-space")
-        assert cell is not None and cell.tasks == 0 and cell.pass_rate.mean is None
+        assert cell is not None
+        assert cell.tasks == 0
+        assert cell.pass_rate.mean is None
 
 
 def test_configurations_adapters_factor_effects_and_cost(
@@ -232,7 +237,9 @@ def test_configurations_adapters_factor_effects_and_cost(
         assert c.pass_rate.mean == {"function_calling": 1.0, "xml_tags": 0.0,
                                     "bash_only": 0.75}[tool]
     fc = report.config_row("adapter:probe-fc")
-    assert fc is not None and fc.name == "ProbeShell-FC 1.0" and fc.levels is None
+    assert fc is not None
+    assert fc.name == "ProbeShell-FC 1.0"
+    assert fc.levels is None
     effects = {(e.factor, e.level): (e.pass_rate, e.configs) for e in report.factor_effects}
     # the held-out configurations only: the original (T0) is not pooled in (issue 12)
     assert effects[("tool_interface", "function_calling")] == (1.0, 6)
@@ -241,16 +248,21 @@ def test_configurations_adapters_factor_effects_and_cost(
     assert [e.level for e in report.factor_effects if e.factor == "context"] == [
         "full", "window", "compact"]  # the space's order
     cost = {c.harness: c for c in report.cost}
-    assert cost[ORIGINAL].episodes == 8 and cost[ORIGINAL].pass_rate == 1.0
-    assert cost[ORIGINAL].tokens == 0 and cost[ORIGINAL].pass_per_1k_tokens is None
-    assert cost[ORIGINAL].wall_s > 0 and cost[ORIGINAL].tools_s >= 0
+    assert cost[ORIGINAL].episodes == 8
+    assert cost[ORIGINAL].pass_rate == 1.0
+    assert cost[ORIGINAL].tokens == 0
+    assert cost[ORIGINAL].pass_per_1k_tokens is None
+    assert cost[ORIGINAL].wall_s > 0
+    assert cost[ORIGINAL].tools_s >= 0
     # every trajectory is stored with its key and can be read back by offset
     from harnessgrid.evaluation.store import load_trajectory
 
     result = next(r for r in read_results(out) if r.harness == "adapter:probe-xml")
     traj = load_trajectory(out, result)
-    assert traj.harness == "ProbeShell-XML 1.0" and traj.meta["eval"]["run"] == result.run
-    assert traj.episode_id == result.episode_id and traj.passed is False
+    assert traj.harness == "ProbeShell-XML 1.0"
+    assert traj.meta["eval"]["run"] == result.run
+    assert traj.episode_id == result.episode_id
+    assert traj.passed is False
 
 
 def test_train_setting_and_limit(plugin: Path, tmp_path: Path) -> None:
@@ -273,10 +285,13 @@ def test_infra_failures_and_grader_errors_are_counted_not_scored(plugin: Path,
     assert (report.episodes, report.scored, report.infra_failures, report.ungraded) == (6, 2, 2, 2)
     assert report.pass_rate == 1.0
     cell = report.suite_cell("evaltest", "original")
-    assert cell is not None and cell.pass_rate.mean == 1.0
+    assert cell is not None
+    assert cell.pass_rate.mean == 1.0
     assert (cell.counts.episodes, cell.counts.infra_failures) == (4, 2)
     broken = report.suite_cell("evalbroken", "original")
-    assert broken is not None and broken.pass_rate.mean is None and broken.counts.ungraded == 2
+    assert broken is not None
+    assert broken.pass_rate.mean is None
+    assert broken.counts.ungraded == 2
     results = read_results(tmp_path / "flaky")
     assert {r.termination for r in results if r.infra_failure} == {"policy_error"}
     assert all("grader exploded" in (r.grade_error or "") for r in results if r.ungraded)
@@ -354,9 +369,10 @@ def test_out_of_space_is_the_mean_over_adapters_and_overall_over_suites() -> Non
 
 
 def test_per_run_and_stat_helpers() -> None:
-    assert per_run([]) == {} and Stat.of({}) == Stat()
+    assert per_run([]) == {}
+    assert Stat.of({}) == Stat()
     assert Stat.of({0: 0.5}).std == 0.0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="Field required"):
         EvalResult.model_validate({"setting": "x"})
 
 

@@ -53,7 +53,8 @@ def test_report_json_and_files(env: dict[str, str], runs: tuple[Path, Path]) -> 
     out = hg(env, "report", str(new), "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["episodes"] == 42 and data["pass_rate"] == pytest.approx(22 / 42)
+    assert data["episodes"] == 42
+    assert data["pass_rate"] == pytest.approx(22 / 42)
     assert data["overall"]["mean"] == pytest.approx((0.5 + 0.5 + 1.0) / 3)
     assert {"suites", "behaviours", "configurations", "factor_effects", "cost"} <= set(data)
     assert json.loads((new / "report.json").read_text())["episodes"] == 42
@@ -74,8 +75,10 @@ def test_html_report_is_self_contained(runs: tuple[Path, Path]) -> None:
     assert [name for name, _ in images] == ["behaviours", "factor_grid", "configurations",
                                             "cost"]
     assert all(base64.b64decode(data)[:4] == b"\x89PNG" for _, data in images)
-    assert "http://" not in page and "https://" not in page
-    assert page.count("<table>") == 8 and "ProbeShell-FC 1.0" in page  # + per category
+    assert "http://" not in page
+    assert "https://" not in page
+    assert page.count("<table>") == 8
+    assert "ProbeShell-FC 1.0" in page  # + per category
 
 
 def test_report_compare(env: dict[str, str], runs: tuple[Path, Path]) -> None:
@@ -110,7 +113,8 @@ def test_user_mistakes_get_a_message_not_a_traceback(env: dict[str, str],
     for args, message in cases:
         result = hg(env, *args)
         assert result.returncode == 2, (args, result.stderr)
-        assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert message in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr, result.stderr
     assert not (tmp_path / "x" / "manifest.json").exists()  # mistakes leave nothing behind
 
 

@@ -64,16 +64,19 @@ def test_a_trajectory_lost_from_the_tail_is_run_again(tmp_path: Path, cut: str) 
     cut_to(path, size)
     before = read_results(out)
     lost = before[1:] if cut != "two lines" else before
-    with pytest.warns(UserWarning) as record:
+    # the lost episodes, and (a line cut in the middle) the torn line set aside
+    with pytest.warns(UserWarning, match=f"{LOST.pattern}|cut a torn last line") as record:
         outcome = evaluate(small(), out)  # type: ignore[arg-type]
     [said] = lost_warnings(record)
     assert LOST.search(said)[1] == str(len(lost))  # type: ignore[index]
     for result in lost:  # which episodes, and why
-        assert result.episode_id in said and result.task in said
+        assert result.episode_id in said
+        assert result.task in said
     assert "trajectories.jsonl" in said
     assert (outcome.ran, outcome.skipped) == (len(lost), 2 - len(lost))
     results = every_trajectory_loads(out)
-    assert len(results) == 2 and {r.key for r in results} == {r.key for r in before}
+    assert len(results) == 2
+    assert {r.key for r in results} == {r.key for r in before}
     assert {r.episode_id for r in results}.isdisjoint(r.episode_id for r in lost)
     # the lost results stay in the file for the audit trail, superseded
     assert {r.episode_id for r in read_superseded(out)} >= {r.episode_id for r in lost}
@@ -94,10 +97,11 @@ def test_a_result_pointing_past_the_end_of_the_file_is_run_again(tmp_path: Path)
     record = json.loads(stored[0])
     record["traj_offset"] = 10**9
     (out / RESULTS).write_bytes(json.dumps(record).encode() + b"\n" + stored[1] + b"\n")
-    with pytest.warns(UserWarning) as warned:
+    with pytest.warns(UserWarning, match=LOST) as warned:
         outcome = evaluate(small(), out)  # type: ignore[arg-type]
     [said] = lost_warnings(warned)
-    assert record["episode_id"] in said and "beyond the end" in said
+    assert record["episode_id"] in said
+    assert "beyond the end" in said
     assert (outcome.ran, outcome.skipped) == (1, 1)
     assert len(every_trajectory_loads(out)) == 2
 
@@ -111,18 +115,20 @@ def test_a_lost_result_never_loads_another_episode_s_trajectory(tmp_path: Path) 
     path = out / TRAJECTORIES
     first, _ = lines(path)
     cut_to(path, len(first) + 1)
-    with pytest.warns(UserWarning):
+    with pytest.warns(UserWarning, match=LOST):
         evaluate(small(), out)  # type: ignore[arg-type]
     superseded = read_superseded(out)  # the lost result, then the record saying so
     assert [r.trajectory_lost for r in superseded] == [False, True]
     gone, record = superseded
-    assert record.episode_id == gone.episode_id and record.traj_offset == -1
+    assert record.episode_id == gone.episode_id
+    assert record.traj_offset == -1
     assert gone.traj_offset < path.stat().st_size  # its offset holds something else now
     for result in superseded:
         with pytest.raises(TrajectoryMissing, match="not stored"):
             load_trajectory(out, result)
     with EvalStore(out) as store:  # and a later open counts nothing as lost or orphaned
-        assert store.lost == set() and store.recovered == 0
+        assert store.lost == set()
+        assert store.recovered == 0
 
 
 def test_the_cli_resume_says_what_it_runs_again(tmp_path: Path) -> None:
@@ -139,10 +145,13 @@ def test_the_cli_resume_says_what_it_runs_again(tmp_path: Path) -> None:
     resumed = hg(env, *args)
     assert resumed.returncode == 0, resumed.stderr
     said = LOST.search(resumed.stderr)
-    assert said and said[1] == "1", resumed.stderr
+    assert said, resumed.stderr
+    assert said[1] == "1", resumed.stderr
     assert before[-1].episode_id in resumed.stderr
     results = every_trajectory_loads(out)
-    assert len(results) == 2 and results[-1].episode_id != before[-1].episode_id
+    assert len(results) == 2
+    assert results[-1].episode_id != before[-1].episode_id
     again = hg(env, *args)
-    assert again.returncode == 0 and not LOST.search(again.stderr), again.stderr
+    assert again.returncode == 0, again.stderr
+    assert not LOST.search(again.stderr), again.stderr
     assert every_trajectory_loads(out) == results

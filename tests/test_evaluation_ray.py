@@ -14,6 +14,7 @@ machine's own). Evaluations run through the real CLI in fresh processes, as a us
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -169,7 +170,8 @@ def test_results_equal_the_local_evaluators(cluster: tuple[Any, dict[str, str]],
     assert all(r["passed"] for r in ray_results.values())
     # Same manifest, so each directory resumes the other's way: nothing left to run.
     again = hg(env, "eval", *common, "--out", str(tmp_path / "ray"))
-    assert again.returncode == 0 and "0 episode(s) run, 24 already stored" in again.stderr
+    assert again.returncode == 0
+    assert "0 episode(s) run, 24 already stored" in again.stderr
 
 
 @pytest.mark.slow
@@ -197,13 +199,15 @@ def test_killed_worker_node_loses_no_episode(cluster: tuple[Any, dict[str, str]]
     results = read_results(out)
     keys = [r.key for r in results]
     assert len(keys) == len(set(keys)) == len(_lines(out / RESULTS)) == 4  # 2 tasks × 2
-    assert len(_lines(out / TRAJECTORIES)) == 4 and all(r.passed for r in results)
+    assert len(_lines(out / TRAJECTORIES)) == 4
+    assert all(r.passed for r in results)
     stored = [r for r in results if (r.task, r.harness) == victim]
     assert len(stored) == 1
     turns = [json.loads(line) for line in _lines(log)]
     restarts = [t["node"] for t in turns if (t["task"], t["harness"]) == victim
                 and t["turn"] == 0]
-    assert restarts[0] == worker.node_id and head.head_node.node_id in restarts[1:]
+    assert restarts[0] == worker.node_id
+    assert head.head_node.node_id in restarts[1:]
 
 
 def _kill_node(head: Any, node: Any) -> None:
@@ -214,10 +218,8 @@ def _kill_node(head: Any, node: Any) -> None:
 
     raylet = node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
     for pid in [raylet, *_descendants(raylet)]:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     head.remove_node(node, allow_graceful=False)
 
 
@@ -292,7 +294,9 @@ def test_a_job_runs_from_plain_specs_in_process() -> None:
     job = EpisodeJob(harness="S2-T1-O0-C1-W2", suite="examples", task_id="upper",
                      policy="scripted")
     traj = asyncio.run(arun_job(job))
-    assert traj.passed and traj.harness == "S2-T1-O0-C1-W2" and traj.task_id == "upper"
+    assert traj.passed
+    assert traj.harness == "S2-T1-O0-C1-W2"
+    assert traj.task_id == "upper"
     with pytest.raises(ConfigError, match="other content on this node"):
         asyncio.run(arun_job(job.model_copy(update={"task_hash": "0" * 16})))
     with pytest.raises(ConfigError, match="has no task 'nosuch'"):
@@ -343,11 +347,13 @@ def test_unreachable_cluster_is_a_message_not_a_traceback(tmp_path: Path) -> Non
                 f"127.0.0.1:{port}")
     assert result.returncode == 2, result.stderr
     assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in result.stderr
-    assert "ray start --head" in result.stderr and "Traceback" not in result.stderr
+    assert "ray start --head" in result.stderr
+    assert "Traceback" not in result.stderr
     assert not out.exists()  # a wrong address leaves nothing behind
     bad = hg({**os.environ, **RAY_ENV}, "eval", "--policy", "scripted", "--suites",
              "examples", "--out", str(out), "--ray", "headnode")
-    assert bad.returncode == 2 and "'headnode' is not HOST:PORT" in bad.stderr, bad.stderr
+    assert bad.returncode == 2, bad.stderr
+    assert "'headnode' is not HOST:PORT" in bad.stderr, bad.stderr
 
 
 def test_missing_ray_says_how_to_install_it(tmp_path: Path) -> None:

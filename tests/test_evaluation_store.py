@@ -88,7 +88,8 @@ def test_killed_evaluation_resumes_with_exactly_one_result_per_key(tmp_path: Pat
     proc.kill()  # SIGKILL: no clean-up at all
     proc.wait()
     second = lines(out / RESULTS)
-    assert second[:len(first)] == first and len(second) < 76
+    assert second[:len(first)] == first
+    assert len(second) < 76
 
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=HANG_S,
                           check=False)
@@ -99,7 +100,8 @@ def test_killed_evaluation_resumes_with_exactly_one_result_per_key(tmp_path: Pat
     keys = [r.key for r in results]
     assert len(final) == len(keys) == len(set(keys)) == 76  # 2 tasks × 19 harnesses × 2 runs
     manifest = read_manifest(out)
-    assert manifest is not None and set(keys) == manifest.expected_keys()
+    assert manifest is not None
+    assert set(keys) == manifest.expected_keys()
     trajectories = [json.loads(line) for line in lines(out / TRAJECTORIES)]
     traj_keys = [tuple(t["meta"]["eval"][k] for k in ResultKey._fields) for t in trajectories]
     assert len(traj_keys) == len(set(traj_keys)) == 76
@@ -155,7 +157,8 @@ def test_incompatible_parameters_are_refused(tmp_path: Path) -> None:
     for update, message in cases:
         with pytest.raises(ConfigError) as err:
             evaluate(small(**update), out)  # type: ignore[arg-type]
-        assert message in str(err.value) and "fresh --out DIR" in str(err.value)
+        assert message in str(err.value)
+        assert "fresh --out DIR" in str(err.value)
     assert len(read_results(out)) == 2  # nothing was run or written
 
 
@@ -167,7 +170,9 @@ def test_a_run_may_grow_by_runs_suites_and_settings(tmp_path: Path) -> None:
                            settings=("original", "out-of-space")), out)
     assert (grown.skipped, grown.ran) == (2, 22)  # (2 + 2 tasks) × 3 harnesses × 2 runs - 2
     manifest = read_manifest(out)
-    assert manifest is not None and manifest.runs == 2 and set(manifest.suites) == {
+    assert manifest is not None
+    assert manifest.runs == 2
+    assert set(manifest.suites) == {
         "evaltest", "examples"}
     assert len(manifest.expected_keys()) == 24 == len(read_results(out))
 
@@ -177,7 +182,8 @@ def test_secrets_in_policy_options_are_not_written(tmp_path: Path) -> None:
     evaluate(small(policy_options={"api_key": "sk-123", "temperature": 0}),  # type: ignore[arg-type]
              tmp_path / "run")
     text = (tmp_path / "run" / "manifest.json").read_text()
-    assert "sk-123" not in text and '"temperature": 0' in text
+    assert "sk-123" not in text
+    assert '"temperature": 0' in text
 
 
 def test_two_writers_never_share_a_directory(tmp_path: Path) -> None:
@@ -193,5 +199,5 @@ def test_results_without_manifest_are_refused(tmp_path: Path) -> None:
     out = tmp_path / "run"
     evaluate(small(), out)  # type: ignore[arg-type]
     (out / "manifest.json").unlink()
-    with pytest.raises(ConfigError, match="holds results but no manifest.json"):
+    with pytest.raises(ConfigError, match=r"holds results but no manifest\.json"):
         evaluate(small(), out)  # type: ignore[arg-type]

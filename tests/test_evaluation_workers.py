@@ -81,14 +81,16 @@ def test_workers_are_checked_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="more than --concurrency 2"):
         check_workers(3, 2)
     assert check_workers(2, 2) == 2
-    assert shares(7, 3) == [3, 2, 2] and sum(shares(64, 5)) == 64
+    assert shares(7, 3) == [3, 2, 2]
+    assert sum(shares(64, 5)) == 64
     base = {"policy": "scripted", "suites": ("examples",), "settings": ("in-space",),
             "runs": 1, "concurrency": 4}
     with pytest.raises(ConfigError, match="--ray"):
         evaluate(EvalConfig(**base, workers=2, ray="127.0.0.1:1"), tmp_path / "a")
     with pytest.raises(ConfigError, match="policy object"):
         evaluate(EvalConfig(**base, workers=2), tmp_path / "b", policy=ScriptedPolicy())
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert not (tmp_path / "a").exists()
+    assert not (tmp_path / "b").exists()
     from harnessgrid.cli import app
 
     result = CliRunner().invoke(app, ["eval", "--policy", "scripted", "--suites", "examples",
@@ -111,7 +113,8 @@ def test_two_workers_store_what_one_process_stores(tmp_path: Path) -> None:
     run(1, tmp_path / "one")
     run(2, tmp_path / "two")
     one, two = stable(tmp_path / "one"), stable(tmp_path / "two")
-    assert len(two) == 20 and two == one
+    assert len(two) == 20
+    assert two == one
     assert all(r["passed"] for r in two.values())
     assert len(lines(tmp_path / "two" / TRAJECTORIES)) == 20
 
@@ -135,7 +138,8 @@ def test_a_killed_worker_costs_only_its_episode(tmp_path: Path) -> None:
     results = {r.key: r for r in read_results(out)}
     assert len(results) == 6
     lost = [r for r in results.values() if r.infra_failure]
-    assert len(lost) == 1 and lost[0].task == "config"
+    assert len(lost) == 1
+    assert lost[0].task == "config"
     assert lost[0].termination == "internal_error"
     assert "died (killed by signal 9)" in (lost[0].error or "")
     assert all(r.passed for r in results.values() if not r.infra_failure)
@@ -146,7 +150,8 @@ def test_a_killed_worker_costs_only_its_episode(tmp_path: Path) -> None:
     assert "1 episode(s) run, 5 already stored, 1 infrastructure failure(s) retried" \
         in again.stderr
     final = read_results(out)
-    assert len(final) == len({r.key for r in final}) == 6 and all(r.passed for r in final)
+    assert len(final) == len({r.key for r in final}) == 6
+    assert all(r.passed for r in final)
     assert len(lines(out / RESULTS)) == len(lines(out / TRAJECTORIES)) == 7  # 6 + the retry
     stored = [json.loads(line)["meta"]["eval"]["task"] for line in lines(out / TRAJECTORIES)]
     assert stored.count("config") == 4  # 3 harnesses, one of them twice (failure, retry)
@@ -229,5 +234,6 @@ def test_a_workers_episodes_run_on_recycled_sandboxes() -> None:
         trajs = [traj for _, traj in worker_episodes(jobs, workers=1, concurrency=1)]
     started = [call.result.output.strip() for traj in trajs for turn in traj.turns
                for call in turn.calls if call.action.kind == "shell"]
-    assert len(started) == 4 and all(tick.isdigit() for tick in started), started
+    assert len(started) == 4, started
+    assert all(tick.isdigit() for tick in started), started
     assert len(set(started)) <= 2, started

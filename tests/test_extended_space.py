@@ -162,11 +162,12 @@ def test_codes_and_level_lists_resolve_alike(installed: FactorSpace) -> None:
     assert resolve_config(LEVEL_LIST).code == code  # a level list is named by its code
     assert resolve_config(f"  {code.lower()} ").code == code
     harness = hg.resolve_harness(LEVEL_LIST)
-    assert harness.name == code and hg.resolve_harness(code).name == code
+    assert harness.name == code
+    assert hg.resolve_harness(code).name == code
     # an explicit space reads codes positionally, as before
     default = FactorSpace.default()
     assert resolve_config("S0-T1-O2-C0-W0", default).space == default
-    with pytest.raises(ConfigError, match="factor observation has levels 0..2, got 3"):
+    with pytest.raises(ConfigError, match=r"factor observation has levels 0\.\.2, got 3"):
         resolve_config("S0-T0-O3-C0-W0", default)
     # a level list outside an explicit space lies in the harness space
     assert resolve_config(LEVEL_LIST, default).code == code
@@ -175,7 +176,8 @@ def test_codes_and_level_lists_resolve_alike(installed: FactorSpace) -> None:
 def test_with_levels_order_does_not_change_codes(installed: FactorSpace) -> None:
     a = registry_space(["workflow:checklist", "observation:tally", "observation:diffstat"])
     b = registry_space(["observation:diffstat", "observation:tally", "workflow:checklist"])
-    assert a == b and a.factor("observation").levels[3:] == ("diffstat", "tally")
+    assert a == b
+    assert a.factor("observation").levels[3:] == ("diffstat", "tally")
     # a design space that skips a registered level prints codes every command reads back
     skip = registry_space(["observation:tally"])
     config = skip.from_mapping({**{f: DEFAULT_LEVELS[f][0] for f in FACTORS},
@@ -191,7 +193,7 @@ def test_with_levels_order_does_not_change_codes(installed: FactorSpace) -> None
     assert "--with observation:diffstat" in (exc.value.hint or "")
 
 
-@pytest.mark.parametrize("spec, message", [
+@pytest.mark.parametrize(("spec", "message"), [
     ("system_prompt=minimal,tool_interface=xml_tags", "no level for observation, context"),
     ("system_prompt=minimal,system_prompt=stepwise", "factor 'system_prompt' is given twice"),
     ("colour=red,system_prompt=minimal", "unknown factor 'colour'"),
@@ -211,7 +213,8 @@ def test_split_harnesses_keeps_level_lists_whole() -> None:
     assert split_harnesses(text) == ["S0-T0-O0-C0-W0", LEVEL_LIST, "S1-T1-O1-C1-W1"]
     assert split_harnesses(f"{LEVEL_LIST};{LEVEL_LIST}") == [LEVEL_LIST, LEVEL_LIST]
     assert split_harnesses(f"{LEVEL_LIST},{LEVEL_LIST}") == [LEVEL_LIST, LEVEL_LIST]
-    assert split_harnesses(None) == [] and split_harnesses(["a,b", "c"]) == ["a", "b", "c"]
+    assert split_harnesses(None) == []
+    assert split_harnesses(["a,b", "c"]) == ["a", "b", "c"]
 
 
 def test_eval_settings_read_plugin_levels_by_name(installed: FactorSpace) -> None:
@@ -221,7 +224,8 @@ def test_eval_settings_read_plugin_levels_by_name(installed: FactorSpace) -> Non
     listed = resolve_config(LEVEL_LIST).code
     assert settings == {"in-space": [code, listed], "original": [listed]}
     default = resolve_settings(["in-space"])["in-space"]  # the paper's held-out 18, unchanged
-    assert len(default) == 18 and all(FactorSpace.default().parse(c) for c in default)
+    assert len(default) == 18
+    assert all(FactorSpace.default().parse(c) for c in default)
     with pytest.raises(ConfigError, match="more than once"):
         resolve_settings(["in-space"], harnesses=[code, code.lower()])
 
@@ -248,7 +252,8 @@ def test_eval_and_harness_show_with_named_plugin_levels(env: dict[str, str],
     report = json.loads((out / "report.json").read_text())
     listed = extended_code(env, tool_interface="xml_tags", observation="diffstat",
                            workflow="checklist")
-    assert report["episodes"] == 4 and report["pass_rate"] == 1.0
+    assert report["episodes"] == 4
+    assert report["pass_rate"] == 1.0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["settings"]["in-space"] == [code, listed]
 
@@ -262,7 +267,8 @@ def test_eval_and_harness_show_with_named_plugin_levels(env: dict[str, str],
     assert cases["failure"].startswith("shell failed (exit 1)")
     assert cases["long output"].startswith("shell ok: 600 lines")
     human = ok(hg_cli(env, "harness", "show", code))
-    assert code in human and "observation · failure" in human
+    assert code in human
+    assert "observation · failure" in human
     # the code `harness show` printed for a level list is read back by every command
     again = json.loads(ok(hg_cli(env, "harness", "show", LEVEL_LIST, "--json")))
     assert again["harness"] == listed
@@ -274,10 +280,12 @@ def test_run_and_tasks_validate_take_extended_codes(env: dict[str, str]) -> None
     code = extended_code(env, observation="tally", workflow="checklist")
     data = json.loads(ok(hg_cli(env, "run", "--task", "examples/upper", "--harness", code,
                                 "--policy", "scripted", "--json")))
-    assert data["harness"] == code and data["passed"] is True
+    assert data["harness"] == code
+    assert data["passed"] is True
     bad = hg_cli(env, "run", "--task", "examples/upper", "--harness",
                  "system_prompt=minimal,observation=diffstat", "--policy", "scripted")
-    assert bad.returncode == 2 and "no level for tool_interface, context, workflow" in bad.stderr
+    assert bad.returncode == 2
+    assert "no level for tool_interface, context, workflow" in bad.stderr
     validated = hg_cli(env, "tasks", "validate", "examples", "--harness", LEVEL_LIST, "--json")
     assert validated.returncode == 0, validated.stderr
     assert json.loads(validated.stdout)["harness"] == extended_code(
@@ -302,16 +310,20 @@ def test_design_nearly_orthogonal_over_the_extension(env: dict[str, str]) -> Non
     extra = [arg for spec in EXTRA for arg in ("--with", spec)]
     rows = json.loads(ok(hg_cli(env, "design", "show", *extra, "--kind", "nearly-orthogonal",
                                 "--runs", "18", "--json")))
-    assert len(rows) == 18 and len({json.dumps(r, sort_keys=True) for r in rows}) == 18
-    for factor, size in zip(FACTORS, (3, 3, 4, 3, 4)):
+    assert len(rows) == 18
+    assert len({json.dumps(r, sort_keys=True) for r in rows}) == 18
+    for factor, size in zip(FACTORS, (3, 3, 4, 3, 4), strict=True):
         counts = [sum(r[factor] == lv for r in rows) for lv in {r[factor] for r in rows}]
-        assert len(counts) == size and max(counts) - min(counts) <= 1
+        assert len(counts) == size
+        assert max(counts) - min(counts) <= 1
     diag = json.loads(ok(hg_cli(env, "design", "check", *extra, "--kind", "nearly-orthogonal",
                                 "--runs", "18", "--json")))
-    assert diag["n_runs"] == 18 and diag["levels_balanced"] is False
+    assert diag["n_runs"] == 18
+    assert diag["levels_balanced"] is False
     assert all(lv["even"] for lv in diag["level_balance"])
     imbalance = diag["pair_imbalance"]
-    assert 0 < imbalance["max_abs_deviation"] < 1 and imbalance["chi_square"] > 0
+    assert 0 < imbalance["max_abs_deviation"] < 1
+    assert imbalance["chi_square"] > 0
     human = hg_cli(env, "design", "check", *extra, "--kind", "nearly-orthogonal", "--runs", "18")
     for text in ("pair imbalance: max / mean |count - expected|", "Cramer's V",
                  "level counts per factor", "5 5 4 4", "within one",
@@ -320,11 +332,13 @@ def test_design_nearly_orthogonal_over_the_extension(env: dict[str, str]) -> Non
     shown = hg_cli(env, "design", "show", *extra, "--kind", "nearly-orthogonal", "--runs", "18")
     assert "24 runs balance every factor" in shown.stderr
     printed = re.findall(r"\bS\d+-T\d+-O(?:\d+|=\w+)-C\d+-W(?:\d+|=\w+)", ok(shown))
-    assert len(printed) == 18 and len(set(printed)) == 18
+    assert len(printed) == 18
+    assert len(set(printed)) == 18
     code = extended_code(env, observation="diffstat", workflow="checklist")
     held = json.loads(ok(hg_cli(env, "design", "holdout", *extra, "--kind", "nearly-orthogonal",
                                 "--runs", "18", "--n", "12", "--json")))
-    assert len(held) == 12 and not {json.dumps(r, sort_keys=True) for r in held} & {
+    assert len(held) == 12
+    assert not {json.dumps(r, sort_keys=True) for r in held} & {
         json.dumps(r, sort_keys=True) for r in rows}
     single = json.loads(ok(hg_cli(env, "design", "show", *extra, "--kind", "single",
                                   "--config", code, "--json")))
@@ -336,7 +350,8 @@ def test_design_nearly_orthogonal_over_the_extension(env: dict[str, str]) -> Non
                           (["--kind", "nearly-orthogonal", "--runs", "3"], "at least 4 runs"),
                           (["--kind", "oa", "--runs", "18"], "--runs 18 sets the size")]:
         bad = hg_cli(env, "design", "show", *extra, *args)
-        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
+        assert bad.returncode == 2, bad.stderr
+        assert message in bad.stderr, bad.stderr
 
 
 def test_designs_print_codes_every_command_reads(env: dict[str, str]) -> None:
@@ -345,7 +360,8 @@ def test_designs_print_codes_every_command_reads(env: dict[str, str]) -> None:
     code = extended_code(env, observation="tally")
     shown = ok(hg_cli(env, "design", "show", "--with", "observation:tally", "--kind",
                       "single", "--config", code))
-    assert code in shown and "tally" in shown
+    assert code in shown
+    assert "tally" in shown
     data = json.loads(ok(hg_cli(env, "harness", "show", code, "--json")))
     assert data["config"]["observation"] == "tally"
     preview = json.loads(ok(hg_cli(env, "schedule", "preview", "--with", "observation:tally",
@@ -362,7 +378,8 @@ def test_trainer_config_names_designs_alike(installed: FactorSpace) -> None:
     config = config_from_mapping({"model": "tiny:test", "design": "nearly-orthogonal",
                                   "design_size": 18, "with_levels": EXTRA})
     design = build_design(config, build_space(config))
-    assert design.kind == "nearly_orthogonal" and len(design) == 18
+    assert design.kind == "nearly_orthogonal"
+    assert len(design) == 18
     for spec in (LEVEL_LIST, resolve_config(LEVEL_LIST).code):
         single: dict[str, Any] = {"model": "tiny:test", "design": "single", "harness": spec,
                                   "with_levels": EXTRA}
@@ -375,7 +392,8 @@ def test_plugins_list_shows_the_code_of_each_level(env: dict[str, str]) -> None:
     """The code part ``plugins list`` shows for a level is what a harness code reads back."""
     listed = json.loads(ok(hg_cli(env, "plugins", "list", "--json")))["registrations"]
     codes = {r["name"]: r["code"] for r in listed if r["kind"] == "factor level"}
-    assert codes["observation:raw"] == "O0" and codes["workflow:react"] == "W0"
+    assert codes["observation:raw"] == "O0"
+    assert codes["workflow:react"] == "W0"
     assert codes["observation:diffstat"] == "O=diffstat"
     code = "-".join([codes["system_prompt:minimal"], codes["tool_interface:function_calling"],
                      codes["observation:diffstat"], codes["context:full"],

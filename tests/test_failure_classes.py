@@ -101,8 +101,10 @@ def test_retry_after_beyond_the_wall_limit_is_a_policy_error_at_once() -> None:
         policy = make_policy("openai:test-model", {"base_url": server.base_url + "/v1"})
         traj = asyncio.run(run_episode(_probe_harness(), UPPER_TASK, policy,
                                        EpisodeLimits(wall_s=20.0)))
-    assert traj.termination == "policy_error" and traj.infra_failure
-    assert "asked to wait 60 s" in (traj.error or "") and traj.score is None
+    assert traj.termination == "policy_error"
+    assert traj.infra_failure
+    assert "asked to wait 60 s" in (traj.error or "")
+    assert traj.score is None
     assert len(server.requests) == 1
 
 

@@ -80,11 +80,16 @@ def test_oracle_solves_and_null_fails(registry: Registry, name: str) -> None:
     tasks = sample(name)
     jobs = [(harness(registry, code), t) for t in tasks for code in (NATIVE, TEXT)]
     for traj in run_all(jobs, ScriptedPolicy()):
-        assert traj.termination == "finished" and traj.score == 1.0, explain(traj)
-        assert all(0.0 <= v <= 1.0 for v in traj.subscores.values()) and traj.subscores
+        assert traj.termination == "finished", explain(traj)
+        assert traj.score == 1.0, explain(traj)
+        assert all(0.0 <= v <= 1.0 for v in traj.subscores.values())
+        assert traj.subscores
     for traj in run_all(jobs, ScriptedPolicy(empty=True)):  # null sends nothing
-        assert traj.termination == "format_errors" and traj.grade_error is None, explain(traj)
-        assert traj.score is not None and traj.score < 1.0 and not traj.passed, explain(traj)
+        assert traj.termination == "format_errors", explain(traj)
+        assert traj.grade_error is None, explain(traj)
+        assert traj.score is not None, explain(traj)
+        assert traj.score < 1.0, explain(traj)
+        assert not traj.passed, explain(traj)
 
 
 def test_plans_also_work_as_plain_shell_commands(registry: Registry) -> None:
@@ -93,7 +98,8 @@ def test_plans_also_work_as_plain_shell_commands(registry: Registry) -> None:
     tasks = [t.model_copy(update={"plan": tuple(as_shell(a) for a in t.plan)})
              for name in NAMES for t in sample(name)[-1:]]
     for traj in run_all([(harness(registry, NATIVE), t) for t in tasks], ScriptedPolicy()):
-        assert traj.termination == "finished" and traj.score == 1.0, explain(traj)
+        assert traj.termination == "finished", explain(traj)
+        assert traj.score == 1.0, explain(traj)
 
 
 def test_graders_are_deterministic(registry: Registry) -> None:
@@ -170,10 +176,12 @@ def test_one_task_builds_only_that_task(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(splits, "generate", lambda f, s, **kw: built.append((f, s)) or
                         real(f, s, **kw))
     suite = hg.load_suite("grid")
-    assert len(suite.tasks("train")) >= 13_500 and not built
+    assert len(suite.tasks("train")) >= 13_500
+    assert not built
     first = suite.tasks("train")[0].id
     task = suite.get("grid/json_merge-00003")
-    assert task.id == "grid/json_merge-00003" and task.suite == "grid"
+    assert task.id == "grid/json_merge-00003"
+    assert task.suite == "grid"
     assert built == [("column_stats", 0), ("json_merge", 3)], first
     assert suite.split_of("grid/json_merge-00003") == "train"
     with pytest.raises(ConfigError, match="no task 'grid/json_merge-100000'"):
@@ -193,9 +201,11 @@ def test_a_stale_index_is_computed_once_and_cached(monkeypatch: pytest.MonkeyPat
     try:
         first = splits.load_index()
         cached = tmp_path / "harnessgrid" / "grid-index-0123456789abcdef.json"
-        assert computed == [1] and cached.is_file()
+        assert computed == [1]
+        assert cached.is_file()
         splits.load_index.cache_clear()
-        assert splits.load_index() == json.loads(cached.read_text()) and computed == [1]
+        assert splits.load_index() == json.loads(cached.read_text())
+        assert computed == [1]
         assert first["grid-bench"] == [list(e) for e in computed_index["grid-bench"]]
     finally:
         splits.load_index.cache_clear()
@@ -212,7 +222,9 @@ def test_split_sizes_and_uniqueness(suites: dict[str, TaskSuite]) -> None:
     long = suites["grid-long"].tasks("eval")
     assert list(suites["grid"].splits) == ["train"]
     assert list(suites["grid-bench"].splits) == list(suites["grid-long"].splits) == ["eval"]
-    assert len(train) >= 13_500 and len(bench) == 200 and len(long) >= 60
+    assert len(train) >= 13_500
+    assert len(bench) == 200
+    assert len(long) >= 60
     for tasks in (train, bench, long):
         ids, hashes, params = _keys(tasks)
         assert len(ids) == len(hashes) == len(params) == len(tasks)
@@ -238,12 +250,17 @@ def test_tasks_are_well_formed(suites: dict[str, TaskSuite]) -> None:
     for suite in suites.values():
         for task in suite.tasks():
             fam = FAMILIES[task.metadata["family"]]
-            assert ID.match(task.id) and task.suite == suite.name, task.id
-            assert task.plan and task.grader is not None and task.instruction, task.id
-            assert task.tags == fam.tags and set(task.tags) <= set(BEHAVIOURS), task.id
+            assert ID.match(task.id), task.id
+            assert task.suite == suite.name, task.id
+            assert task.plan, task.id
+            assert task.grader is not None, task.id
+            assert task.instruction, task.id
+            assert task.tags == fam.tags, task.id
+            assert set(task.tags) <= set(BEHAVIOURS), task.id
             assert fam.difficulty[0] <= task.difficulty <= fam.difficulty[1], task.id
             assert all(not p.startswith("/") and ".." not in p.split("/") for p in task.files)
-            assert task.limits.max_turns is not None and task.limits.max_turns >= len(task.plan) + 4
+            assert task.limits.max_turns is not None
+            assert task.limits.max_turns >= len(task.plan) + 4
 
 
 def test_all_six_behaviours_are_covered() -> None:
@@ -256,9 +273,11 @@ def test_all_six_behaviours_are_covered() -> None:
 
 def test_long_suite_needs_eight_actions_or_more(suites: dict[str, TaskSuite]) -> None:
     for task in suites["grid-long"].tasks("eval"):
-        assert task.metadata["long"] and len(task.plan) >= 8, (task.id, len(task.plan))
+        assert task.metadata["long"], (task.id, len(task.plan))
+        assert len(task.plan) >= 8, (task.id, len(task.plan))
     families = {t.metadata["family"] for t in suites["grid-long"].tasks("eval")}
-    assert families == {n for n in NAMES if FAMILIES[n].long_capable} and len(families) >= 4
+    assert families == {n for n in NAMES if FAMILIES[n].long_capable}
+    assert len(families) >= 4
 
 
 _PROBE = """
@@ -300,11 +319,13 @@ def test_plugin_registers_lazy_suites() -> None:
     assert {"grid", "grid-bench", "grid-long"} <= set(reg.task_suites)
     assert not any(reg.task_suite(n).takes_argument for n in ("grid", "grid-bench", "grid-long"))
     small = reg.task_suite("grid").load(None, families="csv_group_agg,todo_checklist")
-    assert isinstance(small, TaskSuite) and small.name == "grid"
+    assert isinstance(small, TaskSuite)
+    assert small.name == "grid"
     assert {t.metadata["family"] for t in small.tasks("train")} == {"csv_group_agg",
                                                                     "todo_checklist"}
     bench = reg.task_suite("grid-bench").load(None, families=["json_merge"])
-    assert bench.tasks("eval") and all(t.suite == "grid-bench" for t in bench.tasks("eval"))
+    assert bench.tasks("eval")
+    assert all(t.suite == "grid-bench" for t in bench.tasks("eval"))
     with pytest.raises(ConfigError, match="unknown task families"):
         reg.task_suite("grid").load(None, families="nope")
     with pytest.raises(ConfigError, match="unknown option"):
@@ -319,7 +340,8 @@ def test_oracle_over_a_larger_sample(registry: Registry) -> None:
     tasks += list(splits.bench_suite().tasks("eval")[:50])
     tasks += list(splits.long_suite().tasks("eval")[:24])
     for traj in run_all([(harness(registry, NATIVE), t) for t in tasks], ScriptedPolicy()):
-        assert traj.termination == "finished" and traj.score == 1.0, explain(traj)
+        assert traj.termination == "finished", explain(traj)
+        assert traj.score == 1.0, explain(traj)
     for task in tasks:
         assert task.grader is not None
         blank = Workspace.create(task.files)

@@ -33,7 +33,7 @@ from harnessgrid.tasks import FunctionGrader, Task
 from harnessgrid.trajectory import Trajectory
 
 
-def Agent(*commands: str) -> ShellAgent:  # noqa: N802 - reads as the class it makes
+def Agent(*commands: str) -> ShellAgent:  # reads as the class it makes
     """The attacker; its last command also prints what the graders look for."""
     return ShellAgent(*commands, finish=f"echo {SENTINEL} && echo done")
 
@@ -79,7 +79,8 @@ def test_a_naive_function_grader_cannot_reach_the_host_through_the_copy(tmp_path
 
     task = Task(id="leak", instruction="x", grader=FunctionGrader(naive))
     traj = attack(task, f"ln -s {secret} leak.txt && ln -s {tmp_path} dir")
-    assert traj.grade_error is None and traj.score == 1.0, (traj.grade_error, traj.subscores)
+    assert traj.grade_error is None, (traj.grade_error, traj.subscores)
+    assert traj.score == 1.0, (traj.grade_error, traj.subscores)
 
 
 _DEV_ZERO_EPISODE = textwrap.dedent("""
@@ -134,8 +135,10 @@ def test_neutralize_links_keeps_only_links_to_regular_files_inside(tmp_path: Pat
     for name in ("out", "rel_out", "zero", "dir", "root", "dangling", "sub/bad"):
         assert os.readlink(root / name) == DANGLING_TARGET, name
         assert not (root / name).exists()
-    assert os.readlink(root / "ok") == "in.txt" and os.readlink(root / "sub" / "ok") == "../in.txt"
-    assert not (root / "fifo").exists() and not (root / "fifo").is_symlink()
+    assert os.readlink(root / "ok") == "in.txt"
+    assert os.readlink(root / "sub" / "ok") == "../in.txt"
+    assert not (root / "fifo").exists()
+    assert not (root / "fifo").is_symlink()
     assert neutralize_links(root) == 0  # idempotent
     assert outside.read_text() == "host\n"
 
@@ -201,13 +204,15 @@ def test_read_helpers_read_only_regular_files_inside(tmp_path: Path) -> None:
     (ws / "zero").symlink_to("/dev/zero")
     os.mkfifo(ws / "fifo")  # opening it must not wait for a writer
     (ws / "bad.txt").write_bytes(b"\xff\xfe")
-    assert read_text(ws, "a.txt") == "ok\n" and read_text(ws, "d/b.txt") == "deep\n"
+    assert read_text(ws, "a.txt") == "ok\n"
+    assert read_text(ws, "d/b.txt") == "deep\n"
     assert read_text(ws, "./d/b.txt") == "deep\n"
     for rel in ("link.txt", "out/f.txt", "zero", "fifo", "d", "missing", "bad.txt",
                 "../host/f.txt", str(host / "f.txt"), "", "a.txt\0"):
         assert read_text(ws, rel) is None, rel
     # The generated families' helper is the same path: a link in a *parent* is refused too.
-    assert text(ws, "out/f.txt") is None and text(ws, "d/b.txt") == "deep\n"
+    assert text(ws, "out/f.txt") is None
+    assert text(ws, "d/b.txt") == "deep\n"
 
 
 def test_read_helpers_cap_the_size(tmp_path: Path) -> None:

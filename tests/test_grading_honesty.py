@@ -116,7 +116,9 @@ def test_hybrid_without_judge_is_automated_only_everywhere(
     assert code == 0, err
     ran = json.loads(out)
     # full marks on the automated part (notes.txt untouched), but 40 % was never assessed
-    assert ran["score"] == 1.0 and ran["passed"] is None and ran["grade_error"] is None
+    assert ran["score"] == 1.0
+    assert ran["passed"] is None
+    assert ran["grade_error"] is None
     assert ran["grading"] == "automated_only"
     assert "judge's 40% of the rubric was not assessed" in ran["grading_note"]
 
@@ -126,18 +128,26 @@ def test_hybrid_without_judge_is_automated_only_everywhere(
                        "--out", str(out_dir), "--quiet", "--no-plots")
     assert code == 0, err
     record = json.loads((out_dir / "results.jsonl").read_text().splitlines()[0])
-    assert record["grading"] == "automated_only" and record["passed"] is None
-    assert record["score"] == 1.0 and "not assessed" in record["grading_note"]
+    assert record["grading"] == "automated_only"
+    assert record["passed"] is None
+    assert record["score"] == 1.0
+    assert "not assessed" in record["grading_note"]
     report = json.loads((out_dir / "report.json").read_text())
-    assert report["passed"] == 0 and report["scored"] == 0 and report["partial"] == 1
-    assert report["ungraded"] == 0 and report["gradings"] == {"automated_only": 1}
+    assert report["passed"] == 0
+    assert report["scored"] == 0
+    assert report["partial"] == 1
+    assert report["ungraded"] == 0
+    assert report["gradings"] == {"automated_only": 1}
     [partial] = report["partial_tasks"]
-    assert partial["task"] == "task_01_keep_notes" and "not assessed" in partial["reason"]
+    assert partial["task"] == "task_01_keep_notes"
+    assert "not assessed" in partial["reason"]
     md = (out_dir / "report.md").read_text()
-    assert "Tasks graded on part of their rubric" in md and "graded: automated_only 1" in md
+    assert "Tasks graded on part of their rubric" in md
+    assert "graded: automated_only 1" in md
     assert "partially graded" in md
     html = (out_dir / "report.html").read_text()
-    assert "Tasks graded on part of their rubric" in html and "automated_only" in html
+    assert "Tasks graded on part of their rubric" in html
+    assert "automated_only" in html
     assert (out_dir / "tables" / "partial.csv").exists()
 
 
@@ -153,7 +163,9 @@ def test_results_stored_before_the_grading_field_still_load() -> None:
     failed = EvalResult.model_validate({**base, "grade_error": "boom"})
     assert [r.grading for r in (plain, hybrid, judged, failed)] == [
         "automated", "hybrid", "judge", "ungraded"]
-    assert plain.scored and not plain.partial and failed.ungraded
+    assert plain.scored
+    assert not plain.partial
+    assert failed.ungraded
 
 
 # -- 2. eval --judge and -o reach every loader, workers and the manifest ----------------------
@@ -180,7 +192,9 @@ def test_eval_grades_with_a_judge_in_workers_and_refuses_another_on_resume(
     assert manifest["suite_options"]["judge"] == "openai/test-judge"
     assert manifest["suite_options"]["judge_api_key"] == "<redacted>"  # never written
     code, _, err = cli(capsys, monkeypatch, *base, "--judge", "openai/other-judge")
-    assert code == 2 and "suite_options" in err and "openai/test-judge" in err, err
+    assert code == 2, err
+    assert "suite_options" in err, err
+    assert "openai/test-judge" in err, err
     assert "Traceback" not in err
 
 
@@ -190,8 +204,11 @@ def test_eval_loader_options_a_suite_does_not_take_are_named(
     code, _, err = cli(capsys, monkeypatch, "eval", "--policy", "null", "--suites",
                        "grid-bench", "--settings", "in-space", "--harnesses", "S0-T0-O0-C0-W0",
                        "--out", str(tmp_path / "e"), "-o", "nonsense=1", "--quiet")
-    assert code == 2 and "suite grid-bench" in err and "nonsense" in err
-    assert "go to every suite" in err and "Traceback" not in err
+    assert code == 2
+    assert "suite grid-bench" in err
+    assert "nonsense" in err
+    assert "go to every suite" in err
+    assert "Traceback" not in err
 
 
 # -- 3. a judge without credentials is found out before the first episode -----------------------
@@ -206,14 +223,18 @@ def test_a_judge_without_a_key_is_refused_before_any_episode(
     code, out, err = cli(capsys, monkeypatch, "run", "--task", f"{suite}/task_01_keep_notes",
                          "--harness", "adapter:openclaw", "--policy", "null",
                          "--judge", "openai/gpt-4o-mini")
-    assert code == 2 and out == "", (out, err)
-    assert "judge openai/gpt-4o-mini: no API key" in err and "OPENAI_API_KEY" in err
+    assert code == 2, (out, err)
+    assert out == "", (out, err)
+    assert "judge openai/gpt-4o-mini: no API key" in err
+    assert "OPENAI_API_KEY" in err
     assert "Traceback" not in err
     out_dir = tmp_path / "eval"
     code, _, err = cli(capsys, monkeypatch, "eval", "--policy", "null", "--suites", suite,
                        "--settings", "out-of-space", "--adapters", "openclaw", "--out",
                        str(out_dir), "--judge", "openai/gpt-4o-mini", "--quiet")
-    assert code == 2 and "OPENAI_API_KEY" in err and "Traceback" not in err
+    assert code == 2
+    assert "OPENAI_API_KEY" in err
+    assert "Traceback" not in err
     assert not (out_dir / "results.jsonl").exists()
 
 
@@ -230,9 +251,11 @@ def test_a_judge_at_a_local_server_needs_no_key_and_its_failure_is_a_grade_error
         suite.get("task_01_keep_notes").grader.check_ready()  # type: ignore[union-attr]
         graded = asyncio.run(run_episode(harness, task, ScriptedPolicy(empty=True)))
         broken = asyncio.run(run_episode(harness, task, ScriptedPolicy(empty=True)))
-    assert graded.grading == "hybrid" and graded.score == pytest.approx(0.8)
+    assert graded.grading == "hybrid"
+    assert graded.score == pytest.approx(0.8)
     assert graded.passed is False
-    assert broken.score is None and broken.grading == "ungraded"
+    assert broken.score is None
+    assert broken.grading == "ungraded"
     assert "judge reply is not a JSON object" in str(broken.grade_error)
 
 
@@ -246,18 +269,24 @@ def test_scripted_on_tasks_without_a_plan_is_refused(
     suite = f"pinchbench:{root}"
     code, out, err = cli(capsys, monkeypatch, "run", "--task", f"{suite}/task_02_replied",
                          "--harness", "S0-T0-O0-C0-W0", "--policy", "scripted")
-    assert code == 2 and out == "" and "no oracle plan" in err and "task_02_replied" in err
-    assert "use a model policy" in err and "Traceback" not in err
+    assert code == 2
+    assert out == ""
+    assert "no oracle plan" in err
+    assert "task_02_replied" in err
+    assert "use a model policy" in err
+    assert "Traceback" not in err
     code, _, err = cli(capsys, monkeypatch, "eval", "--policy", "scripted", "--suites",
                        f"examples,{suite}", "--settings", "in-space", "--harnesses",
                        "S0-T0-O0-C0-W0", "--out", str(tmp_path / "e"), "--quiet")
-    assert code == 2 and "2 of 4 task(s) have no oracle plan" in err, err
+    assert code == 2, err
+    assert "2 of 4 task(s) have no oracle plan" in err, err
     assert not (tmp_path / "e" / "results.jsonl").exists()
     # the library policy says so too: a policy error, not a score of 0
     task = load_suite(suite).get("task_02_replied")
     harness = hg.compose(hg.FactorSpace.default().parse("S0-T0-O0-C0-W0"))
     traj = asyncio.run(run_episode(harness, task, ScriptedPolicy()))
-    assert traj.termination == "policy_error" and traj.score is None
+    assert traj.termination == "policy_error"
+    assert traj.score is None
     assert "has no oracle plan" in str(traj.error)
 
 
@@ -272,7 +301,9 @@ def test_null_sends_nothing_so_any_reply_checks_fail_it(tmp_path: Path) -> None:
     for address in ("adapter:openclaw", "S0-T0-O0-C0-W0"):
         traj = asyncio.run(run_episode(resolve_harness(address), task,
                                        ScriptedPolicy(empty=True)))
-        assert traj.grade_error is None and traj.score == 0.0 and not traj.passed, address
+        assert traj.grade_error is None, address
+        assert traj.score == 0.0, address
+        assert not traj.passed, address
         assert all(not t.assistant.content and not t.assistant.tool_calls for t in traj.turns)
 
 
@@ -285,7 +316,9 @@ def test_validate_names_tasks_that_pass_under_null_as_weak_graders(
     report = json.loads(out)
     assert report["weak_graders"] == ["task_03_anything"]
     by_id = {t["id"]: t for t in report["tasks"]}
-    assert by_id["task_02_replied"]["null"] == "fails" and by_id["task_02_replied"]["ok"]
+    assert by_id["task_02_replied"]["null"] == "fails"
+    assert by_id["task_02_replied"]["ok"]
     assert "weak grader" in by_id["task_03_anything"]["note"]
     code, out, _ = cli(capsys, monkeypatch, "tasks", "validate", suite)
-    assert code == 1 and "weak grader: 1 task(s) pass under the null policy" in out
+    assert code == 1
+    assert "weak grader: 1 task(s) pass under the null policy" in out

@@ -180,7 +180,8 @@ def test_hostile_turns_never_crash_an_episode(spec: str) -> None:
         played += len(traj.turns)
         if not policy.turns:
             break
-    assert not policy.turns and played >= len(turns)
+    assert not policy.turns
+    assert played >= len(turns)
 
 
 # --- the findings one by one ---------------------------------------------------------------
@@ -188,12 +189,15 @@ def test_hostile_turns_never_crash_an_episode(spec: str) -> None:
 
 def test_tool_call_arguments_are_storable() -> None:
     deep = ToolCall(id="1", name="write", arguments={"x": nest(990)})
-    assert deep.arguments == {} and "deeper than" in (deep.parse_error or "")
+    assert deep.arguments == {}
+    assert "deeper than" in (deep.parse_error or "")
     ok = ToolCall(id="1", name="write", arguments={"x": nest(MAX_ARGUMENT_DEPTH - 2)})
-    assert ok.parse_error is None and ok.arguments == {"x": nest(MAX_ARGUMENT_DEPTH - 2)}
+    assert ok.parse_error is None
+    assert ok.arguments == {"x": nest(MAX_ARGUMENT_DEPTH - 2)}
     bad = ToolCall(id="1", name="write", arguments={"content": SURROGATES, "n": float("nan")})
     assert bad.arguments["content"] == "a\ufffdb\ufffdc"
-    assert "lone surrogate" in (bad.parse_error or "") and "not finite" in (bad.parse_error or "")
+    assert "lone surrogate" in (bad.parse_error or "")
+    assert "not finite" in (bad.parse_error or "")
     assert Message(role="user", content=SURROGATES).content == "a\ufffdb\ufffdc"
 
 
@@ -237,9 +241,11 @@ def test_a_policy_returning_no_turn_is_a_policy_error_that_keeps_the_turns(
     harness = resolve_harness("S0-T0-O0-C0-W0")
     good = harness.render_action(Action.of("list"), "l1")
     traj = asyncio.run(run_episode(harness, UPPER_TASK, HostilePolicy([good, good, returned])))
-    assert traj.termination == "policy_error" and traj.infra_failure
+    assert traj.termination == "policy_error"
+    assert traj.infra_failure
     assert "not a ModelTurn" in (traj.error or "")
-    assert len(traj.turns) == 2 and all(t.calls for t in traj.turns)
+    assert len(traj.turns) == 2
+    assert all(t.calls for t in traj.turns)
     assert_round_trips(traj)
 
 
@@ -286,7 +292,8 @@ def test_verify_recover_records_a_failed_call_with_surrogates() -> None:
     text = resolve_harness(spec).render_action(Action.of("read", path="mXX"), "r").content
     traj = _episode(spec, ModelTurn(content=text.replace("XX", SURROGATES)))
     call = traj.turns[0].calls[0]
-    assert call.action.args["path"] == "ma\ufffdb\ufffdc" and call.result.error
+    assert call.action.args["path"] == "ma\ufffdb\ufffdc"
+    assert call.result.error
     assert any("failed" in m.content.lower() for m in traj.turns[0].appended)
 
 
@@ -357,7 +364,8 @@ def test_an_evaluation_of_hostile_replies_stores_and_reports_every_episode(
     assert all(r.termination != "internal_error" and not r.infra_failure for r in results)
     for result in results:
         traj = load_trajectory(out, result)
-        assert len(traj.turns) >= 4 and "\ud800" not in traj.model_dump_json()
+        assert len(traj.turns) >= 4
+        assert "\ud800" not in traj.model_dump_json()
     assert load_report(out).episodes == len(results)
     # An unreadable line (what an older version stored) is reported on resume, not fatal.
     first = (out / TRAJECTORIES).read_bytes().splitlines()[0]
@@ -365,7 +373,8 @@ def test_an_evaluation_of_hostile_replies_stores_and_reports_every_episode(
         f.write(first[:-1] + b', "x": ' + b"[" * 250 + b"]" * 250 + b"}\n")
     with pytest.warns(UserWarning, match="cannot be read"):
         again = evaluate(config, out, policy=HostileReplies())
-    assert again.ran == 0 and again.skipped == outcome.total
+    assert again.ran == 0
+    assert again.skipped == outcome.total
 
 
 def test_a_1200_level_directory_tree_is_searched_copied_and_removed() -> None:
@@ -387,7 +396,8 @@ def test_a_1200_level_directory_tree_is_searched_copied_and_removed() -> None:
         assert traj.turns[0].calls[0].result.exit_code == 0
         assert "d/" * 50 in traj.turns[1].calls[0].result.output
         copy = workspace.copy_to()
-        assert copy.search("x", ".") and copy.glob("**/f")
+        assert copy.search("x", ".")
+        assert copy.glob("**/f")
         copy.cleanup()
         assert not copy.root.exists()
     finally:

@@ -86,7 +86,8 @@ def test_registered_through_its_entry_point_not_the_builtin_list() -> None:
     plugin = registry.origin[("factor level", "tool_interface:micro_json")]
     assert registry.origin[("task suite", "micro")] == plugin
     (info,) = [p for p in registry.plugins if p.name == plugin]
-    assert info.source != "builtin" and info.source.startswith("harnessgrid ")
+    assert info.source != "builtin"
+    assert info.source.startswith("harnessgrid ")
     out = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "list", "--json"],
                          capture_output=True, text=True, check=True)
     listed = json.loads(out.stdout)
@@ -101,8 +102,10 @@ def test_fifteen_levels_proper_subclasses_prefixed_and_a_space_of_243() -> None:
         for name in names:
             cls = registry.level(factor, name)
             assert name.startswith("micro_")
-            assert issubclass(cls, FACTOR_BASES[factor]) and cls is not FACTOR_BASES[factor]
-    assert MICRO_SPACE.size == 243 and len(CONFIGS) == 243
+            assert issubclass(cls, FACTOR_BASES[factor])
+            assert cls is not FACTOR_BASES[factor]
+    assert MICRO_SPACE.size == 243
+    assert len(CONFIGS) == 243
     config = micro_config("S1-T2-O0-C2-W1")
     assert config.levels == {"system_prompt": "micro_persona", "tool_interface": "micro_cmd",
                              "observation": "micro_plain", "context": "micro_digest",
@@ -138,7 +141,8 @@ def _failures(trajs: list[Trajectory]) -> list[tuple[Any, ...]]:
 
 def test_oracle_scores_one_through_all_243_configurations() -> None:
     trajs = asyncio.run(run_episodes(_oracle_jobs(3), ScriptedPolicy(), concurrency=4))
-    assert len({t.harness for t in trajs}) == 243 and len(trajs) == 729
+    assert len({t.harness for t in trajs}) == 243
+    assert len(trajs) == 729
     assert _failures(trajs) == []
     assert {t.task_id.split("-")[0] for t in trajs} == {f"micro/{f}" for f in FAMILIES}
 
@@ -214,9 +218,15 @@ def test_parse_inverts_render(index: int, action: Action) -> None:
     assert level.supports(action.kind)
     turn = level.render(action, "call_1")
     calls = level.parse(turn)
-    assert len(calls) == 1 and level.to_action(calls[0]) == action
+    assert len(calls) == 1
+    assert level.to_action(calls[0]) == action
     if level.name == "micro_cmd":
         assert "\n" not in turn.content  # one line per call
+
+
+def _parsed_actions(level: Any, content: str) -> list[Action]:
+    """What the harness does with a text reply: parse it, then turn each call into an action."""
+    return [level.to_action(call) for call in level.parse(ModelTurn(content=content))]
 
 
 @pytest.mark.parametrize("index", [0, 1, 2])
@@ -235,9 +245,7 @@ def test_bad_calls_are_format_errors(index: int) -> None:
            "micro_cmd": ["/cp a b", '/put "a.txt', "/sub a.txt x", '/bye "a" b']}[level.name]
     for content in bad:
         with pytest.raises(FormatError):
-            calls = level.parse(ModelTurn(content=content))
-            for call in calls:
-                level.to_action(call)
+            _parsed_actions(level, content)
 
 
 def test_several_calls_in_one_text_reply() -> None:
@@ -255,7 +263,7 @@ def test_several_calls_in_one_text_reply() -> None:
 
 @pytest.mark.parametrize("index", [0, 1, 2])
 @settings(max_examples=200, deadline=None)
-@given(action=_actions(_KINDS + ["search"]),
+@given(action=_actions([*_KINDS, "search"]),
        result=st.builds(ToolResult, output=st.text(max_size=600), stderr=st.text(max_size=50),
                         exit_code=st.none() | st.integers(), error=st.none() | st.text(),
                         timed_out=st.booleans()))
@@ -297,7 +305,7 @@ def test_sliding_contexts_append_between_blocks_and_keep_pinned(level: Any) -> N
         assert all(m.tool_call_id in tool_ids for m in view if m.role == "tool")
         if previous is not None and view[:len(previous)] != previous:
             rewrites.append(n)
-        previous = view + [_history(n + 1)[len(history)]]
+        previous = [*view, _history(n + 1)[len(history)]]
     step = level.keep - level.low + 1
     assert rewrites == list(range(level.keep + 1, 12, step))
     small = ContextBudget(max_tokens=estimate_tokens(_history(0)) + 60)
@@ -320,7 +328,8 @@ def test_suite_sizes_plans_and_determinism() -> None:
 
     again = generate("join_delete", 7)
     first = next(t for t in TRAIN["join_delete"] if t.metadata["seed"] == 7)
-    assert again.content_hash() == first.content_hash() and again.plan == first.plan
+    assert again.content_hash() == first.content_hash()
+    assert again.plan == first.plan
     with pytest.raises(hg.ConfigError):
         hg.load_suite("micro", families="copy")
 
@@ -340,7 +349,8 @@ def test_grader_scores_named_subscores_and_is_deterministic(tmp_path: Path) -> N
         (tmp_path / path).write_text(str(content))
     assert task.grader is not None
     before = task.grader.grade(tmp_path, [])
-    assert before == task.grader.grade(tmp_path, []) and set(before.values()) == {0.0}
+    assert before == task.grader.grade(tmp_path, [])
+    assert set(before.values()) == {0.0}
     assert all(name.startswith(("right ", "gone ")) for name in before)
 
 
@@ -383,7 +393,8 @@ def test_micro_model_on_the_corpus_keeps_prompts_short(tmp_path: Path) -> None:
     path = tmp_path / "micro"  # built as a user would, then as the demo does (a cache hit)
     built = CliRunner().invoke(app, ["model", "tiny", str(path), "--size", "micro"])
     assert built.exit_code == 0, built.output
-    assert build_micro_model(path) == path and "micro" in built.output
+    assert build_micro_model(path) == path
+    assert "micro" in built.output
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     model = transformers.AutoModelForCausalLM.from_pretrained(path)
     params = sum(p.numel() for p in model.parameters())
@@ -391,15 +402,18 @@ def test_micro_model_on_the_corpus_keeps_prompts_short(tmp_path: Path) -> None:
     positions = model.config.max_position_embeddings
     longest = max((t for ts in EVAL.values() for t in ts[:1]), key=lambda t: len(t.instruction))
     lengths = [_first_prompt_len(tokenizer, compose(c), longest) for c in CONFIGS]
-    assert max(lengths) <= 600 and statistics.median(lengths) <= 200
+    assert max(lengths) <= 600
+    assert statistics.median(lengths) <= 200
     registry = get_registry()
     claude = _first_prompt_len(tokenizer, registry.adapter("claude-code").create(), longest)
     openclaw = _first_prompt_len(tokenizer, registry.adapter("openclaw").create(), longest)
-    assert claude <= 2_700 and openclaw <= 1_900
+    assert claude <= 2_700
+    assert openclaw <= 1_900
     assert max(claude, openclaw) + 1_000 <= positions
     # the cache key holds the corpus: the same call reuses the build, a default build does not
     info = json.loads((path / "harnessgrid_tiny_model.json").read_text())
-    assert info["size"] == "micro" and len(info["corpus_sha256"]) == 64
+    assert info["size"] == "micro"
+    assert len(info["corpus_sha256"]) == 64
     assert info["pretokenizer"] == "words"
     # every file name stem is one token, the same one wherever the name stands: copying a name
     # from the instruction into a call is copying a token

@@ -26,7 +26,8 @@ def test_documents_never_hold_an_eval_task_and_cover_every_family() -> None:
     docs = pt.documents(3000, drills=0.25, seed=0)
     tasks = [d for d in docs if d.startswith("Task: ")]
     drills = [d for d in docs if d.startswith("Words: ")]
-    assert len(tasks) + len(drills) == 3000 and 0.2 < len(drills) / 3000 < 0.3
+    assert len(tasks) + len(drills) == 3000
+    assert 0.2 < len(drills) / 3000 < 0.3
     held_out = {pt.task_document(t) for t in _eval_tasks()}
     assert not held_out & set(tasks)
     # every family is in the mix (each has its own instruction shape)
@@ -49,7 +50,8 @@ def test_the_neutral_notation_is_no_micro_harness(family: str) -> None:
     """Pretraining must not teach any harness's protocol: no micro tool interface finds a call
     in a document, and it holds no ChatML tool markup or JSON."""
     doc = pt.task_document(generate(family, 7))
-    assert "<tool_call>" not in doc and "{" not in doc
+    assert "<tool_call>" not in doc
+    assert "{" not in doc
     for level in interfaces.LEVELS:
         try:
             calls = level().parse(ModelTurn(content=doc))
@@ -61,10 +63,13 @@ def test_the_neutral_notation_is_no_micro_harness(family: str) -> None:
 def test_documents_show_reads_and_writes() -> None:
     doc = pt.task_document(next(t for t in _eval_tasks() if t.id.startswith("micro/copy-")))
     lines = doc.splitlines()
-    assert lines[1] == "Steps:" and lines[2].startswith("read ") and lines[-1] == "done"
+    assert lines[1] == "Steps:"
+    assert lines[2].startswith("read ")
+    assert lines[-1] == "done"
     read = [x.removeprefix("= ") for x in lines if x.startswith("= ")]
     wrote = [x.removeprefix("+ ") for x in lines if x.startswith("+ ")]
-    assert read and read == wrote  # a copy writes what it read
+    assert read
+    assert read == wrote  # a copy writes what it read
 
 
 def test_the_shipped_base_is_checked_and_copied(tmp_path: Path,
@@ -201,12 +206,14 @@ def test_the_loop_trains_and_writes_the_model_atomically(tmp_path: Path) -> None
     tokens = tmp_path / "tokens.pt"
     pt.write_token_file(pt.BASE_DIR, tokens, n=16, drills=0.25, seed=3)
     data = torch.load(tokens)
-    assert len(data["ids"]) == 16 and all(0 < s < len(i) for s, i in
+    assert len(data["ids"]) == 16
+    assert all(0 < s < len(i) for s, i in
                                           zip(data["starts"], data["ids"], strict=True))
     out = tmp_path / "trained"
     figures = pt.pretrain(pt.BASE_DIR, tokens, out, steps=2, batch_size=4,
                           learning_rate=1e-3, warmup=1, seed=0, log_every=1)
-    assert figures["step"] == 2 and figures["loss"] > 0
+    assert figures["step"] == 2
+    assert figures["loss"] > 0
     before = load_file(str(pt.BASE_DIR / "model.safetensors"))
     after = load_file(str(out / "model.safetensors"))
     assert any(not torch.equal(before[k], after[k]) for k in before)

@@ -33,7 +33,7 @@ def random_balanced(sizes: tuple[int, ...], runs: int, rng: random.Random) -> li
         col = balanced_column(s, runs)
         rng.shuffle(col)
         columns.append(col)
-    return list(zip(*columns))
+    return list(zip(*columns, strict=True))
 
 
 def level_counts(rows: list[tuple[int, ...]] | tuple[tuple[int, ...], ...],
@@ -41,13 +41,14 @@ def level_counts(rows: list[tuple[int, ...]] | tuple[tuple[int, ...], ...],
     return [[sum(r[f] == lv for r in rows) for lv in range(s)] for f, s in enumerate(sizes)]
 
 
-@pytest.mark.parametrize("space, runs", [(DEFAULT, 18), (DEFAULT, 27), (MIXED, 18),
-                                         (MIXED, 24), (MIXED, 36)])
+@pytest.mark.parametrize(("space", "runs"), [(DEFAULT, 18), (DEFAULT, 27), (MIXED, 18),
+                                             (MIXED, 24), (MIXED, 36)])
 def test_levels_balanced_and_runs_distinct(space: FactorSpace, runs: int) -> None:
     design = nearly_orthogonal_design(space, runs)
-    assert len(design) == runs and len(set(design.codes)) == runs
+    assert len(design) == runs
+    assert len(set(design.codes)) == runs
     diag = design.diagnostics()
-    for lv, size in zip(diag.level_balance, space.sizes):
+    for lv, size in zip(diag.level_balance, space.sizes, strict=True):
         assert lv.even  # counts within one of each other
         assert lv.balanced == (runs % size == 0)
     assert design.params["unbalanced_factors"] == [
@@ -68,14 +69,17 @@ def test_exact_orthogonal_array_when_the_size_allows_one() -> None:
     """3^5 in 18 runs: the search reaches zero imbalance, an OA(18, 3^5, 2) like the paper's."""
     design = nearly_orthogonal_design(DEFAULT, 18)
     diag = design.diagnostics()
-    assert diag.strength == 2 and diag.pair_balanced and diag.levels_balanced
-    assert diag.pair_imbalance.max_abs_deviation == 0 and diag.pair_imbalance.chi_square == 0
+    assert diag.strength == 2
+    assert diag.pair_balanced
+    assert diag.levels_balanced
+    assert diag.pair_imbalance.max_abs_deviation == 0
+    assert diag.pair_imbalance.chi_square == 0
     oa = orthogonal_design(DEFAULT).diagnostics().pair_imbalance
     assert diag.pair_imbalance == oa
     assert design.diagnostics().gwlp[1:3] == [0.0, 0.0]  # A1 = A2 = 0: strength 2
 
 
-@pytest.mark.parametrize("space, runs", [(MIXED, 18), (MIXED, 36), (DEFAULT, 12)])
+@pytest.mark.parametrize(("space", "runs"), [(MIXED, 18), (MIXED, 36), (DEFAULT, 12)])
 def test_no_worse_than_random_balanced_designs(space: FactorSpace, runs: int) -> None:
     sizes = space.sizes
     ours = pair_imbalance(nearly_orthogonal_design(space, runs).rows(), sizes)
@@ -101,7 +105,8 @@ def test_much_smaller_than_the_orthogonal_array() -> None:
     18 nearly-orthogonal runs keep three factor pairs exact and every other cell within 1."""
     diag = nearly_orthogonal_design(MIXED, 18).diagnostics()
     imbalance = diag.pair_imbalance
-    assert imbalance.max_abs_deviation < 1 and imbalance.max_cramers_v < 0.3
+    assert imbalance.max_abs_deviation < 1
+    assert imbalance.max_cramers_v < 0.3
     three_level = {("system_prompt", "tool_interface"), ("system_prompt", "context"),
                    ("tool_interface", "context")}
     assert {p.factors for p in diag.pair_balance if p.balanced} == three_level
@@ -113,7 +118,8 @@ def test_run_sizes_are_validated() -> None:
     assert "at least 4 runs" in (exc.value.hint or "")
     with pytest.raises(ConfigError, match="would repeat configurations"):
         nearly_orthogonal_design(DEFAULT, 244)
-    assert balancing_runs(MIXED.sizes, 18) == 24 and balancing_runs(DEFAULT.sizes, 18) == 18
+    assert balancing_runs(MIXED.sizes, 18) == 24
+    assert balancing_runs(DEFAULT.sizes, 18) == 18
     small = FactorSpace.from_levels({"system_prompt": ["a", "b"], "tool_interface": ["a", "b"],
                                      "observation": ["a"], "context": ["a"], "workflow": ["a"]})
     full = nearly_orthogonal_design(small, 4)  # the whole space: distinct runs still possible
@@ -126,7 +132,8 @@ def test_diagnostics_measure_deviation_from_orthogonality() -> None:
     assert first.pair_imbalance.max_abs_deviation == pytest.approx(1 - 1 / 3)
     assert all(lv.balanced for lv in first.level_balance)
     oa = orthogonal_design(DEFAULT).diagnostics()
-    assert oa.pair_imbalance.sum_squared_deviation == 0 and oa.pair_imbalance.mean_cramers_v == 0
+    assert oa.pair_imbalance.sum_squared_deviation == 0
+    assert oa.pair_imbalance.mean_cramers_v == 0
 
 
 @settings(max_examples=12, deadline=None)
@@ -138,7 +145,8 @@ def test_property_balanced_distinct_and_above_the_floor(sizes: list[int], extra:
         total *= s
     runs = min(max(sizes) + extra, total)
     rows, _ = search(tuple(sizes), runs, seed)
-    assert len(rows) == runs and len(set(rows)) == runs
+    assert len(rows) == runs
+    assert len(set(rows)) == runs
     for counts in level_counts(rows, tuple(sizes)):
         assert max(counts) - min(counts) <= 1
     assert Counter(len(r) for r in rows) == {5: runs}

@@ -51,7 +51,8 @@ def test_each_module_registers_its_level_as_a_plugin() -> None:
 def test_format_is_total_deterministic_and_bounded(action: Action, result: ToolResult) -> None:
     for level in LEVELS:
         text = level.format(action, result)
-        assert isinstance(text, str) and text
+        assert isinstance(text, str)
+        assert text
         assert text == level.format(action, result)
         text.encode("utf-8")  # always sendable
     assert len(RAW.format(action, result)) <= raw.CAP + 40
@@ -85,7 +86,9 @@ def test_format_error_carries_the_message() -> None:
     assert RAW.format_error(error) == f"Error: {error.message}"
     assert json.loads(STRUCT.format_error(error))["error"] == f"invalid tool call: {error.message}"
     shown = ANN.format_error(error)
-    assert shown.startswith("[format error]") and error.message in shown and "hint:" in shown
+    assert shown.startswith("[format error]")
+    assert error.message in shown
+    assert "hint:" in shown
 
 
 # -- raw -------------------------------------------------------------------------------------
@@ -122,7 +125,8 @@ def test_structured_is_json_with_fixed_keys(action: Action, result: ToolResult) 
     assert list(data) == list(structured.KEYS)
     assert data["ok"] is result.ok
     limit = structured.HEAD + structured.TAIL + 60
-    assert len(data["stdout"]) <= limit and len(data["stderr"]) <= limit
+    assert len(data["stdout"]) <= limit
+    assert len(data["stderr"]) <= limit
     if len(result.output) > structured.HEAD + structured.TAIL:
         assert data["truncated"] is True
     if result.truncated:
@@ -142,7 +146,8 @@ def test_structured_reports_errors_and_timeouts() -> None:
     data = json.loads(STRUCT.format(SHELL, ToolResult(error="'a' does not exist")))
     assert (data["ok"], data["exit_code"], data["error"]) == (False, None, "'a' does not exist")
     data = json.loads(STRUCT.format(SHELL, ToolResult(timed_out=True, exit_code=None)))
-    assert data["ok"] is False and data["error"].startswith("timed out")
+    assert data["ok"] is False
+    assert data["error"].startswith("timed out")
 
 
 # -- annotated -------------------------------------------------------------------------------
@@ -175,7 +180,8 @@ def test_annotated_long_read_shows_head_and_tail_and_how_to_see_more() -> None:
     shown = re.search(r"lines 1-(\d+) and (\d+)-1000 of 1000", head)
     assert shown is not None, head
     first, last = int(shown.group(1)), int(shown.group(2))
-    assert f"\n{first:>4}| row {first}\n" in text and f"{first + 1:>4}| row" not in text
+    assert f"\n{first:>4}| row {first}\n" in text
+    assert f"{first + 1:>4}| row" not in text
     assert f"{last:>4}| row {last}\n" in text
     assert text.rstrip().endswith("sed -n 'FROM,TOp' big.csv]")
     assert f"{last - first - 1:,} lines not shown" in text
@@ -221,4 +227,5 @@ def test_annotated_lists_and_searches_count_their_items() -> None:
     listing = ANN.format(Action.of("list"), ToolResult(output="a.txt\nsrc/\n"))
     assert header(listing).endswith("| entries 1-2 of 2")
     none = ANN.format(Action.of("search", pattern="x"), ToolResult(output="no matches"))
-    assert header(none).endswith("| 0 matches") and "search x in ." in header(none)
+    assert header(none).endswith("| 0 matches")
+    assert "search x in ." in header(none)

@@ -104,12 +104,14 @@ def test_http_turns_and_requests_equal_the_sdk_ones(reply: str) -> None:
     sdk_sent, http_sent = srv.requests
     assert http_sent.path == sdk_sent.path == "/v1/chat/completions"
     assert http_sent.json == sdk_sent.json  # extra merged at the top level, as the SDK does
-    assert http_sent.json["top_k"] == 20 and http_sent.json["tools"]
+    assert http_sent.json["top_k"] == 20
+    assert http_sent.json["tools"]
     assert http_sent.headers["authorization"] == "Bearer x"
     if reply == "malformed calls":
         good, bad, blank = http.tool_calls
         assert good == ToolCall(id="c1", name="read_file", arguments={"path": "a.txt"})
-        assert bad.parse_error and bad.raw_arguments == '{"path": "a.t'
+        assert bad.parse_error
+        assert bad.raw_arguments == '{"path": "a.t'
         assert blank == ToolCall(id="c3", name="run")
     if reply == "text":
         assert (http.tokens_in, http.tokens_out) == (31, 17)
@@ -124,10 +126,12 @@ def test_streamed_turn_equals_the_unstreamed_one(reply: str) -> None:
         sdk_pieces = Pieces()
         sdk_streamed = act(make(srv.base_url + "/v1", "sdk"), request(sdk_pieces))
     assert streamed == plain == sdk_streamed
-    assert "".join(pieces) == streamed.content == LONG and len(pieces) > 1
+    assert "".join(pieces) == streamed.content == LONG
+    assert len(pieces) > 1
     assert pieces == sdk_pieces
     body = srv.requests[1].json
-    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
     assert srv.requests[1].headers["accept"] == "text/event-stream"
 
 
@@ -138,7 +142,9 @@ def test_a_stream_that_breaks_off_after_text_is_not_retried() -> None:
             pieces = Pieces()
             with pytest.raises(PolicyError, match="broke off after part of it was streamed"):
                 act(make(srv.base_url + "/v1"), request(pieces))
-        assert len(srv.requests) == 1 and pieces and LONG.startswith("".join(pieces))
+        assert len(srv.requests) == 1
+        assert pieces
+        assert LONG.startswith("".join(pieces))
 
 
 def test_a_stream_that_breaks_off_before_any_text_is_retried() -> None:
@@ -146,7 +152,8 @@ def test_a_stream_that_breaks_off_before_any_text_is_retried() -> None:
     with OpenAICompatServer([broken, http_error(503), openai_text(LONG)]) as srv:
         pieces = Pieces()
         turn = act(make(srv.base_url + "/v1"), request(pieces))
-    assert turn.content == LONG == "".join(pieces) and len(srv.requests) == 3
+    assert turn.content == LONG == "".join(pieces)
+    assert len(srv.requests) == 3
 
 
 def test_an_exception_in_on_text_propagates_as_itself() -> None:
@@ -158,7 +165,8 @@ def test_an_exception_in_on_text_propagates_as_itself() -> None:
     with OpenAICompatServer([openai_text(LONG), openai_text(LONG)]) as srv, \
             pytest.raises(KeyError) as excinfo:
         act(make(srv.base_url + "/v1"), request(on_text))
-    assert excinfo.value is raised and len(srv.requests) == 1
+    assert excinfo.value is raised
+    assert len(srv.requests) == 1
 
 
 # --- errors, retries, deadlines ---------------------------------------------------------------
@@ -169,7 +177,8 @@ def test_429_with_retry_after_and_500_are_retried() -> None:
     with OpenAICompatServer([rate_limited, http_error(500), openai_text("ok")]) as srv:
         started = time.monotonic()
         turn = act(make(srv.base_url + "/v1"))
-    assert turn.content == "ok" and len(srv.requests) == 3
+    assert turn.content == "ok"
+    assert len(srv.requests) == 3
     assert time.monotonic() - started >= 0.3  # the server's retry-after was honoured
 
 
@@ -182,20 +191,22 @@ def test_retry_after_beyond_the_deadline_fails_at_once() -> None:
 
 
 def test_a_rejected_key_fails_at_once_naming_it() -> None:
-    with OpenAICompatServer([openai_text("unused")], api_key="right") as srv:
-        with pytest.raises(PolicyError, match=r"API key was rejected \(HTTP 401\)") as excinfo:
-            act(make(srv.base_url + "/v1", max_retries=3))
-    assert len(srv.requests) == 1 and "api_key" in (excinfo.value.hint or "")
+    with (OpenAICompatServer([openai_text("unused")], api_key="right") as srv,
+          pytest.raises(PolicyError, match=r"API key was rejected \(HTTP 401\)") as excinfo):
+        act(make(srv.base_url + "/v1", max_retries=3))
+    assert len(srv.requests) == 1
+    assert "api_key" in (excinfo.value.hint or "")
     assert "invalid api key" in excinfo.value.message  # the server's own words
 
 
 @pytest.mark.parametrize("status", [400, 404])
 def test_rejections_fail_at_once_with_the_model_hint(status: int) -> None:
-    with OpenAICompatServer([http_error(status, message="nope"), openai_text("unused")]) as srv:
-        with pytest.raises(PolicyError, match="request rejected.*nope") as excinfo:
-            act(make(srv.base_url + "/v1", max_retries=3), request(Pieces() if status == 400
-                                                                    else None))
-    assert len(srv.requests) == 1 and "GET <base_url>/models" in (excinfo.value.hint or "")
+    with (OpenAICompatServer([http_error(status, message="nope"), openai_text("unused")]) as srv,
+          pytest.raises(PolicyError, match=r"request rejected.*nope") as excinfo):
+        act(make(srv.base_url + "/v1", max_retries=3), request(Pieces() if status == 400
+                                                                else None))
+    assert len(srv.requests) == 1
+    assert "GET <base_url>/models" in (excinfo.value.hint or "")
 
 
 def test_no_choices_is_a_policy_error() -> None:
@@ -211,10 +222,9 @@ def test_the_deadline_cuts_a_slow_answer() -> None:
     deadline ends the call: an error naming the wall limit, not the answer. The attempt
     timeout is longer than SLOW_S, so only the deadline can have cut it."""
     slow = Canned(body=openai_text("too late").body, delay_s=SLOW_S)
-    with OpenAICompatServer([slow, openai_text("unused")]) as srv:
-        with pytest.raises(PolicyError, match="wall limit"):
-            act(make(srv.base_url + "/v1", timeout_s=2 * SLOW_S),
-                request(seconds_left=LIMIT_S))
+    with (OpenAICompatServer([slow, openai_text("unused")]) as srv,
+          pytest.raises(PolicyError, match="wall limit")):
+        act(make(srv.base_url + "/v1", timeout_s=2 * SLOW_S), request(seconds_left=LIMIT_S))
     assert len(srv.requests) == 1
 
 
@@ -227,13 +237,14 @@ def test_timeout_s_cuts_an_attempt_and_the_retry_succeeds() -> None:
         pieces = Pieces()
         assert act(make(srv.base_url + "/v1", timeout_s=LIMIT_S),
                    request(pieces)).content == "ok"
-        assert pieces == ["ok"] and len(srv.requests) == 4
+        assert pieces == ["ok"]
+        assert len(srv.requests) == 4
 
 
 def test_an_unreachable_server_is_retried_then_reported() -> None:
     with OpenAICompatServer() as srv:
         url = srv.base_url + "/v1"
-    with pytest.raises(PolicyError, match="gave up after 3 attempts.*cannot connect"):
+    with pytest.raises(PolicyError, match=r"gave up after 3 attempts.*cannot connect"):
         act(make(url, max_retries=2))
 
 
@@ -311,7 +322,9 @@ def test_a_server_closing_an_idle_connection_is_survived() -> None:
         return texts, policy._http.get().opened
 
     texts, opened = asyncio.run(with_server(handle, body))
-    assert texts == ["answer 1", "answer 2", "answer 3"] and opened == 3 and len(served) == 3
+    assert texts == ["answer 1", "answer 2", "answer 3"]
+    assert opened == 3
+    assert len(served) == 3
 
 
 def test_a_request_lost_on_a_reused_connection_is_sent_once_more() -> None:
@@ -344,7 +357,8 @@ def test_a_request_lost_on_a_reused_connection_is_sent_once_more() -> None:
         return texts, policy._http.get().opened
 
     texts, opened = asyncio.run(with_server(handle, body))
-    assert texts == ["answer 1", "answer 2", "answer 3"] and len(served) == 3
+    assert texts == ["answer 1", "answer 2", "answer 3"]
+    assert len(served) == 3
     assert opened == 4  # one per answer (each reuse failed) and one for the dropped request
 
 
@@ -420,7 +434,7 @@ def test_https_with_the_server_name_checked(tmp_path: Path,
         if name == "localhost":
             assert asyncio.run(with_server(handle, body, server)) == "secure"
         else:
-            with pytest.raises(PolicyError, match="CERTIFICATE_VERIFY_FAILED|hostname"):
+            with pytest.raises(PolicyError, match=r"CERTIFICATE_VERIFY_FAILED|hostname"):
                 asyncio.run(with_server(handle, body, server))
 
 
@@ -481,6 +495,8 @@ def test_an_episode_through_run_episode() -> None:
         traj = asyncio.run(hg.run_episode(hg.resolve_harness("S0-T0-O0-C0-W0"), UPPER_TASK,
                                           policy))
         sent: Sequence[Any] = [r.json for r in srv.requests]
-    assert traj.termination == "finished" and traj.score == 1.0, traj.error
-    assert (traj.tokens_in, traj.tokens_out) == (22, 14) and len(sent) == 2
+    assert traj.termination == "finished", traj.error
+    assert traj.score == 1.0, traj.error
+    assert (traj.tokens_in, traj.tokens_out) == (22, 14)
+    assert len(sent) == 2
     assert {t["function"]["name"] for t in sent[0]["tools"]} >= {"run_command", "finish"}

@@ -49,21 +49,26 @@ def ten_arrays() -> list[list[tuple[int, ...]]]:
 
 def test_oa18_every_level_pair_of_every_factor_pair_exactly_twice() -> None:
     oa = orthogonal_design(SPACE)
-    assert oa.codes == MIN_ABERRATION and oa.params["runs"] == 18
+    assert oa.codes == MIN_ABERRATION
+    assert oa.params["runs"] == 18
     for a, b in combinations(range(5), 2):
         counts = Counter((r[a], r[b]) for r in oa.rows())
-        assert len(counts) == 9 and set(counts.values()) == {2}
+        assert len(counts) == 9
+        assert set(counts.values()) == {2}
     diag = oa.diagnostics()
-    assert diag.pair_balanced and all(p.counts == [[2] * 3] * 3 for p in diag.pair_balance)
+    assert diag.pair_balanced
+    assert all(p.counts == [[2] * 3] * 3 for p in diag.pair_balance)
 
 
 def test_oa18_gwlp_strength_and_neighbours() -> None:
     diag = orthogonal_design(SPACE).diagnostics()
     assert diag.gwlp == [1.0, 0.0, 0.0, 5.0, 7.5, 0.0]
-    assert diag.strength == 2 and diag.rao_bound_strength2 == 11
+    assert diag.strength == 2
+    assert diag.rao_bound_strength2 == 11
     # The documented fact the schedule relies on: every run's nearest other runs are at
     # Hamming distance 3, and there are ten of them (a 10-way tie).
-    assert diag.nearest_distance == [3] * 18 and diag.nearest_ties == [10] * 18
+    assert diag.nearest_distance == [3] * 18
+    assert diag.nearest_ties == [10] * 18
     assert diag.hamming_histogram == [0, 0, 0, 90, 45, 18]
 
 
@@ -89,11 +94,13 @@ def test_the_ten_non_isomorphic_arrays(ten_arrays: list[list[tuple[int, ...]]]) 
 def test_local_variant_has_nearer_neighbours() -> None:
     local = orthogonal_design(SPACE, variant="local").diagnostics()
     min_ab = orthogonal_design(SPACE).diagnostics()
-    assert local.strength == 2 and local.pair_balanced
+    assert local.strength == 2
+    assert local.pair_balanced
     assert local.mean_nearest_distance == 2.0 < (min_ab.mean_nearest_distance or 0) == 3.0
     # Among the four arrays with mean 2.0 the tie-break (GWLP) picks (6.5, 4.5, 1.5), where
     # every run has exactly one nearest neighbour.
-    assert local.gwlp[3:] == [6.5, 4.5, 1.5] and local.nearest_ties == [1] * 18
+    assert local.gwlp[3:] == [6.5, 4.5, 1.5]
+    assert local.nearest_ties == [1] * 18
 
 
 def test_designs_are_deterministic_across_processes() -> None:
@@ -116,9 +123,11 @@ def test_mixed_levels_smallest_oa_is_36_runs() -> None:
     assert candidate_run_sizes(MIXED.sizes)[:4] == [36, 72, 108, 144]
     assert candidate_run_sizes(MIXED.sizes)[-1] == 324  # the full factorial closes the list
     design = orthogonal_design(MIXED)
-    assert len(design) == 36 and len(set(design.codes)) == 36
+    assert len(design) == 36
+    assert len(set(design.codes)) == 36
     diag = design.diagnostics()
-    assert diag.strength == 2 and diag.pair_balanced
+    assert diag.strength == 2
+    assert diag.pair_balanced
     pair = next(p for p in diag.pair_balance if p.factors == ("observation", "context"))
     assert pair.counts == [[3, 3, 3]] * 4
     assert Counter(r[2] for r in design.rows()) == {0: 9, 1: 9, 2: 9, 3: 9}
@@ -130,7 +139,8 @@ def test_product_construction_when_the_search_is_too_slow() -> None:
     space = MIXED.extend("context", "digest")
     assert candidate_run_sizes(space.sizes) == [144, 288, 432]
     design = orthogonal_design(space, time_budget_s=1.0)
-    assert len(design) == 144 and design.params["search"] == "product"
+    assert len(design) == 144
+    assert design.params["search"] == "product"
     assert design.diagnostics().strength == 2
 
 
@@ -139,7 +149,8 @@ def test_too_many_runs_lists_the_run_sizes_that_would_work() -> None:
     with pytest.raises(ConfigError) as exc:
         orthogonal_design(space, max_runs=100)
     assert "with at most 100 runs" in exc.value.message
-    assert "[144, 288, 432]" in (exc.value.hint or "") and "--kind random" in (exc.value.hint or "")
+    assert "[144, 288, 432]" in (exc.value.hint or "")
+    assert "--kind random" in (exc.value.hint or "")
 
 
 def test_search_running_out_of_time_fails_with_run_sizes() -> None:
@@ -152,7 +163,8 @@ def test_search_running_out_of_time_fails_with_run_sizes() -> None:
         orthogonal_design(five, time_budget_s=0.01)
     hint = exc.value.hint or ""
     assert "[25, 50, 75," in hint
-    assert "time_budget_s" in hint and "--kind nearly-orthogonal --runs N" in hint
+    assert "time_budget_s" in hint
+    assert "--kind nearly-orthogonal --runs N" in hint
 
 
 @pytest.mark.parametrize("key", sorted(KNOWN_ARRAYS),
@@ -164,22 +176,27 @@ def test_known_arrays_are_orthogonal_and_what_the_search_finds(
     short here, so the comparison does not depend on the machine's speed."""
     sizes, t, variant = key
     rows = KNOWN_ARRAYS[key]
-    assert all(len(r) == len(sizes) and all(0 <= v < s for v, s in zip(r, sizes)) for r in rows)
+    assert all(len(r) == len(sizes) and all(0 <= v < s for v, s in zip(r, sizes, strict=True))
+               for r in rows)
     for cols in combinations(range(len(sizes)), t):
         counts = Counter(tuple(r[c] for c in cols) for r in rows)
         cells = math.prod(sizes[c] for c in cols)
-        assert len(counts) == cells and set(counts.values()) == {len(rows) // cells}, cols
+        assert len(counts) == cells, cols
+        assert set(counts.values()) == {len(rows) // cells}, cols
     monkeypatch.setattr(orthogonal_module, "KNOWN_ARRAYS", {})
     monkeypatch.setattr(orthogonal_module, "COMPLETE_SLICE_S", 600.0)
     found, info = orthogonal_module._find(sizes, t, variant, None, 600.0)  # type: ignore[arg-type]
-    assert found == rows and info == {"search": "complete"}
+    assert found == rows
+    assert info == {"search": "complete"}
 
 
 def test_other_strengths_and_bad_arguments() -> None:
     three = orthogonal_design(SPACE, strength=3)
-    assert len(three) == 54 and three.diagnostics().strength == 3  # 27 runs cannot exist
+    assert len(three) == 54
+    assert three.diagnostics().strength == 3  # 27 runs cannot exist
     one = orthogonal_design(MIXED, strength=1)
-    assert len(one) == 12 and one.diagnostics().strength == 1  # lcm(3, 4) runs
+    assert len(one) == 12
+    assert one.diagnostics().strength == 1  # lcm(3, 4) runs
     assert len(orthogonal_design(SPACE, strength=5)) == 243  # only the full factorial
     with pytest.raises(ConfigError, match="strength 6 is impossible"):
         orthogonal_design(SPACE, strength=6)
@@ -226,5 +243,6 @@ def test_the_designs_in_use_do_not_depend_on_the_search_finishing_in_time(
     # Mixed spaces the table does not cover fall back to the product of tabled arrays,
     # which needs no search either: (3,3,4,4,3) -> OA(9, 3^3) x 4^2.
     product = orthogonal_design(MIXED.extend("context", "digest"), time_budget_s=0.0)
-    assert len(product) == 144 and product.params["search"] == "product"
+    assert len(product) == 144
+    assert product.params["search"] == "product"
     assert product.diagnostics().strength == 2

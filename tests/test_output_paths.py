@@ -83,7 +83,8 @@ def test_a_read_only_file_system_is_refused_for_a_new_or_existing_directory(
     frozen.mkdir()
     done = read_only(frozen, sys.executable, "-c", script, str(frozen), str(frozen / "a" / "b"))
     lines = done.stdout.splitlines()
-    assert done.returncode == 0 and len(lines) == 2, done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(lines) == 2, done.stdout + done.stderr
     assert lines[0].startswith(f"refused --out {frozen} cannot be written: the file system "
                                "is read-only"), lines
     assert lines[1].startswith(f"refused --out {frozen / 'a' / 'b'} cannot be created in "
@@ -115,7 +116,8 @@ def test_files_and_broken_links_in_the_way_are_named(tmp_path: Path) -> None:
     for path, expected in cases.items():
         with pytest.raises(ConfigError) as caught:
             require_output_dir(path, "output_dir")
-        assert expected in caught.value.message and caught.value.hint
+        assert expected in caught.value.message
+        assert caught.value.hint
 
 
 def test_a_writable_path_passes_and_nothing_is_left_behind(tmp_path: Path) -> None:

@@ -63,20 +63,24 @@ def test_fixture_suite_parses(suite: TaskSuite) -> None:
     count, notes, todo = (tasks[i] for i in sorted(SOLUTIONS))
     # fenced front matter, {source, dest} from assets/, fenced python, extra section
     assert count.files == {"poem.txt": (FIXTURES / "assets/texts/poem.txt").read_bytes()}
-    assert count.limits.wall_s == 90 and count.category == "text_processing"
-    assert count.instruction.startswith("There is a short poem") and "---" not in count.instruction
+    assert count.limits.wall_s == 90
+    assert count.category == "text_processing"
+    assert count.instruction.startswith("There is a short poem")
+    assert "---" not in count.instruction
     assert count.metadata["graded_as"] == "automated"
     assert count.metadata["extra_sections"] == ["Additional Notes"]
     # unfenced front matter, bare-name file from the task's folder, weighted rubric
     assert notes.metadata["name"] == "Summarise Meeting Notes"
-    assert set(notes.files) == {"notes.txt"} and notes.metadata["graded_as"] == "ungraded"
+    assert set(notes.files) == {"notes.txt"}
+    assert notes.metadata["graded_as"] == "ungraded"
     assert notes.metadata["criteria"] == [
         {"number": 1, "title": "Decisions captured", "weight": 0.6},
         {"number": 2, "title": "Owners of action items", "weight": 0.4}]
     # hybrid with bare (unfenced) check code: graded on the automated part without a judge
     assert todo.metadata["graded_as"] == "automated_only"
     grader = todo.grader
-    assert isinstance(grader, pinchbench.PinchBenchGrader) and grader.code is not None
+    assert isinstance(grader, pinchbench.PinchBenchGrader)
+    assert grader.code is not None
     assert grader.code.startswith("def grade(transcript, workspace_path):")
 
 
@@ -86,17 +90,21 @@ def test_fixtures_without_a_judge(suite: TaskSuite, task_id: str) -> None:
     solved, untouched = play(task, SOLUTIONS[task_id]), play(task, None)
     if task_id == "task_02_meeting_notes":  # judge-only: ungraded, never a silent 0
         for traj in (solved, untouched):
-            assert traj.score is None and traj.grade_error is not None
+            assert traj.score is None
+            assert traj.grade_error is not None
             assert traj.grade_error.startswith("ungraded: llm_judge task and no judge given")
         return
-    assert untouched.grade_error is None and not untouched.passed
+    assert untouched.grade_error is None
+    assert not untouched.passed
     if task_id == "task_03_todo_cleanup":  # hybrid: the automated part only, never a pass
-        assert set(solved.subscores) == {"done_file", "todo_file"} and solved.score == 1.0
-        assert solved.passed is None and solved.grading == "automated_only"
+        assert set(solved.subscores) == {"done_file", "todo_file"}
+        assert solved.score == 1.0
+        assert solved.passed is None
+        assert solved.grading == "automated_only"
         assert "judge's 50% of the rubric was not assessed" in str(solved.grading_note)
         return
-    assert solved.passed and solved.grading == "automated", (solved.grade_error,
-                                                             solved.subscores)
+    assert solved.passed, (solved.grade_error, solved.subscores)
+    assert solved.grading == "automated", (solved.grade_error, solved.subscores)
 
 
 def judge_reply(scores: dict[str, Any]) -> Canned:
@@ -117,7 +125,8 @@ def test_llm_judge_grades_with_weights_over_http(suite: TaskSuite) -> None:
     assert traj.grade_error is None
     assert traj.subscores == {"llm_judge": pytest.approx(0.8)}  # 0.6 * 1.0 + 0.4 * 0.5
     (request,) = srv.requests
-    assert request.json["model"] == "test-judge" and request.json["temperature"] == 0.0
+    assert request.json["model"] == "test-judge"
+    assert request.json["temperature"] == 0.0
     prompt = request.json["messages"][-1]["content"]
     for expected in ("Criterion 1: Decisions captured", "Owners of action items",
                      "summary.md", "Action items: Ana", "[assistant] CALL", "notes.txt"):
@@ -131,11 +140,12 @@ def test_hybrid_is_the_mean_of_automated_and_judge() -> None:
     with OpenAICompatServer([reply]) as srv:
         traj = play(judged(srv).get("task_03_todo_cleanup"), SOLUTIONS["task_03_todo_cleanup"])
     assert traj.subscores == {"automated": 1.0, "llm_judge": 0.75}
-    assert traj.score == pytest.approx(0.875) and not traj.passed
+    assert traj.score == pytest.approx(0.875)
+    assert not traj.passed
 
 
 @needs_litellm
-@pytest.mark.parametrize("reply, message", [
+@pytest.mark.parametrize(("reply", "message"), [
     (openai_text("The agent did great, 10/10."), "not a JSON object"),
     (judge_reply({"1": 1.0}), "no score for criteria [2]"),
     (judge_reply({"1": 1.0, "2": 7}), "not a number in [0, 1]"),
@@ -144,7 +154,8 @@ def test_hybrid_is_the_mean_of_automated_and_judge() -> None:
 def test_judge_failures_are_grade_errors(reply: Canned, message: str) -> None:
     with OpenAICompatServer([reply]) as srv:
         traj = play(judged(srv).get("task_02_meeting_notes"), None)
-    assert traj.score is None and traj.grade_error is not None
+    assert traj.score is None
+    assert traj.grade_error is not None
     assert message in traj.grade_error, traj.grade_error
 
 
@@ -163,7 +174,8 @@ def test_automated_checks_run_sandboxed(tmp_path: Path) -> None:
         ```
         """)
     traj = play(pinchbench.load(str(task_file)).tasks()[0], None)
-    assert traj.grade_error is not None and traj.grade_error.startswith(
+    assert traj.grade_error is not None
+    assert traj.grade_error.startswith(
         "automated checks failed with exit code 1: FileNotFoundError")
 
 
@@ -204,8 +216,10 @@ def test_tolerated_variations(tmp_path: Path) -> None:
     assert task.files == {"input/in.csv": b"a,b\n", "notes/readme.txt": "inline\n"}
     assert task.instruction == "Read input/in.csv."
     grader = task.grader
-    assert isinstance(grader, pinchbench.PinchBenchGrader) and grader.code is not None
-    assert "## a comment" in grader.code and task.metadata["extra_sections"] == ["Something Else"]
+    assert isinstance(grader, pinchbench.PinchBenchGrader)
+    assert grader.code is not None
+    assert "## a comment" in grader.code
+    assert task.metadata["extra_sections"] == ["Something Else"]
     assert [(c.number, c.title, c.weight) for c in grader.criteria] == [
         (1, "reads the file", None), (2, "says what is in it", None)]
 
@@ -222,7 +236,7 @@ def test_rubric_parsing() -> None:
     assert [c.title for c in pinchbench.parse_rubric("Judge the tone.")] == ["overall"]
 
 
-@pytest.mark.parametrize("text, message", [
+@pytest.mark.parametrize(("text", "message"), [
     ("---\nid: x\n## Prompt\nhi\n", "never closed"),
     ("---\nid: [x\n---\n## Prompt\nhi\n", "not valid YAML"),
     ("---\nid: x\n---\n## Expected Behavior\nhi\n", "no '## Prompt' section"),
@@ -242,7 +256,9 @@ def test_broken_task_files_are_broken_tasks(tmp_path: Path, text: str, message: 
     path.write_text(text)
     suite = pinchbench.load(str(path.parent))
     (bad,) = suite.broken
-    assert suite.tasks() == [] and message in bad.reason and bad.source == str(path)
+    assert suite.tasks() == []
+    assert message in bad.reason
+    assert bad.source == str(path)
     assert bad.id == ("task_x" if message in ("never closed", "not valid YAML") else "x")
     with pytest.raises(ConfigError, match="is broken"):
         suite.get(bad.id)
@@ -260,7 +276,8 @@ def test_grader_problems_show_at_grading_time(tmp_path: Path) -> None:
         Checked by hand.
         """)
     traj = play(pinchbench.load(str(path)).tasks()[0], None)
-    assert traj.grade_error is not None and "define no grade(" in traj.grade_error
+    assert traj.grade_error is not None
+    assert "define no grade(" in traj.grade_error
 
 
 def test_bad_suite_arguments(tmp_path: Path) -> None:
@@ -284,7 +301,8 @@ def test_export_to_clawgym(tmp_path: Path, suite: TaskSuite) -> None:
     assert not (tmp_path / "out" / "task_02_meeting_notes").exists()
     for entry in ("check.py", "reward.sh"):
         task = clawgym.load(str(tmp_path / "out"), grader=entry).get("task_01_word_count")
-        assert task.files == {} and task.source_dir is not None
+        assert task.files == {}
+        assert task.source_dir is not None
         assert play(task, SOLUTIONS["task_01_word_count"]).passed, entry
         assert not play(task, None).passed
 
@@ -316,7 +334,7 @@ def test_one_missing_asset_breaks_only_its_task(repo: TaskSuite) -> None:
     assert set(broken) == {"task_20_eli5_pdf_summary"}
     assert "GPT4.pdf" in broken["task_20_eli5_pdf_summary"]
     assert "not found" in broken["task_20_eli5_pdf_summary"]
-    with pytest.raises(ConfigError, match="task_20_eli5_pdf_summary.*is broken.*GPT4.pdf"):
+    with pytest.raises(ConfigError, match=r"task_20_eli5_pdf_summary.*is broken.*GPT4\.pdf"):
         repo.get("task_20_eli5_pdf_summary")
     sales = repo.get("task_19_sales_total")  # {source, dest} from the repository's assets/
     assert sales.files == {"sales.csv": (REPO / "assets/csvs/sales.csv").read_bytes()}
@@ -414,8 +432,10 @@ def test_multi_session_task_runs_each_session_then_grades_once(tmp_path: Path,
     assert len(task.followups) == 2
     traj = asyncio.run(run_task_episode(resolve_harness(code), task,
                                         SessionPlanPolicy(*SESSION_PLANS)))
-    assert traj.task_id == "task_23_three_sessions" and traj.suite == task.suite
-    assert traj.grade_error is None and traj.passed, (traj.error, traj.subscores)
+    assert traj.task_id == "task_23_three_sessions"
+    assert traj.suite == task.suite
+    assert traj.grade_error is None, (traj.error, traj.subscores)
+    assert traj.passed, (traj.error, traj.subscores)
     assert traj.meta["sessions"] == {"sent": 3, "total": 3}
     followups = [m.content for m in traj.history if m.kind == "followup"]
     assert followups == list(task.followups)
@@ -430,7 +450,8 @@ def test_run_episode_plays_every_session_so_every_runner_grades_the_whole_task(
     harness = hg.compose(hg.FactorSpace.default().parse("S0-T0-O0-C0-W0"))
     traj = asyncio.run(run_episode(harness, task, SessionPlanPolicy(*SESSION_PLANS)))
     assert traj.meta["sessions"] == {"sent": 3, "total": 3}
-    assert traj.grade_error is None and traj.passed, (traj.error, traj.subscores)
+    assert traj.grade_error is None, (traj.error, traj.subscores)
+    assert traj.passed, (traj.error, traj.subscores)
 
 
 def test_a_multi_session_task_run_as_one_instruction_is_ungraded(tmp_path: Path) -> None:
@@ -439,16 +460,18 @@ def test_a_multi_session_task_run_as_one_instruction_is_ungraded(tmp_path: Path)
     task = pinchbench.load(str(write(tmp_path, "task_23_three_sessions.md",
                                      SESSIONS_TASK))).tasks()[0]
     traj = play(task, SESSION_PLANS[0])
-    assert traj.score is None and traj.grade_error is not None
-    assert traj.grade_error.startswith("ungraded:") and "1 of its 3 sessions" in traj.grade_error
+    assert traj.score is None
+    assert traj.grade_error is not None
+    assert traj.grade_error.startswith("ungraded:")
+    assert "1 of its 3 sessions" in traj.grade_error
 
 
 @pytest.mark.parametrize("task_id", sorted(REPO_SOLUTIONS))
 def test_every_good_task_runs(repo: TaskSuite, task_id: str) -> None:
     task = repo.get(task_id)
     solved = play(task, REPO_SOLUTIONS[task_id])
-    assert solved.grade_error is None and solved.score == 1.0, (solved.grade_error,
-                                                                solved.subscores)
+    assert solved.grade_error is None, (solved.grade_error, solved.subscores)
+    assert solved.score == 1.0, (solved.grade_error, solved.subscores)
     # a hybrid without its judge has full marks on its automated part, and is still no pass
     partial = task.metadata["graded_as"] == "automated_only"
     assert solved.passed is (None if partial else True)
@@ -459,13 +482,17 @@ def test_non_numeric_sub_scores_are_skipped_with_a_warning(repo: TaskSuite) -> N
     """Upstream averages only the numbers a check returns; so do we, and the trajectory
     records what was skipped."""
     traj = play(repo.get("task_16_notes_in_scores"), REPO_SOLUTIONS["task_16_notes_in_scores"])
-    assert traj.subscores == {"backup_done": 1.0, "restore_listed": 1.0} and traj.passed
+    assert traj.subscores == {"backup_done": 1.0, "restore_listed": 1.0}
+    assert traj.passed
     warnings = traj.meta["grade_warnings"]
-    assert len(warnings) == 2 and "'reviewer_note'" in warnings[0] and "skipped" in warnings[0]
+    assert len(warnings) == 2
+    assert "'reviewer_note'" in warnings[0]
+    assert "skipped" in warnings[0]
     assert "'line_count' = None" in warnings[1]
     half = play(repo.get("task_16_notes_in_scores"),
                 (A("write", path="checklist.txt", content="[x] backup\n"),))
-    assert half.score == 0.5 and "grade_warnings" in half.meta
+    assert half.score == 0.5
+    assert "grade_warnings" in half.meta
 
 
 def test_a_check_with_no_numeric_score_is_a_grade_error(tmp_path: Path) -> None:
@@ -483,7 +510,8 @@ def test_a_check_with_no_numeric_score_is_a_grade_error(tmp_path: Path) -> None:
         ```
         """)
     traj = play(pinchbench.load(str(path)).tasks()[0], None)
-    assert traj.grade_error is not None and "no sub-score is a number" in traj.grade_error
+    assert traj.grade_error is not None
+    assert "no sub-score is a number" in traj.grade_error
 
 
 @needs_litellm
@@ -498,10 +526,11 @@ def test_hybrid_applies_grading_weights(repo: TaskSuite) -> None:
         traj = play(task, REPO_SOLUTIONS["task_15_hybrid_weighted"])
     assert traj.grade_error is None
     assert traj.subscores == {"automated": 1.0, "llm_judge": 0.5}
-    assert traj.score == pytest.approx(0.7) and not traj.passed
+    assert traj.score == pytest.approx(0.7)
+    assert not traj.passed
 
 
-@pytest.mark.parametrize("weights, expected", [
+@pytest.mark.parametrize(("weights", "expected"), [
     (None, (0.5, 0.5)), ({"automated": 0.6}, (0.6, 0.5)),
     ({"automated": 0, "llm_judge": 0}, (0.5, 0.5)), ({"automated": "x"}, "not numbers"),
     ([0.4, 0.6], "must map"), ({"automated": -1, "llm_judge": 2}, "must not be negative"),
@@ -519,7 +548,8 @@ def test_grading_weights_are_read_as_upstream(tmp_path: Path, weights: Any,
         assert expected in suite.broken[0].reason
         return
     grader = suite.tasks()[0].grader
-    assert isinstance(grader, pinchbench.PinchBenchGrader) and grader.weights == expected
+    assert isinstance(grader, pinchbench.PinchBenchGrader)
+    assert grader.weights == expected
 
 
 @pytest.mark.slow
@@ -598,10 +628,11 @@ def test_a_task_is_addressed_by_its_declared_id_or_its_file_name(tmp_path: Path)
     assert suite.get("task_18_spreadsheet_summary").id == "task_18_spreadsheet_summary"
     _, by_address = find_task(f"pinchbench:{root}/task_18_market_research", [])
     assert by_address.id == "task_16_market_research"
-    with pytest.raises(ConfigError, match="task_29_missing_asset.*is broken.*nowhere.csv"):
+    with pytest.raises(ConfigError, match=r"task_29_missing_asset.*is broken.*nowhere\.csv"):
         suite.get("task_30_missing_asset")
     traj = play(market, (A("write", path="done.txt", content="ok\n"),))
-    assert traj.task_id == "task_16_market_research" and traj.passed
+    assert traj.task_id == "task_16_market_research"
+    assert traj.passed
 
 
 def test_when_a_file_name_is_another_task_id_the_id_wins(tmp_path: Path) -> None:

@@ -140,9 +140,11 @@ def test_clash_with_builtins_skips_only_the_clashing_contributions(
         with pytest.raises(PluginConflictError) as exc:
             use()
         text = str(exc.value)
-        assert CLASH in text and "built-in harnessgrid.plugins." in text, text
+        assert CLASH in text, text
+        assert "built-in harnessgrid.plugins." in text, text
         assert "HARNESSGRID_DISABLE_PLUGINS=hg_clash" in text, text
-        assert isinstance(exc.value, ConfigError) and isinstance(exc.value, PluginError)
+        assert isinstance(exc.value, ConfigError)
+        assert isinstance(exc.value, PluginError)
     # Everything not contested works, the plugin's own level included.
     assert hg.compose(FactorSpace.default().parse("S0-T0-O1-C0-W0")).name == "S0-T0-O1-C0-W0"
     assert hg.resolve_harness(LEVELS.format("mine")).observation.name == "mine"
@@ -166,7 +168,8 @@ def test_clash_with_builtins_on_the_command_line(tmp_path: Path) -> None:
     assert rows["observation:raw"]["also_registered_by"] == [CLASH]
     assert rows["observation:mine"]["plugin"] == CLASH
     problem = next(p for p in data["problems"] if p["contribution"] == "adapter mini-bash")
-    assert problem["kind"] == "clash" and problem["plugin"] == CLASH
+    assert problem["kind"] == "clash"
+    assert problem["plugin"] == CLASH
     assert problem["kept"] == "harnessgrid.plugins.adapters.mini_bash"
 
     table = _cli(env, "plugins", "list")
@@ -189,7 +192,8 @@ def test_clash_with_builtins_on_the_command_line(tmp_path: Path) -> None:
     # The hint works: with the plugin disabled, the contested name is the built-in again.
     fixed = _cli({**env, "HARNESSGRID_DISABLE_PLUGINS": "hg_clash"},
                  "harness", "show", "S0-T0-O0-C0-W0")
-    assert fixed.returncode == 0 and not fixed.stderr, fixed.stderr
+    assert fixed.returncode == 0, fixed.stderr
+    assert not fixed.stderr, fixed.stderr
 
 
 PAIR_LEVEL = """
@@ -233,7 +237,8 @@ def test_two_third_party_plugins_clash_deterministically(
     with pytest.raises(PluginConflictError) as exc:
         reg.level("observation", "diffstat")
     text = str(exc.value)
-    assert first in text and second in text
+    assert first in text
+    assert second in text
     assert "HARNESSGRID_DISABLE_PLUGINS=alpha_levels" in text
     assert "HARNESSGRID_DISABLE_PLUGINS=beta_levels" in text
     monkeypatch.setenv("HARNESSGRID_DISABLE_PLUGINS", "alpha_levels")
@@ -303,13 +308,15 @@ def test_each_contribution_is_registered_or_skipped_on_its_own(
     assert set(problems) == {"harnessgrid_policy()", "harnessgrid_adapters()",
                              "factor level 'not a class'", "factor level observation:Bad Name"}
     hook = problems["harnessgrid_adapters()"]
-    assert hook.kind == "hook" and hook.plugin == MIXED
+    assert hook.kind == "hook"
+    assert hook.plugin == MIXED
     assert "raised ValueError: no adapters today" in hook.error
     assert "other hooks are unaffected" in hook.error
     assert "did you mean harnessgrid_policies()" in problems["harnessgrid_policy()"].error
     assert "expected a FactorLevel subclass" in problems["factor level 'not a class'"].error
     assert "lower_snake_case" in problems["factor level observation:Bad Name"].error
-    assert len(record) == 4 and all(MIXED in str(w.message) for w in record)
+    assert len(record) == 4
+    assert all(MIXED in str(w.message) for w in record)
     assert "whole plugin" not in " ".join(str(w.message) for w in record)
     fate = {(c.label, c.registered) for c in reg.contributions if c.plugin == MIXED}
     assert fate == {("factor level observation:fine", True), ("task suite mixed-suite", True),
@@ -336,7 +343,8 @@ def test_plugins_list_reports_per_contribution(tmp_path: Path) -> None:
     assert "has no @hookimpl functions" in empty["error"]  # the decorator was forgotten
     table = _cli(env, "plugins", "list")
     assert table.returncode == 0, table.stderr
-    assert "harnessgrid_adapters()" in table.stdout and "no adapters today" in table.stdout
+    assert "harnessgrid_adapters()" in table.stdout
+    assert "no adapters today" in table.stdout
     assert f"{MIXED}: registered factor level observation:fine, task suite mixed-suite" \
         in table.stdout
     assert "hg_broken (hg-broken 0.1.0): registered nothing" in table.stdout
@@ -405,7 +413,9 @@ def test_incomplete_level_classes_are_skipped_at_registration(
     with pytest.raises(PluginContributionError) as exc:
         hg.resolve_harness(LEVELS.format("half"))
     text = str(exc.value)
-    assert HALF in text and "observation:half" in text and "format_error()" in text
+    assert HALF in text
+    assert "observation:half" in text
+    assert "format_error()" in text
     assert "HARNESSGRID_DISABLE_PLUGINS=hg_half" in text
     assert hg.resolve_harness(LEVELS.format("whole")).observation.name == "whole"
 
@@ -474,12 +484,15 @@ def test_adapters_are_checked_when_registered_and_when_created(
     with pytest.raises(PluginContributionError) as exc:
         hg.resolve_harness("adapter:not-a-harness")
     text = str(exc.value)
-    assert BAD in text and "adapter:not-a-harness" in text
-    assert "returned dict, which is not a harness" in text and "no step() method" in text
+    assert BAD in text
+    assert "adapter:not-a-harness" in text
+    assert "returned dict, which is not a harness" in text
+    assert "no step() method" in text
     assert "HARNESSGRID_DISABLE_PLUGINS=hg_bad" in text
     with pytest.raises(PluginContributionError, match="RuntimeError: no shell here") as raised:
         hg.resolve_harness("adapter:explodes")
-    assert BAD in str(raised.value) and isinstance(raised.value.__cause__, RuntimeError)
+    assert BAD in str(raised.value)
+    assert isinstance(raised.value.__cause__, RuntimeError)
     # A well-behaved adapter works, and its own ConfigError reaches the user unchanged.
     harness = hg.resolve_harness("adapter:good")
     task = hg.load_suite("examples").tasks()[0]

@@ -109,12 +109,14 @@ def test_duplicate_level_names_first_wins_and_naming_it_names_both(
     assert reg.origin[("factor level", "observation:diffstat")] == "hg_diffstat (hg-diffstat 0.1.0)"
     (problem,) = reg.problems
     assert problem.plugin == "hg_diffstat_fork (hg-diffstat-fork 0.1.0)"
-    assert problem.kind == "clash" and problem.kept == "hg_diffstat (hg-diffstat 0.1.0)"
+    assert problem.kind == "clash"
+    assert problem.kept == "hg_diffstat (hg-diffstat 0.1.0)"
     with pytest.raises(PluginError) as exc:
         reg.level("observation", "diffstat")
     msg = str(exc.value)
     assert "'observation:diffstat'" in msg
-    assert "hg_diffstat (hg-diffstat 0.1.0)" in msg and "hg_diffstat_fork" in msg
+    assert "hg_diffstat (hg-diffstat 0.1.0)" in msg
+    assert "hg_diffstat_fork" in msg
     assert reg.level("observation", "raw").name == "raw"  # the rest works
 
 
@@ -250,21 +252,25 @@ def test_plugins_new_makes_a_package_whose_test_passes(tmp_path: Path) -> None:
 def test_plugins_new_rejects_bad_names(name: str, says: str, fix: str) -> None:
     with pytest.raises(ConfigError) as exc:
         check_plugin_name(name)
-    assert repr(name) in exc.value.message and says in exc.value.message
+    assert repr(name) in exc.value.message
+    assert says in exc.value.message
     assert fix in (exc.value.hint or "")
 
 
 def test_plugins_new_on_the_command_line_names_the_mistake(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "new", "my-levels",
                           "--dir", str(tmp_path / "x")], capture_output=True, text=True)
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr
     assert "'my-levels' is not a valid Python package name" in bad.stderr
-    assert "my_levels" in bad.stderr and not (tmp_path / "x").exists()
+    assert "my_levels" in bad.stderr
+    assert not (tmp_path / "x").exists()
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
     taken = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "new", "my_levels",
                             "--dir", str(tmp_path / "full")], capture_output=True, text=True)
-    assert taken.returncode == 2 and "already exists and is not an empty folder" in taken.stderr
+    assert taken.returncode == 2
+    assert "already exists and is not an empty folder" in taken.stderr
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
     default = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "new", "my_levels"],
                              cwd=tmp_path, capture_output=True, text=True)

@@ -109,11 +109,13 @@ def test_litellm_text_reply_tokens_and_request() -> None:
     with OpenAICompatServer([openai_text("hello", prompt_tokens=31, completion_tokens=5)]) as srv:
         policy = litellm_policy(srv, temperature=0.3, max_tokens=100)
         turn = act(policy, request(native=False, max_tokens=50))
-    assert policy.spec == "litellm:openai/test-model" and isinstance(policy, Policy)
+    assert policy.spec == "litellm:openai/test-model"
+    assert isinstance(policy, Policy)
     assert turn == ModelTurn(content="hello", tokens_in=31, tokens_out=5, finish_reason="stop")
     (sent,) = srv.requests
     body = sent.json
-    assert body["model"] == "test-model" and body["temperature"] == 0.3
+    assert body["model"] == "test-model"
+    assert body["temperature"] == 0.3
     assert body["max_tokens"] == 50  # the request may lower the limit
     assert body["messages"] == [SYSTEM.openai(), TASK.openai()]
     assert "tools" not in body  # tools described in the prompt: none on the wire
@@ -123,7 +125,8 @@ def test_litellm_tool_call_and_wire_format() -> None:
     with OpenAICompatServer([openai_tool_call("read_file", {"path": "b.txt"}, content="Next.",
                                               call_id="call_9")]) as srv:
         turn = act(litellm_policy(srv), request(HISTORY))
-    assert turn.content == "Next." and turn.finish_reason == "tool_calls"
+    assert turn.content == "Next."
+    assert turn.finish_reason == "tool_calls"
     assert turn.tool_calls == (ToolCall(id="call_9", name="read_file", arguments={"path": "b.txt"}),)
     body = srv.requests[0].json
     assert body["tools"] == [t.openai() for t in TOOLS]
@@ -146,9 +149,12 @@ def test_litellm_malformed_and_unknown_calls_are_kept() -> None:
     with OpenAICompatServer([openai_completion(None, calls)]) as srv:
         turn = act(litellm_policy(srv))
     bad_json, not_object, unknown, blank = turn.tool_calls
-    assert bad_json.arguments == {} and bad_json.raw_arguments == '{"path": "a.txt"'
-    assert bad_json.parse_error and "not valid JSON" in bad_json.parse_error
-    assert not_object.parse_error and "JSON object" in not_object.parse_error
+    assert bad_json.arguments == {}
+    assert bad_json.raw_arguments == '{"path": "a.txt"'
+    assert bad_json.parse_error
+    assert "not valid JSON" in bad_json.parse_error
+    assert not_object.parse_error
+    assert "JSON object" in not_object.parse_error
     assert not_object.raw_arguments == "[1, 2]"
     assert unknown == ToolCall(id="c3", name="no_such_tool", arguments={"x": 1})
     assert blank == ToolCall(id="c4", name="run")
@@ -166,7 +172,8 @@ def test_litellm_empty_turns() -> None:
 def test_litellm_retries_transient_errors(status: int) -> None:
     with OpenAICompatServer([http_error(status), http_error(status), openai_text("ok")]) as srv:
         turn = act(litellm_policy(srv))
-    assert turn.content == "ok" and len(srv.requests) == 3
+    assert turn.content == "ok"
+    assert len(srv.requests) == 3
     # litellm's and the OpenAI SDK's own retries are off: every attempt is one of ours.
     assert {r.headers.get("x-stainless-retry-count") for r in srv.requests} <= {"0", None}
 
@@ -175,7 +182,8 @@ def test_litellm_retries_a_timeout() -> None:
     slow = Canned(body=openai_text("too late").body, delay_s=1.0)
     with OpenAICompatServer([slow, openai_text("ok")]) as srv:
         turn = act(litellm_policy(srv, timeout_s=0.2))
-    assert turn.content == "ok" and len(srv.requests) == 2
+    assert turn.content == "ok"
+    assert len(srv.requests) == 2
 
 
 def test_litellm_gives_up_after_max_retries() -> None:
@@ -192,7 +200,8 @@ def test_litellm_rejections_fail_at_once(status: int, hint: str) -> None:
         act(litellm_policy(srv))
     assert len(srv.requests) == 1
     assert excinfo.value.message.startswith("litellm:openai/test-model: request rejected")
-    assert "nope" in excinfo.value.message and hint in (excinfo.value.hint or "")
+    assert "nope" in excinfo.value.message
+    assert hint in (excinfo.value.hint or "")
 
 
 def test_litellm_through_the_registry_and_bad_specs() -> None:
@@ -239,7 +248,8 @@ def test_retry_after_beyond_the_deadline_fails_at_once(backend: str, status: int
         with pytest.raises(PolicyError, match="asked to wait 30 s") as excinfo:
             act(policy, request(seconds_left=5.0))
     assert len(srv.requests) == 1
-    assert "wall limit" in excinfo.value.message and excinfo.value.hint
+    assert "wall limit" in excinfo.value.message
+    assert excinfo.value.hint
 
 
 @pytest.mark.parametrize("backend", OPENAI_BACKENDS)
@@ -281,13 +291,17 @@ def test_openai_text_reply_tokens_and_request() -> None:
     with OpenAICompatServer([openai_text("hello", prompt_tokens=31, completion_tokens=5)]) as srv:
         policy = openai_policy(srv, temperature=0.3, max_tokens=100, extra={"top_k": 20})
         turn = act(policy, request(native=False, max_tokens=50))
-    assert policy.spec == "openai:test-model" and isinstance(policy, Policy)
+    assert policy.spec == "openai:test-model"
+    assert isinstance(policy, Policy)
     assert turn == ModelTurn(content="hello", tokens_in=31, tokens_out=5, finish_reason="stop")
     (sent,) = srv.requests
     body = sent.json
-    assert sent.path == "/v1/chat/completions" and sent.headers["authorization"] == "Bearer x"
-    assert body["model"] == "test-model" and body["temperature"] == 0.3
-    assert body["max_tokens"] == 50 and body["top_k"] == 20  # extra travels in the body
+    assert sent.path == "/v1/chat/completions"
+    assert sent.headers["authorization"] == "Bearer x"
+    assert body["model"] == "test-model"
+    assert body["temperature"] == 0.3
+    assert body["max_tokens"] == 50
+    assert body["top_k"] == 20  # extra travels in the body
     assert body["messages"] == [SYSTEM.openai(), TASK.openai()]
     assert "tools" not in body
 
@@ -308,7 +322,8 @@ def test_openai_own_api_gets_max_completion_tokens(transport: str) -> None:
         policy.limit_field = "max_completion_tokens"  # as for OpenAI's own host
         act(policy, request(native=False, max_tokens=50))
     body = srv.requests[0].json
-    assert body["max_completion_tokens"] == 50 and "max_tokens" not in body
+    assert body["max_completion_tokens"] == 50
+    assert "max_tokens" not in body
 
 
 def test_openai_tool_calls_wire_format_and_malformed_calls() -> None:
@@ -318,8 +333,10 @@ def test_openai_tool_calls_wire_format_and_malformed_calls() -> None:
         turn = act(openai_policy(srv, temperature=None), request(HISTORY))
     good, bad = turn.tool_calls
     assert good == ToolCall(id="call_9", name="read_file", arguments={"path": "b.txt"})
-    assert bad.parse_error and "not valid JSON" in bad.parse_error
-    assert turn.content == "Next." and turn.finish_reason == "tool_calls"
+    assert bad.parse_error
+    assert "not valid JSON" in bad.parse_error
+    assert turn.content == "Next."
+    assert turn.finish_reason == "tool_calls"
     body = srv.requests[0].json
     assert "temperature" not in body  # None: not sent
     assert body["tools"] == [t.openai() for t in TOOLS]
@@ -330,7 +347,8 @@ def test_openai_tool_calls_wire_format_and_malformed_calls() -> None:
 def test_openai_retries_transient_errors(status: int) -> None:
     with OpenAICompatServer([http_error(status), http_error(status), openai_text("ok")]) as srv:
         turn = act(openai_policy(srv))
-    assert turn.content == "ok" and len(srv.requests) == 3
+    assert turn.content == "ok"
+    assert len(srv.requests) == 3
     assert {r.headers.get("x-stainless-retry-count") for r in srv.requests} <= {"0", None}
 
 
@@ -351,7 +369,8 @@ def test_openai_rejections_fail_at_once(status: int, hint: str) -> None:
         act(openai_policy(srv))
     assert len(srv.requests) == 1
     assert excinfo.value.message.startswith("openai:test-model: request rejected")
-    assert "nope" in excinfo.value.message and hint in (excinfo.value.hint or "")
+    assert "nope" in excinfo.value.message
+    assert hint in (excinfo.value.hint or "")
 
 
 def test_openai_reply_without_choices_is_a_policy_error() -> None:
@@ -373,7 +392,8 @@ def test_openai_reuses_one_client_across_turns() -> None:
             return first, policy._client.get()
 
         first, second = asyncio.run(two_turns())
-    assert first is second and len(srv.requests) == 2
+    assert first is second
+    assert len(srv.requests) == 2
 
 
 def test_openai_keys_and_server_address(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -415,12 +435,13 @@ def test_the_users_openai_key_goes_only_to_openai_or_openai_base_url(
     assert sent[0] in (None, "Bearer unused"), "the OpenAI key did not leave for the option's URL"
     assert sent[1:] == ["Bearer server-key", "Bearer the-users-openai-key"]
     monkeypatch.delenv("OPENAI_BASE_URL")
-    with OpenAICompatServer([openai_text("x")], api_key="needed") as srv:
-        with pytest.raises(PolicyError, match="HTTP 401") as excinfo:
-            act(make_policy("openai:m", {"base_url": srv.base_url + "/v1", "max_retries": 0,
-                                         "transport": transport}))
+    with (OpenAICompatServer([openai_text("x")], api_key="needed") as srv,
+          pytest.raises(PolicyError, match="HTTP 401") as excinfo):
+        act(make_policy("openai:m", {"base_url": srv.base_url + "/v1", "max_retries": 0,
+                                     "transport": transport}))
     hint = excinfo.value.hint or ""
-    assert "OPENAI_API_KEY is not sent" in hint and "api_key_env=NAME" in hint
+    assert "OPENAI_API_KEY is not sent" in hint
+    assert "api_key_env=NAME" in hint
     with pytest.raises(ConfigError, match="api_key_env='NO_SUCH_VAR'"):
         make_policy("openai:m", {"base_url": "http://127.0.0.1:1/v1",
                                  "api_key_env": "NO_SUCH_VAR"})
@@ -456,7 +477,8 @@ def test_openai_option_validation() -> None:
         make_policy("openai:", {"base_url": "http://127.0.0.1:1/v1"})
     with pytest.raises(ConfigError, match="unknown option") as excinfo:
         make_policy("openai:m", {"base_url": "http://127.0.0.1:1/v1", "top_p": 0.9})
-    assert "base_url" in (excinfo.value.hint or "") and "extra" in (excinfo.value.hint or "")
+    assert "base_url" in (excinfo.value.hint or "")
+    assert "extra" in (excinfo.value.hint or "")
     with pytest.raises(ConfigError, match="base_url, not api_base"):
         make_policy("openai:m", {"api_base": "http://127.0.0.1:1/v1"})
     with pytest.raises(ConfigError, match="timeout_s"):
@@ -474,12 +496,15 @@ def test_anthropic_text_reply_tokens_and_request() -> None:
     with AnthropicCompatServer([canned]) as srv:
         policy = anthropic_policy(srv, max_tokens=64)
         turn = act(policy, request(native=False))
-    assert policy.spec == "anthropic:claude-test" and isinstance(policy, Policy)
+    assert policy.spec == "anthropic:claude-test"
+    assert isinstance(policy, Policy)
     assert turn == ModelTurn(content="hello", tokens_in=40, tokens_out=3, finish_reason="end_turn")
     body = srv.requests[0].json
-    assert body["system"] == SYSTEM.content and body["max_tokens"] == 64
+    assert body["system"] == SYSTEM.content
+    assert body["max_tokens"] == 64
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Read a.txt"}]}]
-    assert "tools" not in body and "temperature" not in body  # the API rejects sampling options
+    assert "tools" not in body
+    assert "temperature" not in body  # the API rejects sampling options
     headers = srv.requests[0].headers
     assert "x" in (headers.get("authorization", "") + headers.get("x-api-key", ""))
 
@@ -488,10 +513,12 @@ def test_anthropic_tool_use_and_wire_format() -> None:
     canned = anthropic_tool_use("no_such_tool", {"x": 1}, text="Trying.", tool_id="toolu_1")
     with AnthropicCompatServer([canned]) as srv:
         turn = act(anthropic_policy(srv, temperature=0.5), request(HISTORY))
-    assert turn.content == "Trying." and turn.finish_reason == "tool_use"
+    assert turn.content == "Trying."
+    assert turn.finish_reason == "tool_use"
     assert turn.tool_calls == (ToolCall(id="toolu_1", name="no_such_tool", arguments={"x": 1}),)
     body = srv.requests[0].json
-    assert body["tools"] == [t.anthropic() for t in TOOLS] and body["temperature"] == 0.5
+    assert body["tools"] == [t.anthropic() for t in TOOLS]
+    assert body["temperature"] == 0.5
     assert body["system"] == SYSTEM.content
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Read a.txt"}]},
@@ -525,7 +552,8 @@ def test_anthropic_reply_without_content_or_stop_reason_is_a_policy_error() -> N
 def test_anthropic_retries_transient_errors(status: int) -> None:
     with AnthropicCompatServer([anthropic_error(status), anthropic_text("done")]) as srv:
         turn = act(anthropic_policy(srv))
-    assert turn.content == "done" and len(srv.requests) == 2
+    assert turn.content == "done"
+    assert len(srv.requests) == 2
 
 
 @pytest.mark.parametrize(("status", "hint"), [(400, "model name"), (401, "key passed as api_key")])
@@ -535,7 +563,8 @@ def test_anthropic_rejections_fail_at_once(status: int, hint: str) -> None:
         act(anthropic_policy(srv))
     assert len(srv.requests) == 1
     assert excinfo.value.message.startswith("anthropic:claude-test: request rejected")
-    assert "nope" in excinfo.value.message and hint in (excinfo.value.hint or "")
+    assert "nope" in excinfo.value.message
+    assert hint in (excinfo.value.hint or "")
 
 
 def test_anthropic_key_and_spec_checks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -574,7 +603,8 @@ def test_anthropic_conversion_is_always_valid(messages: list[Message]) -> None:
     previous_uses: set[str] = set()
     for message in out:
         blocks = message["content"]
-        assert blocks and all(b["text"].strip() for b in blocks if b["type"] == "text")
+        assert blocks
+        assert all(b["text"].strip() for b in blocks if b["type"] == "text")
         kinds = [b["type"] for b in blocks]
         results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
         if message["role"] == "user":

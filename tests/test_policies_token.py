@@ -92,7 +92,8 @@ def test_logprobs_equal_a_fresh_forward_pass(policy: HFPolicy) -> None:
     turns, _ = asyncio.run(episode(policy, State("logprobs"), 3, native=True))
     for turn in turns:
         rec = turn.tokens
-        assert rec is not None and len(rec.completion_ids) > 0
+        assert rec is not None
+        assert len(rec.completion_ids) > 0
         ids = torch.tensor([rec.prompt_ids + rec.completion_ids])
         with torch.no_grad():
             logits = policy.model(input_ids=ids).logits[0].float()
@@ -112,9 +113,11 @@ def test_later_turns_extend_the_previous_ids_and_match_the_template_text(
     first = turns[0].tokens
     assert first is not None
     assert list(first.prompt_ids) == chat_ids(tok, views[0], native=native)
-    for prev_turn, turn, view in zip(turns, turns[1:], views[1:]):
+    for prev_turn, turn, view in zip(turns, turns[1:], views[1:], strict=False):
         prev, rec = prev_turn.tokens, turn.tokens
-        assert prev is not None and rec is not None and rec.segment == prev.segment == 0
+        assert prev is not None
+        assert rec is not None
+        assert rec.segment == prev.segment == 0
         history = prev.prompt_ids + prev.completion_ids
         assert rec.prompt_ids[: len(history)] == history
         if native:
@@ -141,7 +144,9 @@ def test_new_segment_restarts_from_a_fresh_rendering(policy: HFPolicy) -> None:
         return [t0, t1, t2]
 
     t0, t1, t2 = (t.tokens for t in asyncio.run(play()))
-    assert t0 is not None and t1 is not None and t2 is not None
+    assert t0 is not None
+    assert t1 is not None
+    assert t2 is not None
     assert (t0.segment, t1.segment, t2.segment) == (0, 1, 1)
     rewritten = [start()[0], Message(role="user", content="Summary: tests were run.")]
     assert list(t1.prompt_ids) == chat_ids(tok, rewritten, native=False)
@@ -159,7 +164,8 @@ def test_a_view_that_does_not_extend_starts_a_segment_by_itself(policy: HFPolicy
         return t0, await policy.act(request(state, other))
 
     t0, t1 = asyncio.run(play())
-    assert t0.tokens is not None and t1.tokens is not None
+    assert t0.tokens is not None
+    assert t1.tokens is not None
     assert t1.tokens.segment == 1
     other = [*start(), Message(role="user", content="(history rewritten, not flagged)")]
     assert list(t1.tokens.prompt_ids) == chat_ids(policy.tokenizer, other, native=False)
@@ -195,7 +201,8 @@ def test_finished_episodes_are_dropped(policy: HFPolicy) -> None:
     assert "done" in policy.book.episodes
     done.finished = True
     asyncio.run(policy.act(request(live, start())))
-    assert "done" not in policy.book.episodes and "live" in policy.book.episodes
+    assert "done" not in policy.book.episodes
+    assert "live" in policy.book.episodes
 
 
 def test_count_tokens_is_the_prompt_length(policy: HFPolicy) -> None:
@@ -223,7 +230,8 @@ def test_missing_model_directory_is_a_config_error(monkeypatch: pytest.MonkeyPat
         HFPolicy("/no/such/dir")
     assert loads == [], "the loader was called"
     assert "no such model directory '/no/such/dir'" in err.value.message
-    assert "hf:/no/such/dir" in str(err.value) and err.value.hint
+    assert "hf:/no/such/dir" in str(err.value)
+    assert err.value.hint
     assert "build_tiny_model" in err.value.hint
 
 
@@ -252,7 +260,8 @@ def test_vllm_without_vllm_says_how_to_install() -> None:
     with pytest.raises(ConfigError) as err:
         VLLMPolicy("Qwen/Qwen3-4B-Instruct-2507")
     assert "vllm:Qwen/Qwen3-4B-Instruct-2507" in err.value.message
-    assert err.value.hint and "pip install 'harnessgrid[vllm]'" in err.value.hint
+    assert err.value.hint
+    assert "pip install 'harnessgrid[vllm]'" in err.value.hint
 
 
 # -- the bookkeeping with chosen completions (real tokenizer) ---------------------------------
@@ -288,7 +297,8 @@ def test_clean_ending_gives_exactly_the_fresh_template_ids(tokenizer: Any) -> No
     messages += [turn.message(), *observation(1)]
     nxt = book.turn(request(state, messages, native=True),
                     forced(tokenizer, "Done.", stop=True), max_new_tokens=64)
-    assert nxt.tokens is not None and turn.tokens is not None
+    assert nxt.tokens is not None
+    assert turn.tokens is not None
     history = turn.tokens.prompt_ids + turn.tokens.completion_ids
     assert nxt.tokens.prompt_ids[: len(history)] == history
     # Only "\n" was missing after <|im_end|>: identical to tokenising the whole conversation.
@@ -300,11 +310,13 @@ def test_truncated_completion_is_closed_after_its_last_token(tokenizer: Any) -> 
     book, state, messages = TokenBookkeeper(tokenizer), State("cut"), start()
     turn = book.turn(request(state, messages), forced(tokenizer, "I will rea", stop=False),
                      max_new_tokens=4)
-    assert turn.finish_reason == "length" and turn.content == "I will rea"
+    assert turn.finish_reason == "length"
+    assert turn.content == "I will rea"
     messages += [turn.message(), *observation(0)]
     nxt = book.turn(request(state, messages), forced(tokenizer, "ok", stop=True),
                     max_new_tokens=4)
-    assert nxt.tokens is not None and turn.tokens is not None
+    assert nxt.tokens is not None
+    assert turn.tokens is not None
     history = turn.tokens.prompt_ids + turn.tokens.completion_ids
     closing = tokenizer.encode("<|im_end|>\n", add_special_tokens=False)
     assert list(nxt.tokens.prompt_ids[len(history): len(history) + len(closing)]) == closing
@@ -323,7 +335,8 @@ def test_a_template_that_is_not_append_only_starts_a_new_segment(tiny_model_dir:
     turn = book.turn(request(state, messages), forced(tok, "Hi.", stop=True), max_new_tokens=8)
     messages += [turn.message(), *observation(0)]
     nxt = book.turn(request(state, messages), forced(tok, "Ok.", stop=True), max_new_tokens=8)
-    assert nxt.tokens is not None and nxt.tokens.segment == 1
+    assert nxt.tokens is not None
+    assert nxt.tokens.segment == 1
     assert list(nxt.tokens.prompt_ids) == chat_ids(tok, messages, native=False)
     assert book.conversation(request(state, messages)).restarts == 1
 
@@ -332,7 +345,8 @@ def test_non_native_content_is_the_raw_text(tokenizer: Any) -> None:
     turn = TokenBookkeeper(tokenizer).turn(request(State("raw"), start()),
                                            forced(tokenizer, " Plan:\n" + CALL, stop=True),
                                            max_new_tokens=64)
-    assert turn.content == " Plan:\n" + CALL and turn.tool_calls == ()
+    assert turn.content == " Plan:\n" + CALL
+    assert turn.tool_calls == ()
 
 
 # -- parsing native tool calls ----------------------------------------------------------------
@@ -347,10 +361,14 @@ def test_parse_tool_calls_valid_invalid_and_truncated() -> None:
     assert content == "I will read two files."
     assert [c.id for c in calls] == ["c_0", "c_1", "c_2", "c_3"]
     assert calls[0] == ToolCall(id="c_0", name="read_file", arguments={"path": "a.txt"})
-    assert calls[1].arguments == {"path": "b"} and calls[1].parse_error is None
-    assert calls[2].name == "edit" and calls[2].parse_error and "JSON" in calls[2].parse_error
+    assert calls[1].arguments == {"path": "b"}
+    assert calls[1].parse_error is None
+    assert calls[2].name == "edit"
+    assert calls[2].parse_error
+    assert "JSON" in calls[2].parse_error
     assert calls[2].raw_arguments == '{"name": "edit", "arguments": {"path": }'
-    assert calls[3].parse_error and "unclosed" in calls[3].parse_error
+    assert calls[3].parse_error
+    assert "unclosed" in calls[3].parse_error
     assert calls[3].raw_arguments == '{"name": "run_sh'
     assert parse_tool_calls("just text  ") == ("just text", ())
     assert parse_tool_calls("<tool_call>[1, 2]</tool_call>")[1][0].parse_error

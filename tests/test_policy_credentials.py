@@ -86,8 +86,10 @@ def test_missing_key_fails_at_creation_naming_provider_and_variable(
         make_policy(spec)  # at creation: before any request could be sent
     message, hint = excinfo.value.message, excinfo.value.hint or ""
     assert message.startswith(f"{spec}: no API key for {provider}")
-    assert variable in message and variable in hint
-    assert "api_key" in hint and "overloaded" not in str(excinfo.value)
+    assert variable in message
+    assert variable in hint
+    assert "api_key" in hint
+    assert "overloaded" not in str(excinfo.value)
 
 
 @pytest.mark.parametrize("spec", ["litellm:openai/gpt-4o-mini", "anthropic:claude-sonnet-4-5"])
@@ -150,7 +152,8 @@ def test_cli_run_without_a_key_is_a_config_error() -> None:
     assert srv.requests == []  # refused before any request, so before any retry
     assert out.returncode == 2, out.stderr
     assert "no API key for openai: OPENAI_API_KEY is not set" in out.stderr
-    assert "Traceback" not in out.stderr and out.stdout == ""
+    assert "Traceback" not in out.stderr
+    assert out.stdout == ""
 
 
 # --- a wrong key: one request, no retries, "the API key was rejected" ---------------------------
@@ -166,7 +169,8 @@ def test_litellm_401_is_not_retried_and_says_the_key_was_rejected() -> None:
     error = excinfo.value
     assert "the API key was rejected (HTTP 401)" in error.message
     assert "invalid api key" in error.message  # the server's own words
-    assert "api_key" in (error.hint or "") and "overloaded" not in str(error)
+    assert "api_key" in (error.hint or "")
+    assert "overloaded" not in str(error)
 
 
 def test_litellm_403_is_not_retried() -> None:

@@ -128,11 +128,15 @@ def test_streamed_text_reply_equals_the_unstreamed_turn(backend: str) -> None:
         policy, pieces = make(backend, srv), Pieces()
         plain = act(policy, request(native=False))
         streamed = act(policy, request(pieces, native=False))
-    assert streamed == plain and streamed.content == LONG
+    assert streamed == plain
+    assert streamed.content == LONG
     assert (streamed.tokens_in, streamed.tokens_out) == (31, 17)  # usage from the stream
-    assert len(pieces) > 1 and "".join(pieces) == LONG and all(pieces)
+    assert len(pieces) > 1
+    assert "".join(pieces) == LONG
+    assert all(pieces)
     unstreamed, sent = (r.json for r in srv.requests)
-    assert "stream" not in unstreamed and "stream_options" not in unstreamed  # as before
+    assert "stream" not in unstreamed
+    assert "stream_options" not in unstreamed  # as before
     wire_usage(backend, sent)
     assert {k: v for k, v in sent.items() if k not in ("stream", "stream_options")} == unstreamed
 
@@ -146,7 +150,8 @@ def test_streamed_tool_calls_equal_the_unstreamed_turn(backend: str) -> None:
         streamed = act(policy, request(pieces))
     assert streamed == plain
     assert (streamed.tokens_in, streamed.tokens_out) == (50, 20)
-    assert "".join(pieces) == streamed.content and len(pieces) > 1
+    assert "".join(pieces) == streamed.content
+    assert len(pieces) > 1
     if backend == "anthropic":  # text blocks are joined by a newline, streamed with them
         assert streamed.content == LONG + "\nSecond block."
         assert streamed.tool_calls == (
@@ -155,7 +160,8 @@ def test_streamed_tool_calls_equal_the_unstreamed_turn(backend: str) -> None:
     else:
         good, bad, blank = streamed.tool_calls
         assert good == ToolCall(id="c1", name="read_file", arguments={"path": "a.txt"})
-        assert bad.raw_arguments == '{"path": "a.t' and bad.parse_error
+        assert bad.raw_arguments == '{"path": "a.t'
+        assert bad.parse_error
         assert blank == ToolCall(id="c3", name="run")
         assert streamed.finish_reason == "tool_calls"
 
@@ -172,7 +178,9 @@ def test_a_stream_that_breaks_off_after_text_is_a_policy_error(backend: str) -> 
             pieces = Pieces()
             with pytest.raises(PolicyError, match="broke off after part of it was streamed"):
                 act(make(backend, srv), request(pieces))
-        assert len(srv.requests) == 1 and pieces and LONG.startswith("".join(pieces))
+        assert len(srv.requests) == 1
+        assert pieces
+        assert LONG.startswith("".join(pieces))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -185,7 +193,8 @@ def test_a_stream_that_breaks_off_before_any_text_is_retried(backend: str) -> No
     with server(backend, [broken, http_error(503), text_reply(backend, LONG)]) as srv:
         pieces = Pieces()
         turn = act(make(backend, srv), request(pieces))
-    assert turn.content == LONG == "".join(pieces) and len(srv.requests) == 3
+    assert turn.content == LONG == "".join(pieces)
+    assert len(srv.requests) == 3
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -201,10 +210,11 @@ def test_an_exception_in_on_text_propagates_as_itself(backend: str) -> None:
         if len(seen) == 2:
             raise raised
 
-    with server(backend, [text_reply(backend, LONG), text_reply(backend, LONG)]) as srv:
-        with pytest.raises(Stop) as excinfo:
-            act(make(backend, srv), request(on_text))
-    assert excinfo.value is raised and len(seen) == 2
+    with (server(backend, [text_reply(backend, LONG), text_reply(backend, LONG)]) as srv,
+          pytest.raises(Stop) as excinfo):
+        act(make(backend, srv), request(on_text))
+    assert excinfo.value is raised
+    assert len(seen) == 2
     assert len(srv.requests) == 1  # not retried
 
 
@@ -276,8 +286,9 @@ def test_hf_streamed_turns_equal_the_unstreamed_ones(hf_policy: Any, native: boo
     plain, _ = asyncio.run(token_episode(hf_policy, f"hf-{native}", False, native))
     streamed, pieces = asyncio.run(token_episode(hf_policy, f"hf-{native}", True, native))
     assert streamed == plain  # content, calls, finish reason and the whole TokenRecord
-    for turn, got in zip(streamed, pieces):
-        assert "".join(got) == turn.content and all(got)
+    for turn, got in zip(streamed, pieces, strict=True):
+        assert "".join(got) == turn.content
+        assert all(got)
     assert max(len(got) for got in pieces) > 1  # text arrived while it was sampled
 
 
@@ -340,12 +351,13 @@ def test_token_text_pieces_join_to_the_content(tokenizer: Any, text: str, native
     stream = TokenTextStream(TextSink(pieces), decode, native)
     for token in ids:
         stream.add([token])
-        assert "\ufffd" not in "".join(pieces) and "<tool_call" not in "".join(pieces) or \
+        assert ("\ufffd" not in "".join(pieces) and "<tool_call" not in "".join(pieces)) or \
             not native
     final = decode(ids)
     content = parse_tool_calls(final)[0] if native else final
     stream.close(content)
-    assert "".join(pieces) == content and not stream.diverged
+    assert "".join(pieces) == content
+    assert not stream.diverged
 
 
 def test_visible_text_holds_back_what_may_still_change() -> None:

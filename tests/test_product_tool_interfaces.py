@@ -72,7 +72,8 @@ def test_without_product_tools_the_tool_tag_and_kind_do_not_exist() -> None:
 
 def test_function_calling_offers_the_spec_as_a_native_tool() -> None:
     fc = with_tools(FunctionCalling)
-    assert fc.tools()[-1] == SPEC and len(fc.tools()) == len(FunctionCalling().tools()) + 1
+    assert fc.tools()[-1] == SPEC
+    assert len(fc.tools()) == len(FunctionCalling().tools()) + 1
     assert fc.supports("tool")
     assert "`lookup_order`" in fc.prompt_section()
     for spec in fc.tools():
@@ -91,7 +92,8 @@ def test_xml_prompt_documents_each_tool_and_its_example_is_a_valid_call() -> Non
     calls = xml.parse(ModelTurn(content=prompt))
     assert [c.name for c in calls][-2:] == ["replace", "lookup_order"]
     assert xml.to_action(calls[-1]) == call_action(order_id="text")
-    assert xml.tools()[-1] == SPEC and xml.supports("tool")
+    assert xml.tools()[-1] == SPEC
+    assert xml.supports("tool")
 
 
 def test_bash_prompt_lists_the_command_and_both_call_forms() -> None:
@@ -137,7 +139,8 @@ def test_tool_action_round_trip(cls: type[ToolInterfaceLevel], args: dict[str, A
     ti = with_tools(cls)
     action = call_action(**args)
     calls = ti.parse(ti.render(action, "call_1"))
-    assert len(calls) == 1 and calls[0].arguments == args
+    assert len(calls) == 1
+    assert calls[0].arguments == args
     assert ti.to_action(calls[0]) == action
 
 
@@ -191,7 +194,8 @@ def test_function_calling_reports_broken_json_with_an_example() -> None:
     assert "the arguments of the 'lookup_order' call were not valid JSON (Expecting value)" in text
     assert 'send a JSON object such as {"order_id": "text"}' in text
     unknown = error_of(fc, ModelTurn(tool_calls=(ToolCall(id="c", name="lookup"),)))
-    assert "unknown tool 'lookup'" in unknown and "lookup_order" in unknown
+    assert "unknown tool 'lookup'" in unknown
+    assert "lookup_order" in unknown
 
 
 def test_function_calling_renders_a_broken_action_as_a_broken_call() -> None:
@@ -273,7 +277,8 @@ def test_a_product_tool_runs_on_the_host_and_its_result_reaches_the_model(
     (outcome, seen), (last, _) = steps
     assert CALLS == [{"order_id": "A17", "count": 2, "express": False, "tags": ["gift"]}]
     result = outcome.executed[0].result
-    assert result.ok and json.loads(result.output) == {"id": "A17", "status": "shipped",
+    assert result.ok
+    assert json.loads(result.output) == {"id": "A17", "status": "shipped",
                                                        "items": 2}
     assert '"status": "shipped"' in seen
     assert last.finish is not None
@@ -283,7 +288,7 @@ def test_a_product_tool_runs_on_the_host_and_its_result_reaches_the_model(
 
 def test_bash_flag_form_runs_the_tool() -> None:
     CALLS.clear()
-    ((outcome, seen),) = run_turns(CODES["bash_only"], [ModelTurn(
+    ((_, seen),) = run_turns(CODES["bash_only"], [ModelTurn(
         content="```bash\nlookup_order --order_id A9 --count 3 --express true | tr a-z A-Z\n```")])
     assert CALLS == [{"order_id": "A9", "count": 3, "express": True, "tags": None}]
     assert '"STATUS": "SHIPPED"' in seen
@@ -294,7 +299,8 @@ def test_a_call_breaking_the_schema_is_not_run(interface: str) -> None:
     CALLS.clear()
     bad = Action.of("tool", name="lookup_order", arguments='{"count": "many"}')
     ((outcome, seen),) = run_turns(CODES[interface], [bad])
-    assert CALLS == [] and not outcome.executed
+    assert CALLS == []
+    assert not outcome.executed
     assert outcome.format_error is not None
     assert "missing required argument 'order_id'" in seen
     assert "argument 'count' must be integer" in seen

@@ -68,7 +68,8 @@ def run_block(block: str, where: Path, server: OpenAICompatServer) -> subprocess
 
 def test_the_readme_has_the_blocks_this_test_knows() -> None:
     assert len(BLOCKS) == 2, "a README block was added or removed: teach this test about it"
-    assert "hg.run_agent(" in BLOCKS[0] and "hg.Session(" in BLOCKS[1]
+    assert "hg.run_agent(" in BLOCKS[0]
+    assert "hg.Session(" in BLOCKS[1]
 
 
 def test_the_quickstart_block_designs_a_schedule_and_runs_an_agent_on_a_copy(
@@ -78,9 +79,11 @@ def test_the_quickstart_block_designs_a_schedule_and_runs_an_agent_on_a_copy(
     codes, summary = out.stdout.splitlines()[-2:]
     oa = {c.code for c in hg.orthogonal_design(hg.FactorSpace.default()).configs}
     step = json.loads(codes.replace("'", '"'))
-    assert len(step) == 2 and set(step) <= oa  # tasks_per_step rollouts, through OA harnesses
+    assert len(step) == 2
+    assert set(step) <= oa  # tasks_per_step rollouts, through OA harnesses
     assert summary.split()[0] == "finished", out.stdout
-    assert server.requests and all(r.headers["authorization"] == f"Bearer {KEY}"
+    assert server.requests
+    assert all(r.headers["authorization"] == f"Bearer {KEY}"
                                    for r in server.requests)
     assert sorted(p.name for p in (tmp_path / "my-project").iterdir()) == ["app.log"]
 
@@ -98,5 +101,6 @@ def test_the_product_block_calls_the_product_tool_and_streams_a_follow_up(
     # Each event printed as a dict (after the streamed text, on the same line for deltas).
     events = [ast.literal_eval(line[line.index("{'"):]) for line in out.stdout.splitlines()
               if "{'" in line]
-    assert events and events[-1]["type"] == "finished", out.stdout
+    assert events, out.stdout
+    assert events[-1]["type"] == "finished", out.stdout
     assert all(json.loads(json.dumps(event)) == event for event in events)

@@ -99,7 +99,8 @@ def test_a_10_mb_reply_is_stored_capped_and_acted_on_whole(tmp_path: Path) -> No
     assert size < 4 * STORED_REPLY_BYTES, f"{size:,} bytes stored"
     assert back == traj  # what is returned is what is stored
     first = back.turns[0]
-    assert first.original_reply_bytes is not None and first.original_reply_bytes > 2 * MEGABYTES_10
+    assert first.original_reply_bytes is not None
+    assert first.original_reply_bytes > 2 * MEGABYTES_10
     assert len(first.assistant.model_dump_json().encode()) <= STORED_REPLY_BYTES
     assert "of 10,000,000 bytes" in first.assistant.content  # the marker: the original size
     [call] = first.calls
@@ -118,11 +119,13 @@ def test_fifty_calls_of_10k_arguments_per_turn_are_capped_per_turn(tmp_path: Pat
     size, back = stored(traj, tmp_path)
     assert size < 5 * 4 * cap, f"{size:,} bytes stored"  # uncut: 7.5 MB
     for turn in back.turns[:5]:
-        assert turn.original_reply_bytes is not None and turn.original_reply_bytes > 500_000
+        assert turn.original_reply_bytes is not None
+        assert turn.original_reply_bytes > 500_000
         assert len(turn.assistant.model_dump_json().encode()) <= cap
         calls = sum(len(c.call.model_dump_json()) + len(c.action.model_dump_json())
                     for c in turn.calls)
-        assert calls <= cap and len(turn.calls) == 50  # every call kept, its content cut
+        assert calls <= cap
+        assert len(turn.calls) == 50  # every call kept, its content cut
 
 
 def test_replies_of_normal_size_are_stored_as_they_were(tmp_path: Path) -> None:
@@ -131,7 +134,8 @@ def test_replies_of_normal_size_are_stored_as_they_were(tmp_path: Path) -> None:
     assert sizes["a.txt"] == 20_000
     assert all(t.original_reply_bytes is None for t in traj.turns)
     line = trajectory_line(traj)
-    assert cap_replies(traj, STORED_REPLY_BYTES) == 0 and trajectory_line(traj) == line
+    assert cap_replies(traj, STORED_REPLY_BYTES) == 0
+    assert trajectory_line(traj) == line
     assert b"harnessgrid: stored" not in line
     _, back = stored(traj, tmp_path)
     assert back.turns[0].assistant.content == "ok " * 1000
@@ -157,7 +161,9 @@ def test_arguments_that_are_mostly_structure_are_capped_too() -> None:
     cut = cap_reply(Message(role="assistant", tool_calls=(call,)), 16 * KIB)
     assert len(cut.model_dump_json().encode()) <= 16 * KIB
     [kept] = cut.tool_calls
-    assert kept.id == "c" and kept.name == "write" and kept.raw_arguments is not None
+    assert kept.id == "c"
+    assert kept.name == "write"
+    assert kept.raw_arguments is not None
     assert kept.raw_arguments.startswith('{"path": "p", "content": [7, 7')
 
 
@@ -166,7 +172,7 @@ def test_the_setting_is_configurable_and_absent_from_old_manifests() -> None:
     assert "stored_reply_bytes" not in EpisodeLimits().model_dump(mode="json")  # resumable
     assert EpisodeLimits(stored_reply_bytes=KIB * 1024).model_dump()["stored_reply_bytes"] == (
         KIB * 1024)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="greater than or equal to 1024"):
         EpisodeLimits(stored_reply_bytes=10)
 
 
@@ -183,10 +189,12 @@ def test_token_ids_are_never_cut_and_training_rows_are_the_same_once_stored(
     traj, _ = episode(ReplayPolicy(long_turn), limits())
     first = traj.turns[0]
     assert first.original_reply_bytes is not None  # the text was cut: the turn says so
-    assert first.tokens is not None and first.tokens.completion_ids == completion
+    assert first.tokens is not None
+    assert first.tokens.completion_ids == completion
     _, back = stored(traj, tmp_path)
     assert back.turns[0].tokens == first.tokens
-    assert back.token_rows() == traj.token_rows() and back.token_rows()
+    assert back.token_rows() == traj.token_rows()
+    assert back.token_rows()
     [row] = [r for r in back.token_rows() if 0 in r.turns]
     assert row.completion_ids[:len(completion)] == completion
 
@@ -200,7 +208,8 @@ def test_the_model_reply_event_is_capped_with_the_original_size(tmp_path: Path) 
         assert (session.workspace / "big.txt").stat().st_size == 1_000_000
         snapshot = session.trajectory()
     [big, _] = [e for e in events if isinstance(e, ModelReply)]
-    assert big.original_bytes is not None and big.original_bytes > 1_400_000
+    assert big.original_bytes is not None
+    assert big.original_bytes > 1_400_000
     shown = len(big.text.encode()) + len(json.dumps(big.tool_calls).encode())
     assert shown <= 32 * KIB
     assert "of 1,000,000 bytes" in big.tool_calls[0]["arguments"]["content"]

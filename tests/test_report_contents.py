@@ -88,7 +88,8 @@ def test_main_effects_use_the_held_out_configurations_only(tmp_path: Path,
     # the configuration table still pools a harness's settings; the effects never do
     if original in HELD_OUT:
         pooled = report.config_row(original)
-        assert pooled is not None and pooled.settings == ["in-space", "original"]
+        assert pooled is not None
+        assert pooled.settings == ["in-space", "original"]
     markdown = render_markdown(report)
     assert "Computed from the 18 in-space (held-out) configurations only" in markdown
     assert "not balanced" not in markdown
@@ -102,11 +103,13 @@ def test_unbalanced_or_missing_held_out_set_is_said(tmp_path: Path) -> None:
     assert "Computed from the 16 in-space" in render_markdown(report)
     assert "**Levels are not balanced**" in render_markdown(report)
     only_baseline = build_report([make(TRAINING, "t1", setting="original")])
-    assert only_baseline.factor_effects == [] and only_baseline.effects_setting is None
+    assert only_baseline.factor_effects == []
+    assert only_baseline.effects_setting is None
     assert "No main effects" in render_markdown(only_baseline)
     train = build_report([make(code, "t1", setting="train")
                           for code in orthogonal_design(SPACE).codes])
-    assert train.effects_setting == "train" and len(train.effect_configurations) == 18
+    assert train.effects_setting == "train"
+    assert len(train.effect_configurations) == 18
 
 
 def test_factor_grid_title_counts_the_held_out_configurations() -> None:
@@ -180,7 +183,8 @@ def test_all_episodes_failed_says_why(tmp_path: Path) -> None:
     assert report.unscored_by_cause() == {"policy_error": 18}
     [row] = report.unscored
     assert row.reason == "AuthenticationError: missing OPENAI_API_KEY"
-    assert row.episodes == 18 and row.example == f"s/t1 via {HELD_OUT[0]} run 0 (in-space)"
+    assert row.episodes == 18
+    assert row.example == f"s/t1 via {HELD_OUT[0]} run 0 (in-space)"
     summary = "\n".join(summary_lines(report))
     assert ("**all 18 episodes failed before they could be scored** (infrastructure failures"
             in summary)
@@ -215,7 +219,8 @@ def test_some_failures_are_listed_by_cause_and_message(tmp_path: Path) -> None:
     assert [(u.cause, u.episodes) for u in report.unscored] == [
         ("sandbox_error", 2), ("internal_error", 1), ("sandbox_error", 1), ("ungraded", 1)]
     cut = next(u.reason for u in report.unscored if u.reason.startswith("SandboxError: xx"))
-    assert len(cut) == REASON_CHARS and cut.endswith("…")
+    assert len(cut) == REASON_CHARS
+    assert cut.endswith("…")
     summary = "\n".join(summary_lines(report))
     assert "**4 of 41 episodes failed before they could be scored**" in summary
     assert ("sandbox_error (3): SandboxError: died (+1 other message(s)); "
@@ -233,7 +238,8 @@ def test_some_failures_are_listed_by_cause_and_message(tmp_path: Path) -> None:
 
 def test_clean_run_has_no_unscored_section(tmp_path: Path) -> None:
     report = stored(tmp_path, held_out_results())
-    assert report.unscored == [] and report.infra_failures == 0
+    assert report.unscored == []
+    assert report.infra_failures == 0
     files = write_report(report, tmp_path / "run", plots=False)
     assert "Episodes not scored" not in files.markdown.read_text()
     assert "failed before" not in files.html.read_text()  # type: ignore[union-attr]
@@ -255,7 +261,9 @@ def test_old_report_json_still_loads(tmp_path: Path) -> None:
     path = tmp_path / "report.json"
     path.write_text(json.dumps(data))
     old = load_report(path)
-    assert old.unscored == [] and old.effect_configurations == [] and old.factor_effects
+    assert old.unscored == []
+    assert old.effect_configurations == []
+    assert old.factor_effects
     markdown = render_markdown(old)
     assert "**Computed by an older harnessgrid**" in markdown
     assert "1 of 37 episodes failed before they could be scored" in markdown

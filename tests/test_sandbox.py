@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import resource
 import shlex
@@ -75,8 +76,11 @@ def test_runs_commands_in_the_workspace(sb: Sandbox, ws: Workspace) -> None:
     result = sb.run_sync("pwd; cat hello.txt; echo out > made.txt; echo err >&2; exit 3")
     assert result.stdout == "/workspace\nhi\n"
     assert result.stderr == "err\n"
-    assert result.exit_code == 3 and not result.ok
-    assert not result.timed_out and not result.truncated and result.killed is None
+    assert result.exit_code == 3
+    assert not result.ok
+    assert not result.timed_out
+    assert not result.truncated
+    assert result.killed is None
     assert ws.read_text("made.txt") == "out\n"
 
 
@@ -181,7 +185,7 @@ def test_the_sandbox_uid_has_a_name_and_host_users_stay_out(sb: Sandbox, ws: Wor
     inside = [line.split(":") for line in sb.run_sync("cat /etc/passwd").stdout.splitlines()]
     real_users = [f[0] for f in inside if 1000 <= int(f[2]) < 65534 and int(f[2]) != uid]
     assert real_users == []
-    assert ["root", "0"] == inside[0][:3:2], "system accounts are kept"
+    assert inside[0][:3:2] == ["root", "0"], "system accounts are kept"
 
 
 def test_no_network(sb: Sandbox) -> None:
@@ -199,7 +203,8 @@ def test_no_network(sb: Sandbox) -> None:
             "print('connected')\n"
         )
         result = sb.run_sync(f"python3 -c {shlex.quote(probe)}")
-        assert result.exit_code == 1 and "refused" in result.stdout, result
+        assert result.exit_code == 1, result
+        assert "refused" in result.stdout, result
         interfaces = sb.run_sync("cat /proc/net/dev").stdout
         assert [line.split(":")[0].strip() for line in interfaces.splitlines()[2:]] == ["lo"]
     finally:
@@ -233,10 +238,13 @@ def test_two_concurrent_sandboxes_are_isolated(tmp_path: Path) -> None:
             return results[0].stdout.splitlines(), results[1].stdout.splitlines()
 
     out_a, out_b = asyncio.run(both())
-    assert out_a[0] == "a" and out_b[0] == "b"
-    assert "No such file or directory" in out_a[1] and "No such file or directory" in out_b[1]
+    assert out_a[0] == "a"
+    assert out_b[0] == "b"
+    assert "No such file or directory" in out_a[1]
+    assert "No such file or directory" in out_b[1]
     # server + sh + ls + grep: nothing of the other sandbox, nothing of the host
-    assert int(out_a[-1]) <= 5 and int(out_b[-1]) <= 5
+    assert int(out_a[-1]) <= 5
+    assert int(out_b[-1]) <= 5
     ws_a.cleanup()
     ws_b.cleanup()
 
@@ -295,7 +303,9 @@ def test_infinite_loop_times_out(ws: Workspace) -> None:
     ``timeout_s`` (its message names 1 s), not the sandbox's own limit (HANG_S)."""
     with Sandbox(ws, PATIENT) as sb:
         result = sb.run_sync("while :; do :; done", timeout_s=1)
-        assert result.timed_out and result.killed == "timeout" and result.exit_code is None
+        assert result.timed_out
+        assert result.killed == "timeout"
+        assert result.exit_code is None
         assert "longer than the 1 s time limit" in result.stderr, result.stderr
         assert sb.run_sync("echo next").stdout == "next\n"
 
@@ -305,7 +315,8 @@ def test_cpu_limit(ws: Workspace) -> None:
     says which limit acted, so a loaded machine (less CPU per second) changes nothing."""
     with Sandbox(ws, SandboxLimits(cpu_s=1, wall_s=HANG_S)) as sb:
         result = sb.run_sync("python3 -c 'while True: pass'")
-    assert result.killed == "cpu" and result.exit_code == 128 + signal.SIGXCPU
+    assert result.killed == "cpu"
+    assert result.exit_code == 128 + signal.SIGXCPU
 
 
 def test_fork_bomb_is_contained(ws: Workspace) -> None:
@@ -315,7 +326,8 @@ def test_fork_bomb_is_contained(ws: Workspace) -> None:
     with Sandbox(ws, PATIENT) as sb:
         uid = sandbox_uid(sb)
         result = sb.run_sync("bomb() { bomb | bomb & }; bomb; sleep 100", timeout_s=3)
-        assert result.timed_out and "longer than the 3 s time limit" in result.stderr
+        assert result.timed_out
+        assert "longer than the 3 s time limit" in result.stderr
         # sh says "Cannot fork", bash "fork: retry: Resource temporarily unavailable"
         assert "Cannot fork" in result.stderr or "fork: retry" in result.stderr
         subprocess.run(["true"], check=True, timeout=HANG_S)  # the host can still fork
@@ -331,7 +343,8 @@ def test_huge_output_is_truncated_with_bounded_memory(ws: Workspace) -> None:
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with Sandbox(ws, PATIENT) as sb:
         result = sb.run_sync("head -c 1000000000 /dev/zero | tr '\\0' a")
-    assert result.truncated and result.killed == "output_limit"
+    assert result.truncated
+    assert result.killed == "output_limit"
     assert len(result.stdout) == FAST.output_bytes
     grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
     assert grown_kb < 50_000, f"host RSS grew {grown_kb} kB"
@@ -340,7 +353,9 @@ def test_huge_output_is_truncated_with_bounded_memory(ws: Workspace) -> None:
 def test_moderate_overflow_is_truncated_but_runs_to_completion(sb: Sandbox) -> None:
     """A little over the cap: output is cut, the command still finishes with its exit code."""
     result = sb.run_sync("head -c 1500000 /dev/zero | tr '\\0' b; echo done >&2; exit 4")
-    assert result.truncated and result.killed is None and result.exit_code == 4
+    assert result.truncated
+    assert result.killed is None
+    assert result.exit_code == 4
     assert len(result.stdout) + len(result.stderr.split("[sandbox]")[0]) <= FAST.output_bytes
     assert "output truncated" in result.stderr
 
@@ -349,12 +364,14 @@ def test_memory_hog_is_stopped(ws: Workspace) -> None:
     """One process is held by RLIMIT_AS; several together by the polled RSS limit."""
     with Sandbox(ws, SandboxLimits(memory_mb=200, wall_s=HANG_S)) as sb:
         single = sb.run_sync("python3 -c 'b = bytearray(400 << 20)'")
-        assert single.exit_code != 0 and "MemoryError" in single.stderr
+        assert single.exit_code != 0
+        assert "MemoryError" in single.stderr
         # Each hog holds its memory until the wall limit: however slowly they start, they
         # are together over the limit, and only the RSS check can end them before HANG_S.
         hog = f"python3 -c 'import time; b = b\"x\" * (90 << 20); time.sleep({HANG_S})'"
         many = sb.run_sync(f"for i in 1 2 3 4; do {hog} & done; wait")
-        assert many.killed == "memory" and many.exit_code is None
+        assert many.killed == "memory"
+        assert many.exit_code is None
         assert "memory" in many.stderr
 
 
@@ -368,11 +385,13 @@ def test_disk_filling_is_contained(ws: Workspace) -> None:
         assert (ws.root / "big").stat().st_size == 16 << 20
         fill = sb.run_sync("i=0; while :; do i=$((i+1)); head -c 8M /dev/zero > f$i; done")
         assert fill.killed == "disk_quota", fill
-        assert "quota" in fill.stderr and "delete files" in fill.stderr
+        assert "quota" in fill.stderr
+        assert "delete files" in fill.stderr
         used = sum(p.stat().st_blocks * 512 for p in ws.root.rglob("*") if p.is_file())
         assert used < 600 << 20, f"workspace grew to {used >> 20} MB"
         cleanup = sb.run_sync("rm -f f* big && echo cleaned")
-        assert cleanup.ok and cleanup.stdout == "cleaned\n"
+        assert cleanup.ok
+        assert cleanup.stdout == "cleaned\n"
         assert sb.run_sync("head -c 1M /dev/zero > small && echo fine").stdout == "fine\n"
 
 
@@ -488,11 +507,13 @@ def test_missing_bwrap_says_how_to_install(ws: Workspace, monkeypatch: pytest.Mo
     check_bwrap.cache_clear()
     monkeypatch.setenv("PATH", "/nonexistent")
     try:
-        assert check_bwrap() is not None and not sandbox_available()
+        assert check_bwrap() is not None
+        assert not sandbox_available()
         with pytest.raises(SandboxError) as info:
             Sandbox(ws)
         text = str(info.value)
-        assert "apt-get install -y bubblewrap" in text and "dnf install bubblewrap" in text
+        assert "apt-get install -y bubblewrap" in text
+        assert "dnf install bubblewrap" in text
         assert "unsafe-no-sandbox" in text
     finally:
         monkeypatch.undo()
@@ -548,7 +569,8 @@ def test_command_longer_than_argv_allows(ws: Workspace) -> None:
     command = f"cat > big.txt <<'EOF'\n{content}EOF\nwc -c < big.txt; exit 3"
     with Sandbox(ws, FAST) as sb:
         result = sb.run_sync(command)
-        assert result.exit_code == 3 and result.stdout.strip() == str(len(content))
+        assert result.exit_code == 3
+        assert result.stdout.strip() == str(len(content))
         assert sb.run_sync("ls -A /tmp").stdout == ""  # the script file is gone
     assert (ws.root / "big.txt").read_text() == content
 
@@ -624,7 +646,5 @@ def test_the_sandbox_dies_with_bwrap(ws: Workspace) -> None:
 
 
 def _ignore(call: Any, *args: Any) -> None:
-    try:
+    with contextlib.suppress(SandboxError):
         call(*args)
-    except SandboxError:
-        pass

@@ -66,14 +66,16 @@ def quota_ws(request: pytest.FixtureRequest, tmp_path: Path,
     finally:
         root = ws.root
         ws.cleanup()
-        assert not os.path.lexists(root) and not mounted_tmpfs(root), "nothing left on the host"
+        assert not os.path.lexists(root), "nothing left on the host"
+        assert not mounted_tmpfs(root), "nothing left on the host"
 
 
 def assert_quota_held(ws: Workspace, result_stderr: str, killed: str | None) -> None:
     kernel = mounted_tmpfs(ws.root)
     used, entries = stored(ws.root)
     assert killed == "disk_quota", result_stderr[-500:]
-    assert "over its quota" in result_stderr and "delete files" in result_stderr
+    assert "over its quota" in result_stderr
+    assert "delete files" in result_stderr
     assert used <= QUOTA_MB * MB + (0 if kernel else POLL_SLACK), f"{used / MB:.1f} MB stored"
     assert entries <= MAX_FILES + (0 if kernel else 5000)
 
@@ -150,7 +152,8 @@ def test_quota_attack_in_an_episode_is_scored_and_leaves_nothing(
                   "mkdir -p x && exec 3>x/f && chmod 000 x && head -c 20M /dev/zero >&3")
     traj = asyncio.run(run_episode(MiniBashHarness(), UPPER_TASK, agent, limits))
     assert traj.termination not in ("sandbox_error", "internal_error"), traj.error
-    assert traj.score is not None and traj.grade_error is None
+    assert traj.score is not None
+    assert traj.grade_error is None
     assert "quota" in str(traj.model_dump())
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("hg-")]
 
@@ -164,7 +167,8 @@ def test_no_host_process_or_server_internals_through_proc(tmp_path: Path) -> Non
         pids = sb.run_sync("ls /proc | grep -c '^[0-9]'").stdout.strip()
         assert 0 < int(pids) <= 4, "the server, the shell and ls/grep only"
         probe = sb.run_sync("ls /proc/1/root/ ; cat /proc/1/environ; ls /proc/1/fd")
-        assert probe.stdout == "" and "Permission denied" in probe.stderr
+        assert probe.stdout == ""
+        assert "Permission denied" in probe.stderr
 
 
 def test_host_secrets_in_the_environment_do_not_reach_commands(
@@ -174,8 +178,10 @@ def test_host_secrets_in_the_environment_do_not_reach_commands(
     monkeypatch.setenv("HF_TOKEN", "hf_host_secret_2")
     with Workspace.create({}, base_dir=tmp_path) as ws, Sandbox(ws, QUOTA) as sb:
         seen = sb.run_sync("env; cat /proc/self/environ /proc/1/environ 2>/dev/null; set")
-    assert "host-secret" not in seen.stdout and "host_secret" not in seen.stdout
-    assert "OPENAI_API_KEY" not in seen.stdout and "HF_TOKEN" not in seen.stdout
+    assert "host-secret" not in seen.stdout
+    assert "host_secret" not in seen.stdout
+    assert "OPENAI_API_KEY" not in seen.stdout
+    assert "HF_TOKEN" not in seen.stdout
 
 
 def test_no_route_but_loopback(tmp_path: Path) -> None:
@@ -242,5 +248,6 @@ def test_helpers_count_what_is_stored(tmp_path: Path) -> None:
     os.link(tmp_path / "a", tmp_path / "b")
     (tmp_path / "d").mkdir()
     used, entries = stored(tmp_path)
-    assert entries == 3 and 8192 <= used < 3 * 8192
+    assert entries == 3
+    assert 8192 <= used < 3 * 8192
     assert stat.S_ISDIR((tmp_path / "d").stat().st_mode)

@@ -122,7 +122,8 @@ def test_help_and_bad_usage_never_call_the_host(ws: Workspace) -> None:
                          ("--a 1 --a 2", "--a is given twice")]:
             result = await sb.run(f"lookup_order {bad}", host_tools=tools(handler))
             assert result.exit_code == 2, (bad, result)
-            assert why in result.stderr and "usage: lookup_order" in result.stderr, result
+            assert why in result.stderr, result
+            assert "usage: lookup_order" in result.stderr, result
 
     run(ws, episode)
     assert handler.calls == []
@@ -173,12 +174,14 @@ def test_a_failing_or_raising_handler_is_exit_1_and_the_sandbox_lives_on(ws: Wor
 
     async def episode(sb: Sandbox) -> None:
         refused = await sb.run("lookup_order --id 7; echo rc=$?", host_tools=tools(handler))
-        assert refused.stdout == "rc=1\n" and refused.stderr == "no such order\n"
+        assert refused.stdout == "rc=1\n"
+        assert refused.stderr == "no such order\n"
         raised = await sb.run("lookup_order --raise 1", host_tools=tools(handler))
         assert raised.exit_code == 1
         assert "lookup_order failed on the host: LookupError: database down" in raised.stderr
         odd = await sb.run("lookup_order --bad 1", host_tools=tools(handler))
-        assert odd.exit_code == 1 and "no (ok, text) pair" in odd.stderr
+        assert odd.exit_code == 1
+        assert "no (ok, text) pair" in odd.stderr
         assert (await sb.run("echo alive")).stdout == "alive\n"
 
     run(ws, episode)
@@ -243,12 +246,14 @@ print(held[0].recv(100))
         result = await sb.run(f"python3 -c {shlex.quote(probe)}",
                               host_tools=tools(handler_slow))
         lines = result.stdout.splitlines()
-        assert result.exit_code == 0 and len(lines) == 8, result
+        assert result.exit_code == 0, result
+        assert len(lines) == 8, result
         assert lines[0].startswith("b\"1'other' is not a host tool of this command; it has: "
                                    "cancel-order, lookup_order")
         assert lines[1].startswith("b\"1'no newline at all' is not a host tool")
         assert "must be a JSON object, not list" in lines[2]
-        assert "not valid JSON" in lines[3] and "not valid JSON" in lines[4]
+        assert "not valid JSON" in lines[3]
+        assert "not valid JSON" in lines[4]
         assert lines[5] == "b'1the call is larger than 1048832 bytes'"
         assert lines[6].startswith("b'1too many host tool calls at once (at most 8)")
         assert lines[7] == "b'0" + 'lookup_order: {"held": 1}' + "'"
@@ -314,7 +319,8 @@ def test_the_wall_limit_runs_on_while_the_host_answers(ws: Workspace) -> None:
 
     async def episode(sb: Sandbox) -> None:
         result = await sb.run("lookup_order", host_tools=tools(handler), timeout_s=1)
-        assert result.timed_out and result.killed == "timeout"  # the host never answered
+        assert result.timed_out
+        assert result.killed == "timeout"  # the host never answered
         await asyncio.wait_for(cancelled.wait(), 5)  # nobody waits for it any more
         assert (await sb.run("echo next")).stdout == "next\n"
 

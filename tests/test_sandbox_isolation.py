@@ -196,7 +196,8 @@ def test_a_crashed_in_place_session_is_handed_back_before_the_uid_is_leased_agai
             "print('holding', flush=True); time.sleep(600)\n"), str(project)],
         stdout=subprocess.PIPE, text=True)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "holding"
         holder.kill()
     finally:
         holder.wait()

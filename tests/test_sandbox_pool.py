@@ -59,13 +59,15 @@ def test_pool_never_hands_one_sandbox_to_two_episodes() -> None:
             got = await asyncio.gather(*(pool.acquire({"id.txt": f"{i}\n"}) for i in range(5)))
             seen = []
             for i, (ws, sb) in enumerate(got):
-                assert sb is not None and sb.alive()
+                assert sb is not None
+                assert sb.alive()
                 result = await sb.run("cat id.txt; ls")
                 assert result.stdout == f"{i}\nid.txt\n"
                 seen.append((id(sb), ws.root, sb.server_pid))
             for ws, sb in got:
                 pool.release(ws, sb)
-            assert pool.stats.handed_out == 5 and pool.stats.fresh == 0
+            assert pool.stats.handed_out == 5
+            assert pool.stats.fresh == 0
             return seen
 
     seen = run(main())
@@ -120,7 +122,8 @@ def test_a_pooled_sandbox_whose_server_died_is_discarded() -> None:
             while dead.alive():
                 await asyncio.sleep(0.01)
             ws, sb = await pool.acquire({"a": "b"})
-            assert sb is not None and sb is not dead
+            assert sb is not None
+            assert sb is not dead
             assert (await sb.run("cat a")).stdout == "b"
             assert pool.stats.discarded == 1
             pool.release(ws, sb)
@@ -133,14 +136,17 @@ def test_a_sequential_pool_keeps_two_sandboxes_started(reuse: int) -> None:
     """One episode at a time still gets two started sandboxes, so an episode shorter than a
     start does not wait for the next start alone; ``expected`` still caps what is started.
     Recycling, the returned sandbox is one of the two (no third start)."""
-    assert SandboxPool(1).size == 2 and SandboxPool(0).size == 0 and SandboxPool(5).size == 5
+    assert SandboxPool(1).size == 2
+    assert SandboxPool(0).size == 0
+    assert SandboxPool(5).size == 5
 
     async def main() -> SandboxPool:
         async with SandboxPool(1, expected=3, reuse=reuse) as pool:
             while len(pool.waiting()) < 2:
                 await asyncio.sleep(0.01)
             ws, sb = await pool.acquire({"a": "b"})
-            assert sb is not None and (await sb.run("cat a")).stdout == "b"
+            assert sb is not None
+            assert (await sb.run("cat a")).stdout == "b"
             pool.release(ws, sb)
             while len(pool.waiting()) < 2:
                 await asyncio.sleep(0.01)
@@ -148,9 +154,11 @@ def test_a_sequential_pool_keeps_two_sandboxes_started(reuse: int) -> None:
 
     pool = run(main())
     if reuse == 1:
-        assert pool.stats.started == 3 and pool.stats.recycled == 0
+        assert pool.stats.started == 3
+        assert pool.stats.recycled == 0
     else:
-        assert pool.stats.started == 2 and pool.stats.recycled == 1
+        assert pool.stats.started == 2
+        assert pool.stats.recycled == 1
 
 
 def test_closing_the_pool_leaves_no_process_uid_or_directory() -> None:
@@ -170,7 +178,8 @@ def test_closing_the_pool_leaves_no_process_uid_or_directory() -> None:
         return boxes
 
     for sandbox, root in run(main()):
-        assert not sandbox.running and sandbox.server_pid is None
+        assert not sandbox.running
+        assert sandbox.server_pid is None
         assert not root.exists()
 
 
@@ -241,7 +250,9 @@ def test_episodes_the_pool_cannot_serve_start_their_own(bash_harness: ComposedHa
 
     traj, pool = run(main())
     assert outputs(traj) == [("pwd", "/elsewhere\n", 0)]
-    assert pool.stats.fresh == 1 and pool.stats.handed_out == 0 and pool.stats.started == 0
+    assert pool.stats.fresh == 1
+    assert pool.stats.handed_out == 0
+    assert pool.stats.started == 0
 
 
 def test_pool_size_and_reuse_must_be_counts() -> None:
@@ -270,12 +281,14 @@ def test_failed_starts_send_every_waiter_to_a_fresh_start() -> None:
             got = await asyncio.wait_for(asyncio.gather(
                 *(pool.acquire({"f": "x"}, key=pool.key) for _ in range(3))), 120)
             for ws, sb in got:
-                assert sb is None and ws.read_text("f") == "x"
+                assert sb is None
+                assert ws.read_text("f") == "x"
                 pool.release(ws, sb)
         return pool
 
     pool = run(main())
-    assert pool.stats.failed_starts >= 1 and pool.stats.fresh == 3
+    assert pool.stats.failed_starts >= 1
+    assert pool.stats.fresh == 3
     assert pool.stats.handed_out == 0
 
 
@@ -335,7 +348,8 @@ def test_a_recycled_sandbox_leaves_nothing_of_the_previous_episode() -> None:
             assert left.stdout.strip() == "done", left
             pool.release(ws, a)
             ws, b = await pool.acquire({"task-b.txt": "b\n"})
-            assert b is a and b.server_pid == server  # recycled, not started again
+            assert b is a
+            assert b.server_pid == server  # recycled, not started again
             looked = await b.run(LOOK_FOR_LEFTOVERS)
             # The whole 5 MB quota is B's: 4 MB fit (A's 3 MB would have left no room) ...
             fits = await b.run("head -c 4000000 /dev/zero > mine && echo ok")
@@ -350,11 +364,15 @@ def test_a_recycled_sandbox_leaves_nothing_of_the_previous_episode() -> None:
     assert lines[1] == "0"  # no System V IPC object
     assert "sleep" not in lines[2].split()  # (the rest: the server and this very pipeline)
     mode, mtime = lines[3].split()
-    assert mode == "700" and int(mtime) > 1_000_000_000
-    assert lines[4] == "[]" and len(lines) == 5, looked
-    assert fits.stdout == "ok\n" and fits.killed is None
+    assert mode == "700"
+    assert int(mtime) > 1_000_000_000
+    assert lines[4] == "[]", looked
+    assert len(lines) == 5, looked
+    assert fits.stdout == "ok\n"
+    assert fits.killed is None
     assert over.killed == "disk_quota" or over.stdout.strip() != "0"
-    assert pool.stats.started == 1 and pool.stats.recycled >= 1
+    assert pool.stats.started == 1
+    assert pool.stats.recycled >= 1
     host_sleepers = [p for p in os.listdir("/proc") if p.isdigit()
                      and _cmdline(p) in ("sleep\0300\0", "sleep\0301\0")]
     assert host_sleepers == []
@@ -376,7 +394,9 @@ def test_recycled_episodes_through_run_episode(bash_harness: ComposedHarness) ->
     for i, traj in enumerate(trajs):
         assert traj.termination == "finished"
         assert outputs(traj)[0][1] == f"f{i}\n"
-    assert pool.stats.started == 1 and pool.stats.recycled == 3 and pool.stats.handed_out == 4
+    assert pool.stats.started == 1
+    assert pool.stats.recycled == 3
+    assert pool.stats.handed_out == 4
 
 
 def test_concurrent_episodes_never_share_a_recycled_sandbox() -> None:
@@ -407,7 +427,8 @@ def test_concurrent_episodes_never_share_a_recycled_sandbox() -> None:
     assert overlaps == []
     for i, out in enumerate(got):
         assert out == f"{i}\nmine-{i}\nt\n"
-    assert pool.stats.recycled > 0 and pool.stats.started < 24
+    assert pool.stats.recycled > 0
+    assert pool.stats.started < 24
 
 
 def test_a_sandbox_whose_command_was_cancelled_is_not_recycled() -> None:
@@ -424,18 +445,22 @@ def test_a_sandbox_whose_command_was_cancelled_is_not_recycled() -> None:
                 await command
             pool.release(ws, busy)
             ws, closed = await pool.acquire()
-            assert closed is not None and closed is not busy
+            assert closed is not None
+            assert closed is not busy
             await closed.close()
             pool.release(ws, closed)
             ws, third = await pool.acquire()
-            assert third is not None and third not in (busy, closed)
+            assert third is not None
+            assert third not in (busy, closed)
             assert (await third.run("echo fine")).stdout == "fine\n"
             pool.release(ws, third)
         return [busy, closed], pool
 
     (busy, closed), pool = run(main())
-    assert pool.stats.not_recycled >= 2 and pool.stats.handed_out == 3
-    assert not busy.running and not closed.running
+    assert pool.stats.not_recycled >= 2
+    assert pool.stats.handed_out == 3
+    assert not busy.running
+    assert not closed.running
     assert _our_children() == []
 
 
@@ -452,7 +477,8 @@ def test_a_sandbox_is_closed_after_reuse_episodes() -> None:
 
     pids, pool = run(main())
     assert pids[0] == pids[1] != pids[2]
-    assert pool.stats.recycled == 1 and pool.stats.started == 2
+    assert pool.stats.recycled == 1
+    assert pool.stats.started == 2
 
 
 def test_a_sandbox_cannot_be_returned_twice() -> None:
@@ -495,10 +521,12 @@ def test_graded_episodes_are_graded_then_recycled(bash_harness: ComposedHarness)
         return [one, two, three], pool
 
     (one, two, three), pool = run(main())
-    assert one.score == 1.0 and two.score == 0.0
+    assert one.score == 1.0
+    assert two.score == 0.0
     assert outputs(two)[0][1] == "README\n"
     assert three.termination == "timeout"
-    assert pool.stats.started == 1 and pool.stats.recycled == 2
+    assert pool.stats.started == 1
+    assert pool.stats.recycled == 2
     assert pool.stats.not_recycled == 1
 
 

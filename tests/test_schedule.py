@@ -30,7 +30,8 @@ def test_each_task_gets_k_configs_on_k_successive_steps(k: int) -> None:
     by_position: dict[int, list[ScheduleItem]] = defaultdict(list)
     for i in range(6 * k):
         items = s.step(i)
-        assert len(items) == per_step and len({it.position for it in items}) == per_step
+        assert len(items) == per_step
+        assert len({it.position for it in items}) == per_step
         assert {it.slot for it in items} == {i % k}
         for it in items:
             by_position[it.position].append(it)
@@ -39,11 +40,14 @@ def test_each_task_gets_k_configs_on_k_successive_steps(k: int) -> None:
         # The layout: position q is in block q // P, whose steps are block*K ... block*K + K-1.
         assert [it.step for it in items] == [q // per_step * k + j for j in range(k)]
         assert [it.slot for it in items] == list(range(k))
-        assert len({it.task_id for it in items}) == 1 and items[0].task_id == s.task_at(q)
+        assert len({it.task_id for it in items}) == 1
+        assert items[0].task_id == s.task_at(q)
         configs = [it.config for it in items]
         anchor = configs[0]
-        assert anchor == s.anchor_at(q) and all(it.anchor == anchor for it in items)
-        assert configs == s.configs_for(q) and len(set(configs)) == k
+        assert anchor == s.anchor_at(q)
+        assert all(it.anchor == anchor for it in items)
+        assert configs == s.configs_for(q)
+        assert len(set(configs)) == k
         # Partners are the nearest other design configurations: distance 3 in this OA.
         assert [anchor.hamming(c) for c in configs] == [0] + [3] * (k - 1)
 
@@ -73,14 +77,16 @@ def test_tied_neighbours_are_all_used() -> None:
         partners[anchor.code][partner.code] += 1
     assert len(partners) == 18
     for anchor, counts in partners.items():
-        assert len(counts) == 10 and sum(counts.values()) == 60
+        assert len(counts) == 10
+        assert sum(counts.values()) == 60
         assert all(SPACE.parse(anchor).hamming(SPACE.parse(c)) == 3 for c in counts)
 
 
 def test_local_design_has_a_unique_partner() -> None:
     s = Schedule(LOCAL, TASKS, k=2, seed=0)
     pairs = {(s.configs_for(q)[0].code, s.configs_for(q)[1].code) for q in range(200)}
-    assert len(pairs) == 18 and all(SPACE.parse(a).hamming(SPACE.parse(b)) == 2
+    assert len(pairs) == 18
+    assert all(SPACE.parse(a).hamming(SPACE.parse(b)) == 2
                                     for a, b in pairs)
 
 
@@ -93,7 +99,8 @@ def test_repeat_and_random_ablations() -> None:
     distances: Counter[int] = Counter()
     for q in range(18 * 40):
         anchor, *partners = rnd.configs_for(q)
-        assert anchor not in partners and len(set(partners)) == 2
+        assert anchor not in partners
+        assert len(set(partners)) == 2
         distances.update(anchor.hamming(p) for p in partners)
         if anchor == OA.configs[0]:
             seen.update(p.code for p in partners)
@@ -104,7 +111,8 @@ def test_repeat_and_random_ablations() -> None:
 def test_anchors_cycle_through_the_design() -> None:
     s = Schedule(OA, TASKS, k=2, tasks_per_step=16, seed=3)
     counts = Counter(it.anchor.code for i in range(0, 2 * 18, 2) for it in s.step(i))
-    assert len(counts) == 18 and set(counts.values()) == {16}  # 16 * 18 positions, exact
+    assert len(counts) == 18
+    assert set(counts.values()) == {16}  # 16 * 18 positions, exact
     for cycle in range(5):
         block = {s.anchor_at(q).code for q in range(18 * cycle, 18 * cycle + 18)}
         assert block == set(OA.codes)
@@ -114,7 +122,8 @@ def test_tasks_are_consumed_in_seeded_epochs() -> None:
     s = Schedule(OA, TASKS, k=1, tasks_per_step=8, seed=0)
     epochs = [[s.task_at(q) for q in range(40 * e, 40 * e + 40)] for e in range(3)]
     assert all(sorted(e) == TASKS for e in epochs)
-    assert epochs[0] != epochs[1] != epochs[2] and epochs[0] != TASKS
+    assert epochs[0] != epochs[1] != epochs[2]
+    assert epochs[0] != TASKS
     assert epochs[0] != [Schedule(OA, TASKS, k=1, seed=1).task_at(q) for q in range(40)]
 
 
@@ -145,7 +154,8 @@ def test_same_schedule_in_another_process() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True).stdout
     here = Schedule(OA, TASKS, k=2, tasks_per_step=4, seed=5).preview(6, start=1000)
-    assert json.loads(out) == here and len(here) == 24
+    assert json.loads(out) == here
+    assert len(here) == 24
 
 
 def test_preview_rows() -> None:
@@ -158,7 +168,7 @@ def test_preview_rows() -> None:
 def test_bad_arguments_say_what_to_do() -> None:
     with pytest.raises(ConfigError, match="unknown pairing 'nearest'"):
         Schedule(OA, TASKS, pairing="nearest")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="k=19 .* design has 18") as exc:
+    with pytest.raises(ConfigError, match=r"k=19 .* design has 18") as exc:
         Schedule(OA, TASKS, k=19)
     assert "pairing='repeat'" in (exc.value.hint or "")
     with pytest.raises(ConfigError, match="k=0"):

@@ -105,7 +105,8 @@ def test_scratch_dirs_are_removed_and_unlocked(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     ws = Workspace.create({"a.txt": "x"}, base_dir=tmp_path)
     copy = ws.copy_to()
-    assert copy.root.name.startswith("hg-ws-copy-") and (copy.root / "a.txt").read_text() == "x"
+    assert copy.root.name.startswith("hg-ws-copy-")
+    assert (copy.root / "a.txt").read_text() == "x"
     copy.cleanup()
     ws.cleanup()
     assert list(tmp_path.iterdir()) == []

@@ -86,7 +86,8 @@ def test_litellm_receives_tool_call_and_server_records_request(litellm: Any) -> 
     (call,) = message.tool_calls
     assert call.function.name == "read_file"
     assert json.loads(call.function.arguments) == {"path": "a.txt"}
-    assert call.id and response.choices[0].finish_reason == "tool_calls"
+    assert call.id
+    assert response.choices[0].finish_reason == "tool_calls"
     assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (11, 7)
     (request,) = srv.requests
     assert request.path == "/v1/chat/completions"
@@ -103,7 +104,8 @@ def test_litellm_text_and_empty_turns(litellm: Any) -> None:
     ) as srv:
         texts = [complete(litellm, srv).choices[0].message.content for _ in range(3)]
     assert texts[0] == "hello"
-    assert not texts[1] and not texts[2]  # "" or None: the client must cope with both
+    assert not texts[1]
+    assert not texts[2]  # "" or None: the client must cope with both
 
 
 def test_malformed_tool_calls_reach_the_client_verbatim(litellm: Any) -> None:
@@ -137,7 +139,8 @@ def test_litellm_surfaces_the_status_without_retries(litellm: Any) -> None:
         complete(litellm, srv, max_retries=0)
     assert excinfo.value.status_code == 500
     assert "boom" in str(excinfo.value)
-    assert len(srv.requests) == 1 and srv.remaining == 1
+    assert len(srv.requests) == 1
+    assert srv.remaining == 1
 
 
 def test_litellm_streaming_reassembles_text_and_tool_call(litellm: Any) -> None:
@@ -170,7 +173,8 @@ def test_openai_sdk_lists_models_and_uses_short_path() -> None:
         client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0)  # no /v1
         assert [m.id for m in client.models.list()] == ["test-model"]
         response = client.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
-    assert response.choices[0].message.content == "hi" and response.model == "m"
+    assert response.choices[0].message.content == "hi"
+    assert response.model == "m"
     assert [r.path for r in srv.requests] == ["/models", "/chat/completions"]
 
 
@@ -186,14 +190,19 @@ def test_anthropic_receives_tool_use_block(anthropic: Any) -> None:
             model="claude-test", max_tokens=64, messages=MESSAGES, tools=ANTHROPIC_TOOLS
         )
     text, tool_use = message.content
-    assert text.type == "text" and text.text == "Reading."
-    assert tool_use.type == "tool_use" and tool_use.name == "read_file"
-    assert tool_use.input == {"path": "a.txt"} and tool_use.id.startswith("toolu_")
-    assert message.stop_reason == "tool_use" and message.model == "claude-test"
+    assert text.type == "text"
+    assert text.text == "Reading."
+    assert tool_use.type == "tool_use"
+    assert tool_use.name == "read_file"
+    assert tool_use.input == {"path": "a.txt"}
+    assert tool_use.id.startswith("toolu_")
+    assert message.stop_reason == "tool_use"
+    assert message.model == "claude-test"
     assert (message.usage.input_tokens, message.usage.output_tokens) == (11, 7)
     (request,) = srv.requests
     assert request.path == "/v1/messages"
-    assert request.json["tools"] == ANTHROPIC_TOOLS and request.json["max_tokens"] == 64
+    assert request.json["tools"] == ANTHROPIC_TOOLS
+    assert request.json["max_tokens"] == 64
     assert "anthropic-version" in request.headers
 
 
@@ -202,7 +211,8 @@ def test_anthropic_retries_rate_limit_and_overloaded(anthropic: Any, status: int
     with AnthropicCompatServer([anthropic_error(status), anthropic_text("done")]) as srv:
         client = anthropic.Anthropic(base_url=srv.base_url, api_key="x")
         message = client.messages.create(model="claude-test", max_tokens=8, messages=MESSAGES)
-    assert message.content[0].text == "done" and message.stop_reason == "end_turn"
+    assert message.content[0].text == "done"
+    assert message.stop_reason == "end_turn"
     assert len(srv.requests) == 2
 
 
@@ -254,7 +264,8 @@ def test_exhausted_script_unknown_route_and_api_key() -> None:
         assert post(url, {"model": "m"})[0] == 401
         assert post(url, {"model": "m"}, {"authorization": "Bearer secret"})[0] == 200
         status, body = post(url, {"model": "m"}, {"authorization": "Bearer secret"})
-        assert status == 500 and "script exhausted" in body["error"]["message"]
+        assert status == 500
+        assert "script exhausted" in body["error"]["message"]
         assert post(srv.base_url + "/v1/nope", {}, {"authorization": "Bearer secret"})[0] == 404
     assert len(srv.requests) == 4
 
@@ -274,7 +285,8 @@ def test_callable_entries_plain_dicts_and_script_not_mutated() -> None:
         echoed = post(url, {"model": "m", "messages": [{"role": "user", "content": "hi"}]})[1]
         raw = post(url, {})[1]
         status, error = post(url, {})
-    assert status == 500 and "KeyError('oops')" in error["error"]["message"]
+    assert status == 500
+    assert "KeyError('oops')" in error["error"]["message"]
     assert (first["model"], second["model"]) == ("m1", "m2")
     first_id = first["choices"][0]["message"]["tool_calls"][0]["id"]
     assert first_id != second["choices"][0]["message"]["tool_calls"][0]["id"]

@@ -11,7 +11,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +110,8 @@ def test_follow_ups_continue_one_conversation_and_events_match_the_trajectory(
                         [Action.of("read", path="a.txt"), write("b.txt", "two\n")])
     with hg.Session(project, harness=harness, policy=policy, limits=LIMITS) as session:
         first = collect(session, "Write a.txt")
-        assert isinstance(first[0], UserMessage) and isinstance(first[-1], Finished)
+        assert isinstance(first[0], UserMessage)
+        assert isinstance(first[-1], Finished)
         assert first[-1].termination == "finished", first[-1].error
         assert (session.workspace / "a.txt").read_text() == "one\n"
         second = collect(session, "Now read it back and write b.txt")
@@ -140,7 +141,8 @@ def test_follow_ups_continue_one_conversation_and_events_match_the_trajectory(
     results = [e.text for e in events if isinstance(e, ToolResultEvent)]
     observed = [m.content for t in traj.turns for m in t.appended
                 if m.role == "tool" or m.kind in ("observation", "tool_error")]
-    assert results == observed and results
+    assert results == observed
+    assert results
     # Order inside a turn: turn_started, model_reply, then its calls and results.
     kinds = [e.type for e in events]
     for i, kind in enumerate(kinds):
@@ -155,9 +157,12 @@ def test_sync_run_returns_the_reply_and_async_session_is_the_same_api(project: P
     policy = PlanPolicy([write("x.txt", "x")], [])
     with hg.Session(project, harness="S0-T0-O0-C0-W0", policy=policy, limits=LIMITS) as s:
         reply = s.run("write x")
-        assert reply.finished and reply.text == "Done 0." and len(reply.turns) == 2
+        assert reply.finished
+        assert reply.text == "Done 0."
+        assert len(reply.turns) == 2
         again = s.send("anything else?")
-        assert again.text == "Done 1." and again.turns[0].index == 2
+        assert again.text == "Done 1."
+        assert again.turns[0].index == 2
 
     async def main() -> list[str]:
         policy = PlanPolicy([write("y.txt", "y")])
@@ -168,7 +173,8 @@ def test_sync_run_returns_the_reply_and_async_session_is_the_same_api(project: P
             return types
 
     types = asyncio.run(main())
-    assert types[0] == "user_message" and types[-1] == "finished"
+    assert types[0] == "user_message"
+    assert types[-1] == "finished"
 
 
 def lookup_order(order_id: str, include_items: bool = False) -> dict[str, Any]:
@@ -200,7 +206,8 @@ def test_a_product_tool_is_called_through_every_interface_and_its_result_reaches
     assert events[-1].termination == "finished", events[-1].error
     assert calls == ["A17", "missing"]
     results = [e for e in events if isinstance(e, ToolResultEvent)]
-    assert "shipped" in results[0].text and "mug" in results[0].text
+    assert "shipped" in results[0].text
+    assert "mug" in results[0].text
     assert "KeyError" in results[1].text  # the product's exception, as an observation
     # ... and what the model read next holds it
     later = policy.requests[2].messages
@@ -332,10 +339,12 @@ def test_cancel_during_a_long_command_ends_it(project: Path, harness: str) -> No
         reply = session.run("run the long job")
         done()
         assert reply.termination == "cancelled"
-        assert (session.workspace / "pid").exists() and not (session.workspace / "late.txt").exists()
+        assert (session.workspace / "pid").exists()
+        assert not (session.workspace / "late.txt").exists()
         assert processes_with(marker) == [], "the cancelled command is gone"
         traj = session.trajectory()
-        assert traj.termination == "cancelled" and len(traj.turns) == 1
+        assert traj.termination == "cancelled"
+        assert len(traj.turns) == 1
         # The conversation stays usable: the next message runs in a fresh sandbox.
         after = session.send("go on")
         assert after.termination == "finished", after.error
@@ -351,10 +360,12 @@ def test_cancel_during_a_long_command_ends_it(project: Path, harness: str) -> No
     answer = answered[shell_call.id]
     added = traj.history[traj.history.index(answer) + 1:]  # (traj: taken before the follow-up)
     if harness.startswith("adapter"):
-        assert answer.content == COMMAND_ABORTED and answer.kind == "tool_error"
+        assert answer.content == COMMAND_ABORTED
+        assert answer.kind == "tool_error"
         assert [(m.role, m.content) for m in added] == [("user", INTERRUPTED_FOR_TOOL_USE)]
     else:
-        assert answer.content == CANCELLED_CALL and added == [], "nothing but the answer"
+        assert answer.content == CANCELLED_CALL, "nothing but the answer"
+        assert added == [], "nothing but the answer"
 
 
 def test_asyncio_cancellation_of_run_cancels_the_run(project: Path) -> None:
@@ -378,7 +389,8 @@ def test_asyncio_cancellation_of_run_cancels_the_run(project: Path) -> None:
 
     termination, running, left = asyncio.run(main())
     assert running, "the command was running when the run was cancelled"
-    assert termination == "cancelled" and left == []
+    assert termination == "cancelled"
+    assert left == []
 
 
 def test_session_budgets_stop_further_runs_without_calling_the_model(project: Path) -> None:
@@ -391,7 +403,8 @@ def test_session_budgets_stop_further_runs_without_calling_the_model(project: Pa
         assert first.termination == "finished"  # the run that spends the budget finishes
         assert (first.turns[0].tokens_in, first.turns[0].tokens_out) == (60, 10)
         second = session.send("again")
-        assert second.termination == "token_budget" and second.turns == []
+        assert second.termination == "token_budget"
+        assert second.turns == []
         assert len(server.requests) == 1
 
 
@@ -412,7 +425,8 @@ def test_streamed_text_and_product_tool_over_real_http(project: Path) -> None:
     assert events[-1].termination == "finished", events[-1].error
     assert events[-1].text == "Order A17 has shipped; nothing else to do here."
     deltas = [e.text for e in events if e.type == "text_delta" and e.turn == 1]
-    assert len(deltas) > 1 and "".join(deltas) == events[-1].text
+    assert len(deltas) > 1
+    assert "".join(deltas) == events[-1].text
     assert any(t["function"]["name"] == "lookup_order" for t in requests[0]["tools"])
     tool_messages = [m for m in requests[1]["messages"] if m["role"] == "tool"]
     assert "shipped" in json.dumps(tool_messages)
@@ -455,10 +469,10 @@ def test_events_of_an_iterator_left_early_cancel_the_run(project: Path) -> None:
 
 
 @pytest.fixture
-def first_token_policy(tiny_model_dir: Path) -> Iterator[Any]:
+def first_token_policy(tiny_model_dir: Path) -> Any:
     pytest.importorskip("torch")
-    yield hg.make_policy(f"hf:{tiny_model_dir}", {"temperature": 0.7, "max_new_tokens": 24,
-                                                   "seed": 0})
+    return hg.make_policy(f"hf:{tiny_model_dir}", {"temperature": 0.7, "max_new_tokens": 24,
+                                                    "seed": 0})
 
 
 def test_hf_token_records_stay_on_policy_across_follow_ups(project: Path,
@@ -473,7 +487,8 @@ def test_hf_token_records_stay_on_policy_across_follow_ups(project: Path,
         s.run("Say hello.")
         s.send("And now goodbye.")
         traj = s.trajectory()
-    assert len(traj.turns) >= 2 and all(t.tokens is not None for t in traj.turns)
+    assert len(traj.turns) >= 2
+    assert all(t.tokens is not None for t in traj.turns)
     rows = traj.token_rows()
     assert len(rows) == 1, "a follow-up is appended: the segment goes on"
     assert len(rows[0].turns) == len(traj.turns)
@@ -509,7 +524,8 @@ def test_embed_chat_example_against_a_local_server(project: Path) -> None:
             env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}, check=False)
         requests = [r.json for r in server.requests]
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "allow write_file" in out.stdout and "denied: the user said no" in out.stdout
+    assert "allow write_file" in out.stdout
+    assert "denied: the user said no" in out.stdout
     assert "note 1: x.txt was not written" in out.stdout
     assert "[finished; 3 turns" in out.stdout
     assert not (project / "x.txt").exists()
@@ -522,9 +538,11 @@ def test_the_session_wall_budget_spans_runs(project: Path) -> None:
                     wall_s=1.0) as session:
         first = session.run("sleep")
         assert first.termination == "timeout"
-        assert first.error is not None and "time budget (1 s)" in first.error
+        assert first.error is not None
+        assert "time budget (1 s)" in first.error
         second = session.send("more")
-        assert second.termination == "timeout" and second.turns == []
+        assert second.termination == "timeout"
+        assert second.turns == []
     assert len(policy.requests) == 1
 
 
@@ -543,11 +561,13 @@ def test_cancel_during_a_slow_model_call_is_prompt_and_the_session_goes_on(proje
         started = time.monotonic()
         first = session.run("answer slowly")
         done()
-        assert first.termination == "cancelled" and first.turns == []
+        assert first.termination == "cancelled"
+        assert first.turns == []
         # Not waited for: the reply would have taken LONG_S (a bound no load reaches).
         assert time.monotonic() - started < LONG_S
         second = session.send("now answer")
-        assert second.termination == "finished" and second.text == "second"
+        assert second.termination == "finished"
+        assert second.text == "second"
 
 
 def test_claude_code_records_an_interruption_as_cli_js_does(project: Path) -> None:
@@ -576,12 +596,15 @@ def test_claude_code_records_an_interruption_as_cli_js_does(project: Path) -> No
         calls = [c for m in history for c in m.tool_calls]
         answers = {m.tool_call_id: m.content for m in history if m.role == "tool"}
         assert [answers[c.id] for c in calls] == [COMMAND_ABORTED, NOT_STARTED]
-        assert history[-1].role == "user" and history[-1].content == INTERRUPTED_FOR_TOOL_USE
+        assert history[-1].role == "user"
+        assert history[-1].content == INTERRUPTED_FOR_TOOL_USE
         assert session.send("go on").text == "resumed"
         sent = server.requests[-1].json["messages"]
-        assert sent[-1]["role"] == "user" and sent[-2]["role"] == "assistant"
+        assert sent[-1]["role"] == "user"
+        assert sent[-2]["role"] == "assistant"
         texts = [b.get("text") for b in sent[-1]["content"] if b.get("type") == "text"]
-        assert INTERRUPTED_FOR_TOOL_USE in texts and "go on" in " ".join(map(str, texts))
+        assert INTERRUPTED_FOR_TOOL_USE in texts
+        assert "go on" in " ".join(map(str, texts))
     assert processes_with(marker) == []
 
     harness = hg.resolve_harness("adapter:claude-code")
@@ -600,11 +623,13 @@ def test_context_rewrites_are_announced_before_the_turn_that_sees_them(project: 
         traj = session.trajectory()
     rewrites = [e for e in events if e.type == "context_rewrite"]
     rewritten = [t.index for t in traj.turns if t.new_segment]
-    assert rewritten and [e.turn for e in rewrites] == rewritten
+    assert rewritten
+    assert [e.turn for e in rewrites] == rewritten
     assert [e.segment for e in rewrites] == list(range(1, len(rewrites) + 1))
     for event in rewrites:
         i = events.index(event)
-        assert events[i - 1].type == "turn_started" and events[i - 1].turn == event.turn
+        assert events[i - 1].type == "turn_started"
+        assert events[i - 1].turn == event.turn
 
 
 def test_follow_up_over_real_http_through_the_claude_code_shell(project: Path) -> None:
@@ -627,7 +652,8 @@ def test_follow_up_over_real_http_through_the_claude_code_shell(project: Path) -
         second = collect(session, "And is order A17 shipped?")
         requests = [r.json for r in server.requests]
     assert first[-1].text == "notes.txt has two lines."
-    assert second[-1].text == "A17 has shipped." and second[-1].termination == "finished"
+    assert second[-1].text == "A17 has shipped."
+    assert second[-1].termination == "finished"
     for events in (first, second):
         deltas = "".join(e.text for e in events if e.type == "text_delta")
         assert deltas.endswith(events[-1].text)

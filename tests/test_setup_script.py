@@ -44,7 +44,8 @@ def test_setup_fails_with_the_reason_when_bubblewrap_cannot_be_installed(
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1, out.stderr
     assert "bubblewrap (bwrap), the episode sandbox, is missing" in out.stderr
-    assert "HARNESSGRID_ALLOW_NO_SANDBOX=1" in out.stderr and "Traceback" not in out.stderr
+    assert "HARNESSGRID_ALLOW_NO_SANDBOX=1" in out.stderr
+    assert "Traceback" not in out.stderr
     if apt_get is not None:
         assert "Could not get lock /var/lib/dpkg/lock-frontend" in out.stderr
 
@@ -58,6 +59,7 @@ def test_demo_without_bubblewrap_prints_the_install_hint(tmp_path: Path) -> None
     out = subprocess.run([str(exe), "-m", "harnessgrid", "demo", "--quick", "--out",
                           str(tmp_path / "demo")], env=env, capture_output=True, text=True,
                          timeout=120)
-    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode != 0, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
     assert "bubblewrap (bwrap) is not installed" in out.stderr
     assert "apt-get install -y bubblewrap" in out.stderr

@@ -34,7 +34,7 @@ from harnessgrid.evaluation.results import EvalResult
 from harnessgrid.evaluation.run import EvalConfig, evaluate
 from harnessgrid.evaluation.store import EvalStore
 from harnessgrid.plugins.micro import MICRO_LEVELS, MICRO_SPACE, micro_address
-from harnessgrid.registry import DISABLE_ENV, get_registry, reset_registry
+from harnessgrid.registry import DISABLE_ENV, PluginWarning, get_registry, reset_registry
 from harnessgrid.space import DEFAULT_LEVELS, FACTORS, FactorSpace
 
 TESTS = Path(__file__).parent
@@ -126,7 +126,8 @@ def test_a_plugin_level_has_one_code_on_every_machine(monkeypatch: pytest.Monkey
     assert (("workflow", "audit") in registered) == ("audit" not in lacking)
     assert resolve_config(CHECKLIST_LEVELS).code == CHECKLIST_CODE
     config = resolve_config(CHECKLIST_CODE)
-    assert config.level("workflow") == "checklist" and config.code == CHECKLIST_CODE
+    assert config.level("workflow") == "checklist"
+    assert config.code == CHECKLIST_CODE
     assert resolve_config("s0-t0-o0-c0-w=checklist").code == CHECKLIST_CODE  # letters: any case
     assert hg.resolve_harness(CHECKLIST_CODE).name == CHECKLIST_CODE
     assert hg.resolve_harness(CHECKLIST_LEVELS).name == CHECKLIST_CODE
@@ -140,22 +141,25 @@ def test_the_papers_243_codes_never_change() -> None:
     assert get_registry().spaces["micro"].space == MICRO_SPACE  # plugins are installed
     for config in FactorSpace.default():
         read = resolve_config(config.code)
-        assert read.levels == config.levels and read.code == config.code
+        assert read.levels == config.levels
+        assert read.code == config.code
         assert read.space == FactorSpace.default()
     assert hg.harness_space() == FactorSpace.default()
     assert hg.resolve_harness("S1-T0-O2-C1-W0").name == "S1-T0-O2-C1-W0"
 
 
-@pytest.mark.parametrize("code, part", [("S0-T0-O0-C0-W6", "W6"), ("S0-T0-O3-C0-W0", "O3"),
-                                        ("S3-T0-O0-C0-W0", "S3")])
+@pytest.mark.parametrize(("code", "part"), [("S0-T0-O0-C0-W6", "W6"), ("S0-T0-O3-C0-W0", "O3"),
+                                            ("S3-T0-O0-C0-W0", "S3")])
 @pytest.mark.usefixtures("installed")
 def test_numbers_beyond_the_built_ins_are_refused_naming_the_plugin_levels(
         code: str, part: str) -> None:
     with pytest.raises(ConfigError, match=f"{part} is not a level") as exc:
         resolve_config(code)
     message, hint = str(exc.value), exc.value.hint or ""
-    assert "built-in levels" in message and "write a plugin level by name" in hint
-    assert "micro:CODE" in hint and "plugins list" in hint
+    assert "built-in levels" in message
+    assert "write a plugin level by name" in hint
+    assert "micro:CODE" in hint
+    assert "plugins list" in hint
     if part == "W6":
         assert "W=audit, W=checklist, W=micro_check" in hint
         assert "S0-T0-O0-C0-W=audit" in hint  # the code rewritten with a level's name
@@ -171,7 +175,8 @@ def test_codes_of_spaces_over_the_papers_levels_are_stable() -> None:
     extended = FactorSpace.default().extend("observation", "diffstat")
     positional = extended.parse("S1-T0-O3-C1-W0")  # numbers are positions in an explicit space
     assert positional == extended.parse("S1-T0-O=diffstat-C1-W0")
-    assert positional.code == "S1-T0-O=diffstat-C1-W0" and str(positional) == positional.code
+    assert positional.code == "S1-T0-O=diffstat-C1-W0"
+    assert str(positional) == positional.code
     other = FactorSpace.default().extend("observation", "aaa").extend("observation", "diffstat")
     assert other.parse("S1-T0-O4-C1-W0").code == positional.code
     assert FactorSpace.default().parse("S2-T1-O0-C2-W1").code == "S2-T1-O0-C2-W1"
@@ -198,7 +203,8 @@ def test_the_micro_plugin_registers_a_named_space_not_paper_levels() -> None:
     assert registry.space("micro").space == MICRO_SPACE
     config = resolve_config("micro:S1-T2-O0-C2-W1")
     assert config.space == MICRO_SPACE
-    assert config.levels == {f: MICRO_LEVELS[f][i] for f, i in zip(FACTORS, (1, 2, 0, 2, 1))}
+    assert config.levels == {f: MICRO_LEVELS[f][i]
+                             for f, i in zip(FACTORS, (1, 2, 0, 2, 1), strict=True)}
     assert harness_address(config) == "micro:S1-T2-O0-C2-W1" == micro_address("S1-T2-O0-C2-W1")
     harness = hg.resolve_harness("micro:S1-T2-O0-C2-W1")
     assert harness.name == "micro:S1-T2-O0-C2-W1"
@@ -210,7 +216,7 @@ def test_the_micro_plugin_registers_a_named_space_not_paper_levels() -> None:
     with pytest.raises(ConfigError, match="no plugin registers a space named 'nano'") as exc:
         resolve_config("nano:S0-T0-O0-C0-W0")
     assert "micro:CODE" in (exc.value.hint or "")
-    with pytest.raises(ConfigError, match="factor workflow has levels 0..2, got 3"):
+    with pytest.raises(ConfigError, match=r"factor workflow has levels 0\.\.2, got 3"):
         resolve_config("micro:S0-T0-O0-C0-W3")
 
 
@@ -242,7 +248,7 @@ def harnessgrid_spaces():
     yield SpaceSpec(name="paper", space=FactorSpace.default(), description="The paper's.")
 '''
     on_sys_path(make_plugin_dist(tmp_path, "hg-spaces", "hg_spaces", source))
-    with pytest.warns(UserWarning):
+    with pytest.warns(PluginWarning, match="harnessgrid plugin 'hg_spaces "):
         registry = get_registry()
     assert set(registry.spaces) == {"micro", "paper"}
     errors = {p.contribution: p.error for p in registry.problems}
@@ -270,7 +276,8 @@ def test_eval_settings_record_stable_addresses() -> None:
                                      "S1-T1-O1-C1-W1"],
                         "original": [CHECKLIST_CODE]}
     micro = resolve_settings(["in-space", "train"], space=MICRO_SPACE)
-    assert len(micro["in-space"]) == 18 and len(micro["train"]) == 18
+    assert len(micro["in-space"]) == 18
+    assert len(micro["train"]) == 18
     assert all(h.startswith("micro:") for h in micro["in-space"] + micro["train"])
     assert resolve_settings(["in-space"], space=MICRO_SPACE, harnesses=["S0-T1-O0-C0-W0"]) == {
         "in-space": ["micro:S0-T1-O0-C0-W0"]}
@@ -282,8 +289,10 @@ def test_results_and_reports_name_plugin_levels_by_name(tmp_path: Path) -> None:
                         harnesses=(CHECKLIST_LEVELS,), runs=1, limit=1)
     outcome = evaluate(config, tmp_path / "eval")
     (result,) = outcome.results
-    assert result.harness == CHECKLIST_CODE and result.harness_name == CHECKLIST_CODE
-    assert result.levels is not None and result.levels["workflow"] == "checklist"
+    assert result.harness == CHECKLIST_CODE
+    assert result.harness_name == CHECKLIST_CODE
+    assert result.levels is not None
+    assert result.levels["workflow"] == "checklist"
     manifest = json.loads((tmp_path / "eval" / "manifest.json").read_text())
     assert manifest["settings"] == {"in-space": [CHECKLIST_CODE]}
     report = load_report(tmp_path / "eval")
@@ -332,16 +341,19 @@ def test_plugins_list_shows_the_papers_levels_plugin_levels_and_named_spaces(
     for factor, names in DEFAULT_LEVELS.items():
         letter = factor[0].upper()
         assert [codes[f"{factor}:{n}"] for n in names] == [f"{letter}{i}" for i in range(3)]
-    assert codes["workflow:checklist"] == "W=checklist" and codes["workflow:audit"] == "W=audit"
+    assert codes["workflow:checklist"] == "W=checklist"
+    assert codes["workflow:audit"] == "W=audit"
     assert codes["observation:micro_lines"] == "O=micro_lines"
     (micro,) = [r for r in rows if r["kind"] == "space"]
-    assert micro["name"] == "micro" and micro["levels"] == {f: list(v) for f, v in
+    assert micro["name"] == "micro"
+    assert micro["levels"] == {f: list(v) for f, v in
                                                             MICRO_LEVELS.items()}
     text = hg_cli(env, "plugins", "list")
     assert text.returncode == 0, text.stderr
     table = text.stdout
     assert "factor levels of the paper's space (15;" in table
-    assert "plugin levels (18;" in table and "named spaces (1;" in table
+    assert "plugin levels (18;" in table
+    assert "named spaces (1;" in table
     lines = table.splitlines()
     assert any(line.split()[:2] == ["W2", "workflow:verify_recover"] for line in lines)
     assert any(line.split()[:2] == ["W=checklist", "workflow:checklist"] for line in lines)
@@ -359,6 +371,7 @@ def test_the_command_line_reads_and_writes_stable_codes(env: dict[str, str]) -> 
     assert shown["config"]["tool_interface"] == MICRO_LEVELS["tool_interface"][1]
     refused = hg_cli(env, "run", "--task", "examples/upper", "--harness", "S0-T0-O0-C0-W6",
                      "--policy", "scripted")
-    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.returncode == 2
+    assert "Traceback" not in refused.stderr
     assert "W6 is not a level of workflow" in refused.stderr
     assert "W=checklist" in refused.stderr

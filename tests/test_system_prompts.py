@@ -34,7 +34,8 @@ sections = st.text(alphabet=st.characters(codec="utf-8"), max_size=200)
 def test_sections_included_verbatim(level: SystemPromptLevel, tool: str, workflow: str,
                                     mount: str, example: str) -> None:
     text = level.render(PromptContext(mount, tool, workflow, example))
-    assert tool in text and workflow in text
+    assert tool in text
+    assert workflow in text
     assert level.render(PromptContext(mount, tool, workflow, example)) == text  # deterministic
 
 
@@ -42,14 +43,16 @@ def test_the_three_prompts_differ() -> None:
     texts = [lv.render(CTX) for lv in LEVELS]
     assert len(set(texts)) == 3
     own = [t.replace(CTX.tool_section, "").replace(CTX.workflow_section, "") for t in texts]
-    assert len(own[0]) < len(own[1]) and len(own[0]) < len(own[2])
+    assert len(own[0]) < len(own[1])
+    assert len(own[0]) < len(own[2])
 
 
 def test_minimal_is_two_sentences_of_its_own() -> None:
     own = MinimalPrompt().render(CTX).split(CTX.tool_section)[0].strip()
     assert len(re.findall(r"[.!?](\s|$)", own)) <= 3
     assert len(own) < 300
-    assert "finish" in own and "/workspace" in own
+    assert "finish" in own
+    assert "/workspace" in own
 
 
 def test_guidelines_has_the_required_sections() -> None:
@@ -67,12 +70,14 @@ def test_stepwise_has_procedure_and_example() -> None:
     assert steps[:5] == ["1", "2", "3", "4", "5"]
     assert "You are " in text.split("\n")[0]  # persona first
     no_example = StepwisePrompt().render(PromptContext("/w", "T", "W", ""))
-    assert "Worked example" in no_example and "T" in no_example
+    assert "Worked example" in no_example
+    assert "T" in no_example
 
 
 def test_empty_sections_leave_no_blank_headers() -> None:
     text = GuidelinesPrompt().render(PromptContext("/w", "", "", ""))
-    assert "## Tools" not in text and "## Workflow" not in text
+    assert "## Tools" not in text
+    assert "## Workflow" not in text
     assert not MinimalPrompt().render(PromptContext("/w", "", "", "")).endswith("\n")
 
 

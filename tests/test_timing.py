@@ -77,7 +77,8 @@ def test_a_busy_loop_is_waiting_not_harness_time() -> None:
     for turn in traj.turns:
         _check_parts(turn)
     shell_turns = [t for t in traj.turns if any(c.action.kind == "shell" for c in t.calls)]
-    assert shell_turns and hogged >= len(shell_turns)
+    assert shell_turns
+    assert hogged >= len(shell_turns)
     for turn in shell_turns:  # the hog ran while the command was out: at least one blocking
         # sleep of it is waiting, less at most the command's own time (which it may overlap)
         own = sum(c.result.duration_s for c in turn.calls)
@@ -127,5 +128,6 @@ def test_trajectories_stored_before_wait_s_read_as_zero() -> None:
         turn.pop("wait_s")
         turn.pop("wall_s")
     old = Trajectory.model_validate(data)
-    assert old.wait_s == 0.0 and all(t.wait_s == 0.0 == t.wall_s for t in old.turns)
+    assert old.wait_s == 0.0
+    assert all(t.wait_s == 0.0 == t.wall_s for t in old.turns)
     assert old.harness_s == traj.harness_s

@@ -68,7 +68,8 @@ def test_checkpoint_loads_through_auto_classes(
     assert model.config.vocab_size == len(tokenizer)
     assert 2000 <= len(tokenizer) <= 4096
     im_end, eot = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
-    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.pad_token == "<|endoftext|>"
     assert model.generation_config.eos_token_id == [im_end, eot]
     assert model.generation_config.pad_token_id == eot
     for token in SPECIAL_TOKENS + TOOL_TOKENS:  # each markup token is a single id
@@ -194,7 +195,7 @@ def test_assistant_tokens_mask_covers_model_output(tokenizer: Any) -> None:
 
 _text = st.lists(
     st.sampled_from(
-        list("ab <>{}\"'\n\\/:é中") + ["<|im_end|>", "<tool_call>", "</tool_response>"]
+        [*"ab <>{}\"'\n\\/:é中", "<|im_end|>", "<tool_call>", "</tool_response>"]
     ),
     max_size=12,
 ).map("".join)

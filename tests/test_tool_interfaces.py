@@ -44,10 +44,14 @@ def text_turn(text: str) -> ModelTurn:
     return ModelTurn(content=text)
 
 
+def actions_of(ti: ToolInterfaceLevel, turn: ModelTurn) -> list[Action]:
+    """What the harness does with a turn: parse it, then turn each call into an action."""
+    return [ti.to_action(call) for call in ti.parse(turn)]
+
+
 def error_of(ti: ToolInterfaceLevel, turn: ModelTurn) -> str:
     with pytest.raises(FormatError) as info:
-        for call in ti.parse(turn):
-            ti.to_action(call)
+        actions_of(ti, turn)
     return info.value.message
 
 
@@ -88,7 +92,8 @@ def test_text_interfaces_document_their_syntax() -> None:
     xml, bash = XML.prompt_section(), BASH.prompt_section()
     for tool in XML.tools():
         assert f"<{tool.name}" in xml
-    assert "```bash" in bash and "finish_task" in bash
+    assert "```bash" in bash
+    assert "finish_task" in bash
     # every syntax line and the example in the prompt parse as calls
     assert [c.name for c in XML.parse(text_turn(xml))] == [
         "view", "create", "replace", "ls", "grep", "exec", "done", "replace"]
@@ -154,8 +159,10 @@ def test_function_calling_invalid_json_arguments() -> None:
     call = ToolCall(id="c", name="write_file", raw_arguments='{"path": "a.txt", "content": "x',
                     parse_error="Unterminated string starting at: line 1 column 30")
     message = error_of(FC, ModelTurn(tool_calls=(call,)))
-    assert "'write_file'" in message and "not valid JSON" in message
-    assert "Unterminated string" in message and '"path"' in message
+    assert "'write_file'" in message
+    assert "not valid JSON" in message
+    assert "Unterminated string" in message
+    assert '"path"' in message
 
 
 def test_function_calling_unknown_tool_lists_the_tools() -> None:
@@ -299,7 +306,8 @@ def test_bash_one_block_with_prose_and_other_blocks_around() -> None:
 def test_bash_fence_grows_past_backticks_in_the_command() -> None:
     command = "cat > r.md <<'EOF'\n```python\nprint(1)\n```\nEOF"
     turn = BASH.render(Action.of("shell", command=command), "c")
-    assert turn.content.startswith("````bash\n") and turn.content.endswith("\n````")
+    assert turn.content.startswith("````bash\n")
+    assert turn.content.endswith("\n````")
     assert BASH.to_action(BASH.parse(turn)[0]).args["command"] == command
 
 
@@ -334,11 +342,14 @@ def _garbage(seed: int, size: int = 100_000) -> str:
 def test_100kb_garbage_is_handled(ti: ToolInterfaceLevel, seed: int) -> None:
     """Any text parses to calls or to one short format error (the time it takes is measured
     in benchmarks/fuzz_turns.py, not here)."""
+    error: FormatError | None = None
     try:
-        for call in ti.parse(text_turn(_garbage(seed))):
-            ti.to_action(call)
+        actions_of(ti, text_turn(_garbage(seed)))
     except FormatError as exc:
-        assert exc.message and len(exc.message) < 1_000
+        error = exc
+    if error is not None:
+        assert error.message
+        assert len(error.message) < 1_000
 
 
 @pytest.mark.parametrize(("ti", "prefix", "expected"), [
@@ -350,7 +361,8 @@ def test_unclosed_call_before_100kb_of_garbage(ti: ToolInterfaceLevel, prefix: s
                                                expected: str) -> None:
     body = _garbage(2).replace("<", "(").replace("`", "'")
     message = error_of(ti, text_turn(prefix + body))
-    assert expected in message and len(message) < 1_000
+    assert expected in message
+    assert len(message) < 1_000
 
 
 # -- end to end ------------------------------------------------------------------------------

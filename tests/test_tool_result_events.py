@@ -59,7 +59,8 @@ def test_a_denied_call_is_not_ok_and_an_allowed_one_is(project: Path, harness: s
         events = collect(session, "write files")
     shown = results(events)
     denied = [r for r in shown if "not allowed" in r.text]
-    assert len(denied) == 1 and denied[0].ok is False, shown
+    assert len(denied) == 1, shown
+    assert denied[0].ok is False, shown
     assert any(r.ok for r in shown if r is not denied[0]), "the allowed write is ok"
 
 
@@ -76,8 +77,10 @@ def test_a_product_tool_that_raised_is_not_ok(project: Path, harness: str) -> No
         events = collect(session, "Is A17 shipped?")
     found, raised = [r for r in results(events) if "lookup_order" in (r.name or "")
                      or "shipped" in r.text or "KeyError" in r.text][:2]
-    assert "shipped" in found.text and found.ok is True
-    assert "KeyError" in raised.text and raised.ok is False
+    assert "shipped" in found.text
+    assert found.ok is True
+    assert "KeyError" in raised.text
+    assert raised.ok is False
 
 
 @pytest.mark.parametrize("harness", ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W0", "adapter:mini-bash",

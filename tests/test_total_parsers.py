@@ -130,7 +130,8 @@ def test_decode_call_never_raises(raw: object) -> None:
 
     call = decode_call("c1", "read_file", raw)
     assert call.parse_error, call
-    assert call.name == "read_file" and call.id == "c1"
+    assert call.name == "read_file"
+    assert call.id == "c1"
     assert call.model_dump_json()  # storable
 
 
@@ -168,22 +169,29 @@ def test_token_policies_chatml_parsing_never_raises(payload: str) -> None:
     from harnessgrid.tiny_model import ToolCallParseError, parse_chatml_tool_calls
 
     for arguments in (payload, json.dumps(payload)):
-        text = '<tool_call>{"name": "read", "arguments": %s}</tool_call>' % arguments
+        text = f'<tool_call>{{"name": "read", "arguments": {arguments}}}</tool_call>'
         _, calls = parse_tool_calls("before " + text)
-        assert len(calls) == 1 and calls[0].parse_error, calls
+        assert len(calls) == 1, calls
+        assert calls[0].parse_error, calls
+        error: ToolCallParseError | None = None
         try:  # a number too large or a lone surrogate is decoded: ToolCall flags it
             parse_chatml_tool_calls(text)
         except ToolCallParseError as exc:
-            assert str(exc)
+            error = exc
+        if error is not None:
+            assert str(error)
     content, calls = parse_tool_calls("<tool_call>" * 20_000 + "x")
-    assert content == "" and len(calls) == 1 and "unclosed" in (calls[0].parse_error or "")
+    assert content == ""
+    assert len(calls) == 1
+    assert "unclosed" in (calls[0].parse_error or "")
 
 
 def test_a_python_int_no_json_reader_can_read_is_a_parse_error() -> None:
     for value in (10**5_000, -(10**400), 2**1024):
         call = ToolCall(id="c", name="read_file", arguments={"path": value, "x": [value]})
         assert "too large" in (call.parse_error or ""), value
-        assert call.model_dump_json() and json.loads(call.model_dump_json())
+        assert call.model_dump_json()
+        assert json.loads(call.model_dump_json())
     assert ToolCall(id="c", name="f", arguments={"n": 2**1000}).parse_error is None
 
 
@@ -206,9 +214,12 @@ def _parse_and_convert(ti: Any, turn: ModelTurn) -> str | None:
         for call in ti.parse(turn):
             ti.to_action(call)
     except FormatError as exc:
-        assert isinstance(exc.message, str) and exc.message
-        return exc.message
-    return None
+        error = exc
+    else:
+        return None
+    assert isinstance(error.message, str)
+    assert error.message
+    return error.message
 
 
 @pytest.mark.parametrize("ti", _interfaces(), ids=lambda ti: ti.name)
@@ -231,7 +242,8 @@ def test_the_xml_product_tag_is_a_format_error_for_nested_arguments(payload: str
     ti = _interfaces()[1]
     turn = ModelTurn(content=f'<tool name="lookup_order">\n{payload}\n</tool>')
     message = _parse_and_convert(ti, turn)
-    assert message is not None and "lookup_order" in message
+    assert message is not None
+    assert "lookup_order" in message
 
 
 def test_a_character_reference_too_long_to_be_a_character_is_left_as_written() -> None:
@@ -357,8 +369,10 @@ def test_session_run_through_the_xml_product_tag_never_raises(tmp_path: Any) -> 
         reply = session.run("Look up order A1.")
     assert reply.termination == "finished", reply.error
     errors = [t.format_error for t in reply.turns[:4]]
-    assert all(errors) and "deeper than 64 levels" in errors[0], errors
-    assert "number" in errors[2] and "too large" in errors[3], errors
+    assert all(errors), errors
+    assert "deeper than 64 levels" in errors[0], errors
+    assert "number" in errors[2], errors
+    assert "too large" in errors[3], errors
     assert reply.turns[4].format_error is None  # the reference stays text: a missing file
     assert len(ORDERS) == before
 
@@ -385,7 +399,8 @@ def test_an_api_episode_with_nested_arguments_is_scored_not_a_policy_error(
                                                       "transport": transport})
         traj = asyncio.run(hg.run_episode(resolve_harness("S0-T0-O0-C0-W0"), UPPER_TASK,
                                           policy))
-    assert traj.termination == "finished" and not traj.infra_failure, traj.error
+    assert traj.termination == "finished", traj.error
+    assert not traj.infra_failure, traj.error
     assert traj.score == 1.0
     assert "deeper than 64 levels" in (traj.turns[0].format_error or "")
     assert "number" in (traj.turns[1].format_error or "")
@@ -403,4 +418,7 @@ def test_an_action_replayed_with_nested_arguments_renders_without_raising() -> N
         try:
             harness.render_action(action, "c1")
         except ValueError as exc:  # a documented refusal: not a JSON object
-            assert "JSON" in str(exc)
+            refusal = str(exc)
+        else:
+            continue
+        assert "JSON" in refusal

@@ -76,7 +76,8 @@ def test_paper_defaults() -> None:
     ppo = config_from_mapping({"model": "m", "algorithm": "ppo"})
     assert (grpo.tasks, grpo.group_size, grpo.steps, grpo.k) == (16, 8, 300, 2)
     assert (ppo.tasks, ppo.group_size) == (128, 1)
-    assert grpo.loss_type == "dapo" and grpo.pairing == "hamming"
+    assert grpo.loss_type == "dapo"
+    assert grpo.pairing == "hamming"
 
 
 def test_config_errors_name_the_bad_value(tmp_path: Path) -> None:
@@ -155,7 +156,8 @@ def test_step_log_shows_the_learning_signal(grpo_run: TrainResult) -> None:
     """The parity reward splits groups, so the steps have signal and the run says nothing."""
     reports = steps_log(grpo_run.output_dir)
     for r in reports:
-        assert r["groups"] == 2 and 0 <= r["flat_groups"] <= 2
+        assert r["groups"] == 2
+        assert 0 <= r["flat_groups"] <= 2
         assert 0 < r["signal_tokens"] <= r["trained_tokens"]
         assert r["score"] is not None
     assert any(r["flat_groups"] < 2 for r in reports)
@@ -188,7 +190,8 @@ def test_every_model_token_carries_loss(grpo_run: TrainResult) -> None:
 def test_checkpoints_are_complete_and_resumable(grpo_run: TrainResult) -> None:
     checkpoint = grpo_run.output_dir / "checkpoint-2"
     state = json.loads((checkpoint / "harnessgrid_state.json").read_text())
-    assert state["step"] == 2 and state["complete"]
+    assert state["step"] == 2
+    assert state["complete"]
     assert (checkpoint / "optimizer.pt").is_file()
     with pytest.raises(ConfigError, match="already holds a training run"):
         train(tiny_config(Path(grpo_run.final_model), grpo_run.output_dir))
@@ -229,8 +232,10 @@ def test_on_policy_through_every_context_level_and_both_shells(tiny_model_dir: P
     assert {t.harness for t in trajectories} >= set(harnesses[:-1])
     # the broken harness's episodes are excluded, not scored 0
     broken = next(p for p in report["pairs"] if p["harness"] == "broken")
-    assert broken["rewards"] == [] and broken["infra_failures"] == 2
-    assert report["infra_failures"] == 2 and report["episodes"] == 12
+    assert broken["rewards"] == []
+    assert broken["infra_failures"] == 2
+    assert report["infra_failures"] == 2
+    assert report["episodes"] == 12
     assert report["terminations"]["internal_error"] == 2
     valid = [t for t in trajectories if not t.infra_failure]
     assert report["rows"] == sum(len(t.token_rows()) for t in valid)
@@ -261,7 +266,8 @@ def test_cli_train_runs_an_example_and_reports_bad_configs(tiny_model_dir: Path,
                          "--set", "rollouts_per_task=2", "--set", "max_turns=2"],
                         capture_output=True, text=True, timeout=300, check=False)
     assert ok.returncode == 0, ok.stderr[-2000:]
-    assert "step 1/1" in ok.stderr and "reward" in ok.stderr
+    assert "step 1/1" in ok.stderr
+    assert "reward" in ok.stderr
     # A randomly initialised model fails every rollout alike: the line and the end say so.
     assert "NO LEARNING SIGNAL" in ok.stderr
     assert "warning: no learning signal in any of the 1 steps" in ok.stderr
@@ -269,7 +275,8 @@ def test_cli_train_runs_an_example_and_reports_bad_configs(tiny_model_dir: Path,
     bad = subprocess.run([*env_cmd, str(ROOT / "examples" / "tiny-grpo.yaml"),
                           "--set", "stepz=3"], capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 2
-    assert "unknown key 'stepz'" in bad.stderr and "Traceback" not in bad.stderr
+    assert "unknown key 'stepz'" in bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 # -- SFT, warm start, resume (issue 16) ------------------------------------------------------------
@@ -325,7 +332,8 @@ def test_sft_rows_train_on_assistant_tokens_only(sft_run: TrainResult,
         if current:
             spans.append(current)
         assistant = [tokenizer.decode(s) for s in spans]
-        assert assistant and all(a.endswith("<|im_end|>") for a in assistant)
+        assert assistant
+        assert all(a.endswith("<|im_end|>") for a in assistant)
         assert sum("<tool_call>" in a for a in assistant) >= len(assistant) - 1  # acts, finishes
         assert not any("<tool_response>" in a or "<|im_start|>" in a for a in assistant)
         harness_text = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
@@ -399,9 +407,11 @@ def test_kill_and_resume_redoes_the_same_batch(tiny_model_dir: Path, tmp_path: P
         assert [(t.task_id, t.harness) for t in a] == [(t.task_id, t.harness) for t in b]
         records = [(x.tokens, y.tokens) for ta, tb in zip(a, b, strict=True)
                    for x, y in zip(ta.turns, tb.turns, strict=True)]
-        assert records and all(x is not None and y is not None for x, y in records)
+        assert records
+        assert all(x is not None and y is not None for x, y in records)
         for x, y in records:
-            assert x is not None and y is not None
+            assert x is not None
+            assert y is not None
             assert (x.prompt_ids, x.completion_ids) == (y.prompt_ids, y.completion_ids)
             # logprobs agree up to float rounding (batch composition may differ)
             assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs, strict=True)) < 1e-5
@@ -443,7 +453,8 @@ def test_two_process_grpo_keeps_replicas_identical(tiny_model_dir: Path, tmp_pat
         capture_output=True, text=True, timeout=600, env=env, check=False)
     assert launched.returncode == 0, launched.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["world_size"] == 2 and summary["steps"] == 2
+    assert summary["world_size"] == 2
+    assert summary["steps"] == 2
     assert len(set(summary["weight_checksums"])) == 1  # replicas in sync
     assert changed(weights(tiny_model_dir), weights(out / "final"))
     for step, report in enumerate(steps_log(out)):
@@ -451,7 +462,8 @@ def test_two_process_grpo_keeps_replicas_identical(tiny_model_dir: Path, tmp_pat
                    (out / "trajectories" / f"step-{step:06d}.rank{r}.jsonl").read_text()
                    .splitlines()] for r in (0, 1)]
         ids = [t.episode_id for share in shares for t in share]
-        assert len(shares[0]) == len(shares[1]) == 4 and len(set(ids)) == 8
+        assert len(shares[0]) == len(shares[1]) == 4
+        assert len(set(ids)) == 8
         # the main process's report covers both shares: every group has all its rollouts
         assert report["episodes"] == 8
         assert all(len(p["rewards"]) == 4 for p in report["pairs"])
@@ -466,9 +478,12 @@ def test_sft_writes_its_step_log_and_summary(sft_run: TrainResult) -> None:
     lines = steps_log(sft_run.output_dir)
     assert [r["step"] for r in lines] == [0, 1]  # counted from 0, as GRPO's lines
     for r in lines:
-        assert r["loss"] > 0 and r["learning_rate"] > 0 and r["tokens"] > 0
+        assert r["loss"] > 0
+        assert r["learning_rate"] > 0
+        assert r["tokens"] > 0
     summary = json.loads((sft_run.output_dir / "summary.json").read_text())
-    assert summary["steps"] == 2 and summary["world_size"] == 1
+    assert summary["steps"] == 2
+    assert summary["world_size"] == 1
 
 
 def test_sft_writes_no_model_card_naming_none(sft_run: TrainResult) -> None:
@@ -537,7 +552,8 @@ def test_resume_does_not_warn_about_tied_weights(tiny_model_dir: Path) -> None:
     both = ["model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"]
     trainer._issue_warnings_after_load(SimpleNamespace(missing_keys=both,
                                                        unexpected_keys=["extra"]))
-    assert trainer.seen.missing_keys == both and trainer.seen.unexpected_keys == ["extra"]
+    assert trainer.seen.missing_keys == both
+    assert trainer.seen.unexpected_keys == ["extra"]
 
 
 def test_resuming_sft_loads_the_checkpoint_without_the_tied_weight_warning(
@@ -625,5 +641,6 @@ def test_ctrl_c_during_sft_exits_130_with_the_resume_hint(tiny_model_dir: Path,
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err[-2000:]
-    assert "is the newest complete checkpoint" in err and "--resume" in err, err[-2000:]
+    assert "is the newest complete checkpoint" in err, err[-2000:]
+    assert "--resume" in err, err[-2000:]
     assert "Traceback" not in err

@@ -66,7 +66,9 @@ def test_server_policy_sends_exact_prompt_ids_and_records_the_reply(tokenizer: A
     sent = [p for call in client.calls for p in call["prompts"]]
     assert len(sent) == 4  # every turn's prompt reached the server (batching: policy tests)
     for call in client.calls:
-        assert call["temperature"] == 0.7 and call["logprobs"] == 0 and call["n"] == 1
+        assert call["temperature"] == 0.7
+        assert call["logprobs"] == 0
+        assert call["n"] == 1
         assert call["generation_kwargs"]["stop_token_ids"] == sorted(policy.book.stop_ids)
     for traj in trajectories:
         (turn,) = traj.turns
@@ -111,7 +113,8 @@ def test_server_mode_wiring_and_one_weight_sync_per_step(tiny_model_dir: Path,
     engine = FakeEngine("server", vllm_client=FakeServerClient(tokenizer))
     trainer = fake_trainer(tiny_model_dir, tokenizer, engine, "vllm")
     policy = generation_policy(trainer)
-    assert isinstance(policy, TRLServerPolicy) and policy.client is engine.vllm_client
+    assert isinstance(policy, TRLServerPolicy)
+    assert policy.client is engine.vllm_client
     assert policy.context_limit == 4096 - 32
     for step in (0, 0, 1, 1, 2):
         sync_generation_weights(trainer, step)
@@ -133,5 +136,6 @@ def test_colocate_mode_uses_the_vllm_policy_on_trls_engine(tiny_model_dir: Path,
     policy = generation_policy(trainer)
     from harnessgrid.policies.vllm import VLLMPolicy
 
-    assert isinstance(policy, VLLMPolicy) and policy.llm is llm
+    assert isinstance(policy, VLLMPolicy)
+    assert policy.llm is llm
     assert policy.context_limit == 2048 - 32

@@ -52,8 +52,11 @@ def test_no_signal_message_names_what_to_change() -> None:
     flat = [{"signal_tokens": 0, "pairs": [{"rewards": [0.5, 0.5]}, {"rewards": [0.0, 0.0]}]}]
     message = no_signal_message(flat * 3, config)
     assert message is not None
-    assert "3 steps" in message and "0.0, 0.5" in message
-    assert "init_from" in message and "temperature" in message and "reward: score" in message
+    assert "3 steps" in message
+    assert "0.0, 0.5" in message
+    assert "init_from" in message
+    assert "temperature" in message
+    assert "reward: score" in message
     warm = config_from_mapping({"model": "m", "init_from": "sft/final"})
     assert "longer SFT warm start" in (no_signal_message(flat, warm) or "")
     assert no_signal_message([*flat, {"signal_tokens": 12, "pairs": []}], config) is None
@@ -78,10 +81,12 @@ def test_a_run_without_signal_says_so_and_leaves_the_weights(tiny_model_dir: Pat
         "output_dir": str(tmp_path / "run")})
     result = train(config, reward_funcs=[constant_reward])
     (report,) = result.reports
-    assert report["groups"] == 2 and report["flat_groups"] == 2
+    assert report["groups"] == 2
+    assert report["flat_groups"] == 2
     assert report["flat_group_share"] == 1.0
     assert report["signal_tokens"] == 0 < report["trained_tokens"]
-    assert result.no_signal is not None and "no learning signal" in result.no_signal
+    assert result.no_signal is not None
+    assert "no learning signal" in result.no_signal
     before = safetensors.load_file(str(tiny_model_dir / "model.safetensors"))
     after = safetensors.load_file(str(result.final_model / "model.safetensors"))
     assert all(torch.equal(before[k], after[k]) for k in before)
@@ -128,11 +133,13 @@ def test_well_formed_turns_count_accepted_calls_and_the_plan() -> None:
     the harness's own finish call). A rejected reply or a text-only one where a call was due
     does not count."""
     oracle = micro_episode("scripted", "S0-T1-O0-C0-W1")        # W1: micro_plan
-    assert oracle.passed and len(oracle.turns) >= 3
+    assert oracle.passed
+    assert len(oracle.turns) >= 3
     assert any(m.kind == "plan" for m in oracle.turns[0].appended)
     assert oracle.well_formed_turns() == len(oracle.turns)
     finisher = micro_episode(Finisher(), "S1-T2-O1-C0-W0")
-    assert finisher.turns[0].calls and finisher.well_formed_turns() == 1
+    assert finisher.turns[0].calls
+    assert finisher.well_formed_turns() == 1
     assert garbled(oracle).well_formed_turns() == len(oracle.turns) - 2
 
 
@@ -179,9 +186,11 @@ def test_tiny_grpo_example_trains_with_signal(tmp_path: Path) -> None:
                           text=True, timeout=1500, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "building the micro warm start" in done.stderr
-    assert "NO LEARNING SIGNAL" not in done.stderr and "warning: no learning" not in done.stderr
+    assert "NO LEARNING SIGNAL" not in done.stderr
+    assert "warning: no learning" not in done.stderr
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
-    assert len(steps) == 6 and all(s["signal_tokens"] > 0 for s in steps)
+    assert len(steps) == 6
+    assert all(s["signal_tokens"] > 0 for s in steps)
     assert len({round(s["reward"], 6) for s in steps}) > 1
     (warm,) = [p for p in (tmp_path / "cache").glob("tiny-model-micro-warm-*")
                if p.is_dir() and not p.name.endswith((".work", ".tmp"))]

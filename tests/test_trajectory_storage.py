@@ -112,7 +112,8 @@ def test_new_segments_windows_and_summaries_round_trip() -> None:
     assert deltas[2] == [["h", 0, 2], ["h", 4, 8]]
     assert deltas[3] == [["h", 0, 1], summary.model_dump(mode="json"), ["h", 8, 10]]
     assert deltas[4] == [["v", 0, 4], ["h", 10, 12]]
-    assert deltas[6] == [] and deltas[8] == [["h", 0, 1]]
+    assert deltas[6] == []
+    assert deltas[8] == [["h", 0, 1]]
     assert all(isinstance(p, dict) for p in deltas[9])  # pinned / kind differ: written out
     round_trips(t)
 
@@ -136,7 +137,8 @@ def test_no_turns_and_empty_views() -> None:
 def test_earlier_format_lines_still_load() -> None:
     t = growing(4)
     line = whole_views_line(t)
-    assert '"view":' in line and VIEW_DELTA not in line
+    assert '"view":' in line
+    assert VIEW_DELTA not in line
     assert Trajectory.model_validate_json(line) == t
     # a file mixing both formats, and one written by the earlier code, read by the store
     mixed = stored(t)
@@ -156,7 +158,8 @@ def test_store_and_python_form(tmp_path: Path) -> None:
     assert Trajectory.model_validate(python) == t
     as_json = t.model_dump(mode="json")
     snapshot = json.dumps(as_json)
-    assert VIEW_DELTA in as_json["turns"][0] and Trajectory.model_validate(as_json) == t
+    assert VIEW_DELTA in as_json["turns"][0]
+    assert Trajectory.model_validate(as_json) == t
     assert json.dumps(as_json) == snapshot  # validation does not change the caller's data
 
 
@@ -176,7 +179,8 @@ def test_options_that_cut_references_keep_whole_views() -> None:
                        termination="finished", turns=t.turns)
     unset.history.extend(t.history)  # not assigned: exclude_unset leaves the history out
     cut = json.loads(unset.model_dump_json(exclude_unset=True))
-    assert "history" not in cut and all("view" in turn for turn in cut["turns"])
+    assert "history" not in cut
+    assert all("view" in turn for turn in cut["turns"])
     assert Trajectory.model_validate(cut).turns == t.turns
     slim = json.loads(t.model_dump_json(exclude_defaults=True, exclude_none=True))
     assert Trajectory.model_validate(slim) == t
@@ -250,7 +254,8 @@ def test_stored_size_grows_linearly_with_the_turns() -> None:
     sizes = {n: len(growing(n).model_dump_json()) for n in (10, 20, 40)}
     whole = {n: len(whole_views_line(growing(n))) for n in (10, 20, 40)}
     # doubling the turns about doubles the bytes (whole views: about four times)
-    assert sizes[40] < 2.2 * sizes[20] and sizes[20] < 2.2 * sizes[10]
+    assert sizes[40] < 2.2 * sizes[20]
+    assert sizes[20] < 2.2 * sizes[10]
     assert whole[40] > 3.5 * whole[20]  # the assertion above would fail for whole views
     assert sizes[40] * 5 < whole[40]
 
@@ -297,7 +302,8 @@ def test_real_episodes_round_trip(real_episodes: list[tuple[str, Trajectory]],
                                   tmp_path: Path) -> None:
     store = TrajectoryStore(tmp_path / "trajectories.jsonl")
     for name, t in real_episodes:
-        assert t.turns and not t.infra_failure, (name, t.termination, t.error)
+        assert t.turns, (name, t.termination, t.error)
+        assert not t.infra_failure, (name, t.termination, t.error)
         round_trips(t)
         assert Trajectory.model_validate_json(whole_views_line(t)) == t, name
         store.append(t)
@@ -305,7 +311,8 @@ def test_real_episodes_round_trip(real_episodes: list[tuple[str, Trajectory]],
     rewrites = [name for name, t in real_episodes if any(turn.new_segment for turn in t.turns)]
     summaries = [name for name, t in real_episodes
                  if any(m.kind == "digest" for turn in t.turns for m in turn.view)]
-    assert rewrites and summaries  # the episodes did exercise history rewrites
+    assert rewrites
+    assert summaries  # the episodes did exercise history rewrites
 
 
 def test_real_episodes_store_much_less_than_whole_views(

@@ -167,7 +167,8 @@ def test_oracle_gives_a_plugin_workflow_its_reflection_turns(installed: None, to
         played = [c.action for t in solved.turns for c in t.calls if c.action.kind != "finish"]
         assert len(played) == len(task.plan)
         idle = asyncio.run(hg.run_episode(harness, task, ScriptedPolicy(empty=True)))
-        assert not idle.passed and idle.termination == "format_errors"  # null sends nothing
+        assert not idle.passed
+        assert idle.termination == "format_errors"  # null sends nothing
 
 
 @pytest.mark.parametrize("tools", TOOLS)
@@ -175,7 +176,9 @@ def test_oracle_makes_the_check_a_plugin_workflow_asks_for(installed: None, tool
     harness = hg.compose(_config(tools, "checklist", observation="structured"))
     for task in hg.load_suite("examples").tasks():
         traj = asyncio.run(hg.run_episode(harness, task, ScriptedPolicy()))
-        assert traj.passed and traj.termination == "finished", (task.id, traj.error)
+        assert traj.passed, (task.id, traj.error)
+        assert traj.termination == "finished", (task.id, traj.error)
         actions = [c.action for t in traj.turns for c in t.calls]
-        assert actions[-2].kind == "shell" and "ls -la" in actions[-2].args["command"]
+        assert actions[-2].kind == "shell"
+        assert "ls -la" in actions[-2].args["command"]
         assert [a.kind for a in actions].count("finish") == 2  # refused once, then accepted

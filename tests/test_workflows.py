@@ -73,7 +73,8 @@ def test_protocols_as_declared() -> None:
     assert VerifyRecoverWorkflow.protocol == WorkflowProtocol(verify_before_finish=True)
     sections = {w().prompt_section() for w in (ReactWorkflow, PlanExecuteWorkflow,
                                                 VerifyRecoverWorkflow)}
-    assert len(sections) == 3 and all("finish" in s for s in sections)
+    assert len(sections) == 3
+    assert all("finish" in s for s in sections)
 
 
 # -- react ----------------------------------------------------------------------------------
@@ -89,10 +90,13 @@ def test_react_acts_until_finish() -> None:
 def test_react_reprompts_text_only_and_flags_format_errors() -> None:
     wf, st = ReactWorkflow(), state()
     d = step(wf, st, outcome(text="I think the answer is 4."))
-    assert d.format_error and not d.finished
-    assert [m.kind for m in d.messages] == ["format_error"] and "tool call" in d.messages[0].content
+    assert d.format_error
+    assert not d.finished
+    assert [m.kind for m in d.messages] == ["format_error"]
+    assert "tool call" in d.messages[0].content
     d = step(wf, st, outcome(error="bad JSON"))
-    assert d.format_error and d.messages == []  # the harness already showed the error
+    assert d.format_error
+    assert d.messages == []  # the harness already showed the error
 
 
 # -- plan_execute ---------------------------------------------------------------------------
@@ -103,18 +107,23 @@ def test_plan_is_captured_pinned_and_recalled() -> None:
     assert "numbered plan" in ask.content
     plan = "1. Read in.txt\n2. Write out.txt\n3. Check it"
     d = step(wf, st, outcome(text=plan + "\n"))
-    assert st.plan == plan and not d.format_error
+    assert st.plan == plan
+    assert not d.format_error
     [pinned] = d.messages
-    assert pinned.kind == "plan" and pinned.pinned and plan in pinned.content
+    assert pinned.kind == "plan"
+    assert pinned.pinned
+    assert plan in pinned.content
     recalls = []
     for turn in range(2, 12):
         d = step(wf, st, outcome(READ))
         if d.messages:
-            assert d.messages[0].kind == "reminder" and plan in d.messages[0].content
+            assert d.messages[0].kind == "reminder"
+            assert plan in d.messages[0].content
             recalls.append(turn)
     assert recalls == [4, 7, 10]  # every 3 turns after the plan turn
     d = step(wf, st, outcome(BAD))  # turn 12: a failure recalls the plan at once
-    assert "nope.txt" in d.messages[0].content and plan in d.messages[0].content
+    assert "nope.txt" in d.messages[0].content
+    assert plan in d.messages[0].content
     assert step(wf, st, outcome(FINISH)).finished
 
 
@@ -127,14 +136,18 @@ def test_plan_recall_cadence_is_configurable() -> None:
 def test_acting_before_planning_asks_for_the_plan() -> None:
     wf, st = PlanExecuteWorkflow(), state()
     d = step(wf, st, outcome(READ))
-    assert st.plan is None and not d.format_error
-    assert "executed" in d.messages[0].content and "numbered plan" in d.messages[0].content
+    assert st.plan is None
+    assert not d.format_error
+    assert "executed" in d.messages[0].content
+    assert "numbered plan" in d.messages[0].content
     d = step(wf, st, outcome(text="   "))  # an empty reply is no plan
-    assert st.plan is None and d.format_error
+    assert st.plan is None
+    assert d.format_error
     step(wf, st, outcome(text="1. Read\n2. Finish"))
     assert st.plan == "1. Read\n2. Finish"
     d = step(wf, st, outcome(text="Let me think."))  # after the plan, a text turn is re-prompted
-    assert d.format_error and d.messages[0].kind == "format_error"
+    assert d.format_error
+    assert d.messages[0].kind == "format_error"
 
 
 def test_plan_execute_accepts_finish_any_time() -> None:
@@ -149,14 +162,18 @@ def test_first_finish_refused_then_accepted_after_verification() -> None:
     assert wf.on_start(st) == []
     step(wf, st, outcome(READ))
     d = step(wf, st, outcome(FINISH))
-    assert not d.finished and st.awaiting_verification
+    assert not d.finished
+    assert st.awaiting_verification
     assert "verify" in d.messages[-1].content.lower()
     d = step(wf, st, outcome(text="It is surely fine."))  # talking is no verification
-    assert d.format_error and st.awaiting_verification
+    assert d.format_error
+    assert st.awaiting_verification
     d = step(wf, st, outcome(FINISH))  # finishing again without checking: still refused
-    assert not d.finished and st.awaiting_verification
+    assert not d.finished
+    assert st.awaiting_verification
     d = step(wf, st, outcome((Action.of("list"), OK)))
-    assert not d.finished and not st.awaiting_verification
+    assert not d.finished
+    assert not st.awaiting_verification
     assert step(wf, st, outcome(FINISH)).finished
 
 
@@ -165,7 +182,8 @@ def test_calls_beside_the_first_finish_do_not_verify() -> None:
     assert not step(wf, st, outcome(READ, FINISH)).finished
     assert st.awaiting_verification
     d = step(wf, st, outcome(READ, FINISH))  # check + finish together: check counts, finish not
-    assert not d.finished and not st.awaiting_verification
+    assert not d.finished
+    assert not st.awaiting_verification
     assert step(wf, st, outcome(FINISH)).finished
 
 
@@ -173,13 +191,17 @@ def test_recovery_prompt_after_a_failed_call() -> None:
     wf, st = VerifyRecoverWorkflow(), state()
     d = step(wf, st, outcome(READ, SHELL_FAIL))
     [m] = d.messages
-    assert m.kind == "recovery" and "cat nope.txt" in m.content and "exit code 1" in m.content
-    assert "No such file" in m.content and "diagnose" in m.content.lower()
+    assert m.kind == "recovery"
+    assert "cat nope.txt" in m.content
+    assert "exit code 1" in m.content
+    assert "No such file" in m.content
+    assert "diagnose" in m.content.lower()
     again = step(wf, st, outcome(SHELL_FAIL)).messages[0].content
     assert "already tried" in again  # the same call failing twice in a row
     assert step(wf, st, outcome(READ)).messages == []
     tool_error = step(wf, st, outcome(BAD)).messages[0].content
-    assert "no such file: nope.txt" in tool_error and "already tried" not in tool_error
+    assert "no such file: nope.txt" in tool_error
+    assert "already tried" not in tool_error
 
 
 def test_a_failing_verification_still_counts_and_gets_a_recovery_prompt() -> None:
@@ -233,7 +255,8 @@ def test_oracle_solves_under_a_tight_context_budget(code: str, tokens: int) -> N
     tokens += estimate_tool_tokens(harness.tools()) if harness.native_tools else 0
     traj = asyncio.run(run_episode(harness, UPPER_TASK, ScriptedPolicy(),
                                    EpisodeLimits(max_context_tokens=tokens)))
-    assert traj.termination == "finished" and traj.passed
+    assert traj.termination == "finished"
+    assert traj.passed
     assert traj.segments > 1
     if harness.config.levels["context"] == "compact":
         assert any(m.kind == "digest" for t in traj.turns for m in t.view)

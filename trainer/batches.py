@@ -98,7 +98,8 @@ def collate(rows: Sequence[TrainRow], pad_id: int, device: Any, *,
         else:
             advantages[i] = r.advantage
         if old_values is not None and returns is not None:
-            assert r.old_values is not None and r.returns is not None
+            assert r.old_values is not None
+            assert r.returns is not None
             old_values[i, :c] = torch.tensor(r.old_values, dtype=torch.float32)
             returns[i, :c] = torch.tensor(r.returns, dtype=torch.float32)
     out: dict[str, Any] = {

@@ -46,7 +46,7 @@ def check_demonstration_rows(dataset: Any, tokenizer: Any, *, model_name: str,
     count = len(dataset)
     step = max(1, count // 256)
     picked = dataset.select(range(0, count, step))
-    rows = list(zip(picked["input_ids"], picked["assistant_masks"]))
+    rows = list(zip(picked["input_ids"], picked["assistant_masks"], strict=True))
     require_trainable_rows(tokenizer, rows, model=model_name,
                            where=f"in {folder} (a rerun reuses them: delete the folder once "
                                  "the template is fixed)")

@@ -245,7 +245,7 @@ def check(kind: Kind = "oa", n: Annotated[int, typer.Option("--n")] = 18,
     code = _codes(design.space)
     print_table("nearest neighbours", ["code", ("distance", "right"), ("ties", "right")],
                 [(code(c), "-" if nearest is None else nearest, ties) for c, nearest, ties
-                 in zip(design.configs, diag.nearest_distance, diag.nearest_ties)])
+                 in zip(design.configs, diag.nearest_distance, diag.nearest_ties, strict=True)])
 
 
 @design_app.command("holdout")

@@ -217,7 +217,7 @@ def _observation_diff(left: dict[str, Any], right: dict[str, Any]) -> list[str]:
     if ours is None or theirs is None:
         return ["observations: not compared (an adapter builds them inside its shell)"]
     lines = []
-    for a, b in zip(ours, theirs):
+    for a, b in zip(ours, theirs, strict=True):
         key = f"observation ({a['case']})"
         delta = list(difflib.unified_diff(
             [f"[{a['role']} message]", *_shown(a["content"]).splitlines()],

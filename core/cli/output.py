@@ -38,7 +38,9 @@ def plain_table(title: str | None, columns: Sequence[ColumnSpec],
     right = [not isinstance(c, str) and c[1] == "right" for c in columns]
     out = [title] if title else []
     for line in lines:
-        parts = [(v.rjust(w) if r else v.ljust(w)) for v, w, r in zip(line, widths, right)]
+        # strict=False: a row may have fewer cells than there are columns
+        parts = [(v.rjust(w) if r else v.ljust(w))
+                 for v, w, r in zip(line, widths, right, strict=False)]
         out.append("  ".join(parts).rstrip())
     return "\n".join(out)
 

@@ -176,7 +176,7 @@ def _print_levels(reg: Registry, group: list[tuple[str, str, str]], console: Any
     """The paper's built-in levels (numbered), then every plugin level (named), each with the
     part of a harness code that names it."""
     codes = _level_codes(reg)
-    group.sort(key=lambda row: codes.get(row[0], (99, 999, ""))[:2] + (row[0],))
+    group.sort(key=lambda row: (*codes.get(row[0], (99, 999, ""))[:2], row[0]))
     builtin = [(codes[n][2], n, o, d) for n, o, d in group if "=" not in codes[n][2]]
     plugin = [(codes[n][2], n, o, d) for n, o, d in group if "=" in codes[n][2]]
     print_table(f"factor levels of the paper's space ({len(builtin)}; code = its part of a "

@@ -317,7 +317,8 @@ def diagnose(space: FactorSpace, rows: Sequence[Sequence[int]]) -> Diagnostics:
     margins = [[sum(r[f] == level for r in rows) for level in range(s)]
                for f, s in enumerate(sizes)]
     levels = [LevelBalance(factor=name, counts=m, balanced=len(set(m)) == 1,
-                           even=max(m) - min(m) <= 1) for name, m in zip(names, margins)]
+                           even=max(m) - min(m) <= 1)
+              for name, m in zip(names, margins, strict=True)]
     pairs = []
     deviations: list[float] = []
     chi_square = 0.0

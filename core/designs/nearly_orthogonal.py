@@ -204,8 +204,8 @@ class _State:
     def repeats_delta(self, a: int, p: int, q: int) -> int:
         """Change of the repeated-run pair count if the swap were made."""
         old_p, old_q = self.row(p), self.row(q)
-        new_p = old_p[:a] + (old_q[a],) + old_p[a + 1:]
-        new_q = old_q[:a] + (old_p[a],) + old_q[a + 1:]
+        new_p = (*old_p[:a], old_q[a], *old_p[a + 1:])
+        new_q = (*old_q[:a], old_p[a], *old_q[a + 1:])
         rows = self.rows
         change = -(rows[old_p] - 1) - (rows[old_q] - 1 - (old_q == old_p))
         rows[old_p] -= 1
@@ -272,7 +272,7 @@ def search(sizes: Sequence[int], runs: int, seed: int = 0) -> tuple[Rows, str]:
             temperature *= cooling
             if state.repeats == 0 and state.score <= floor:
                 break
-        state = _State([list(c) for c in zip(*found[2])], sizes)
+        state = _State([list(c) for c in zip(*found[2], strict=True)], sizes)
         _descend(state)
         result = (state.repeats, state.score, _rows(state))
         if best is None or result[:2] < best[:2]:
@@ -305,4 +305,4 @@ def _descend(state: _State) -> None:
 
 
 def _rows(state: _State) -> Rows:
-    return tuple(zip(*state.cols))
+    return tuple(zip(*state.cols, strict=True))

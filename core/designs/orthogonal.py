@@ -184,8 +184,8 @@ def _product_array(sizes: tuple[int, ...], t: int, deadline: float) -> Rows | No
     out = []
     for combo in product(*(rows for _, rows in parts)):
         row = [0] * len(sizes)
-        for (factors, _), group_row in zip(parts, combo):
-            for f, level in zip(factors, group_row):
+        for (factors, _), group_row in zip(parts, combo, strict=True):
+            for f, level in zip(factors, group_row, strict=True):
                 row[f] = level
         out.append(tuple(row))
     return tuple(sorted(out))

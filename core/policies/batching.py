@@ -270,7 +270,7 @@ class GenerationBatcher:
             stats.largest_batch = max(stats.largest_batch, len(batch))
             stats.tokens += sum(len(r.completion_ids) for r in done)
         by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-        for item, result in zip(batch, results):
+        for item, result in zip(batch, results, strict=True):
             if item.future is not None:
                 if error is not None:
                     item.future.set_exception(error)

@@ -183,7 +183,7 @@ class HFPolicy(TokenPolicy):
                     done = self._decode([requests[i] for i in rows])
                 finally:
                     self.model.train(was_training)
-            for i, generation in zip(rows, done):
+            for i, generation in zip(rows, done, strict=True):
                 out[i] = generation
         return [g for g in out if g is not None]
 
@@ -218,7 +218,7 @@ class HFPolicy(TokenPolicy):
             index = torch.tensor(live, dtype=torch.long, device=device)
             tokens, token_logprobs = self._pick(result.logits[index, -1].float(),
                                                 [generators[rows[row]] for row in live])
-            for row, token, logprob in zip(live, tokens, token_logprobs):
+            for row, token, logprob in zip(live, tokens, token_logprobs, strict=True):
                 i = rows[row]
                 completions[i].append(token)
                 logprobs[i].append(logprob)
@@ -240,7 +240,7 @@ class HFPolicy(TokenPolicy):
             # Without a prunable cache, finished rows stay, fed padding that nothing attends to.
             running = [finish[i] is None for i in rows]
             inputs = torch.tensor([[completions[i][-1] if run else self._pad_id]
-                                   for i, run in zip(rows, running)],
+                                   for i, run in zip(rows, running, strict=True)],
                                   dtype=torch.long, device=device)
             step_mask = torch.tensor([[int(run)] for run in running], dtype=torch.long,
                                      device=device)
@@ -248,7 +248,7 @@ class HFPolicy(TokenPolicy):
             positions = positions[:, -1:] + 1
         del past
         return [Generation(c, lp, f or "length")
-                for c, lp, f in zip(completions, logprobs, finish)]
+                for c, lp, f in zip(completions, logprobs, finish, strict=True)]
 
     def _pick(self, logits: Any, generators: Sequence[Any]) -> tuple[list[int], list[float]]:
         """Sample one token per row; return them with ``log_softmax(logits / T)`` at each

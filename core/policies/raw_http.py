@@ -18,6 +18,7 @@ Only the standard library, and nothing but ``asyncio`` streams at import.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -74,10 +75,8 @@ class HTTPStatusError(Exception):
         self.status_code = status
         self.response = JSONObject({"headers": headers, "status_code": status})
         self.body: Any = None
-        try:
+        with contextlib.suppress(ValueError):
             self.body = loads(body, object_hook=None)
-        except ValueError:
-            pass
         error = self.body.get("error") if isinstance(self.body, dict) else None
         message = error.get("message") if isinstance(error, dict) else None
         text = message if isinstance(message, str) else body.decode("utf-8", "replace")[:300]

@@ -45,6 +45,7 @@ is gone, when an episode id reappears with another state object, and beyond ``ma
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import logging
@@ -530,10 +531,9 @@ class _TurnStream:
             if self._scheduled:
                 return
             self._scheduled = True
-        try:
+        # RuntimeError: the loop is closed; nobody is waiting any more
+        with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(self._flush)
-        except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
 
     def _flush(self) -> None:
         with self._lock:

@@ -118,7 +118,8 @@ class VLLMPolicy(TokenPolicy):
         if out.logprobs is None or len(out.logprobs) != len(ids):
             raise RuntimeError(f"{self.spec}: vLLM returned {len(ids)} tokens but "
                                "no matching logprobs (SamplingParams.logprobs=0 ignored?)")
-        logprobs = [float(step[token].logprob) for step, token in zip(out.logprobs, ids)]
+        logprobs = [float(step[token].logprob)
+                    for step, token in zip(out.logprobs, ids, strict=True)]
         finish = "length" if out.finish_reason == "length" else "stop"
         return Generation(ids, logprobs, finish)
 

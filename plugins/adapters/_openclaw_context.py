@@ -202,7 +202,7 @@ def _short(text: str, limit: int = 120) -> str:
 def _section(title: str, entries: Sequence[str], keep: int, empty: str) -> list[str]:
     lines = [title]
     if not entries:
-        return lines + [f"- {empty}"]
+        return [*lines, f"- {empty}"]
     if len(entries) > keep:
         lines.append(f"- ({len(entries) - keep} earlier entries not shown)")
     return lines + [f"- {e}" for e in entries[-keep:]]
@@ -243,13 +243,13 @@ def checkpoint(history: Sequence[Message], task: str, mount_path: str) -> str:
     constraints = [_short(s, 200) for s in re.split(r"(?<=[.!?])\s+|\n", task)
                    if _CONSTRAINT.search(s)]
     lines = ["## Goal", _short(task, 1500), ""]
-    lines += _section("## Constraints & Preferences", constraints, 8, "none stated beyond "
-                      "the goal") + [""]
-    lines += ["## Progress"] + _section("### Done", done, 20, "nothing yet")
+    lines += [*_section("## Constraints & Preferences", constraints, 8,
+                        "none stated beyond the goal"), ""]
+    lines += ["## Progress", *_section("### Done", done, 20, "nothing yet")]
     lines += _section("### In Progress", [f"exec session {sid}: `{cmd}` not checked yet"
                                           for sid, cmd in running.items()], 5, "none")
-    lines += _section("### Blocked", blocked, 8, "none") + [""]
-    lines += _section("## Key Decisions", decisions, 5, "none recorded") + [""]
+    lines += [*_section("### Blocked", blocked, 8, "none"), ""]
+    lines += [*_section("## Key Decisions", decisions, 5, "none recorded"), ""]
     lines += ["## Next Steps", "- Continue from the messages after this checkpoint.",
               "- Check the results against the goal, then reply in plain text to finish.", ""]
     lines += _section("## Critical Context", [f"Working directory: {mount_path}"]

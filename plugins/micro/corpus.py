@@ -19,6 +19,7 @@ every machine (bubblewrap or not) and so the trained tokenizer reproducible.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import shutil
@@ -57,10 +58,8 @@ class _DryShell:
             argv = shlex.split(script)
         except ValueError:
             argv = []
-        try:
+        with contextlib.suppress(OSError, WorkspaceError):  # a failed command changes nothing
             self._apply(argv)
-        except (OSError, WorkspaceError):
-            pass
         return CommandResult(stdout="", stderr="", exit_code=0, timed_out=False,
                              truncated=False, duration_s=0.0)
 

@@ -109,7 +109,7 @@ def example_arguments(spec: ToolSpec) -> dict[str, Any]:
             out[key] = prop["examples"][0]
         elif "default" in prop:
             out[key] = prop["default"]
-        elif "enum" in prop and prop["enum"]:
+        elif prop.get("enum"):
             out[key] = prop["enum"][0]
         else:
             kind = prop.get("type")

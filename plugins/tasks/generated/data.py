@@ -46,7 +46,7 @@ _TABLES = ("sales", "orders", "shipments", "invoices", "tickets", "bookings", "d
 def _close(got: str, want: float, decimals: int) -> bool:
     """``got`` is written with exactly ``decimals`` decimals and is within half a unit of the
     last place of ``want`` (either rounding of an exact tie is accepted)."""
-    whole, dot, frac = got.partition(".")
+    _, dot, frac = got.partition(".")
     if decimals and (not dot or len(frac) != decimals):
         return False
     try:

@@ -73,7 +73,7 @@ _BUGS: tuple[_Bug, ...] = (
          'def count_vowels(text):\n    """Number of vowels (a, e, i, o, u) in text, any case."""\n'
          '    return sum(1 for c in text.lower() if c in "aeiou")\n',
          '"aeiou"', '"aeio"',
-         lambda r: (" ".join(r.sample(WORDS + ("unit", "usual", "tulip", "humus"), 3)),)),
+         lambda r: (" ".join(r.sample((*WORDS, "unit", "usual", "tulip", "humus"), 3)),)),
     _Bug("to_fahrenheit",
          'def to_fahrenheit(celsius):\n    """Degrees Celsius to degrees Fahrenheit."""\n'
          "    return celsius * 9 / 5 + 32\n",
@@ -110,7 +110,7 @@ _BUGS: tuple[_Bug, ...] = (
 
 def _compile(source: str, fn: str) -> Callable[..., Any]:
     scope: dict[str, Any] = {}
-    exec(compile(source, f"<grid:{fn}>", "exec"), scope)  # noqa: S102 - our own constant source
+    exec(compile(source, f"<grid:{fn}>", "exec"), scope)  # our own constant source
     return scope[fn]  # type: ignore[no-any-return]
 
 

@@ -28,13 +28,14 @@ rewrites the shipped one, and a test fails until it is.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def _keys(task: Task) -> tuple[str, str]:
     return f"h:{task.content_hash()}", f"p:{task.metadata['params_key']}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def train_tasks(family_name: str) -> tuple[Task, ...]:
     """The train tasks of one family (cached: tasks are immutable)."""
     quota, seed, seen = train_quota(), 0, set[str]()
@@ -89,7 +90,7 @@ def train_tasks(family_name: str) -> tuple[Task, ...]:
     return tuple(tasks)
 
 
-@lru_cache(maxsize=None)
+@cache
 def train_keys(family_name: str) -> frozenset[str]:
     """Content hashes and parameter keys of a family's train tasks."""
     return frozenset(k for t in train_tasks(family_name) for k in _keys(t))
@@ -183,10 +184,9 @@ def load_index() -> dict[str, Any]:
         found = _read(cached, digest)
         if found is None:
             found = json.loads(json.dumps(compute_index()))  # as it will read back
-            try:
+            # a read-only home: the index is recomputed next time, nothing is lost
+            with contextlib.suppress(OSError):
                 _write_atomically(cached, found)
-            except OSError:
-                pass  # a read-only home: the index is recomputed next time, nothing is lost
     return found
 
 

@@ -99,8 +99,8 @@ class Profile:
 #: about 0.9 s (rows drawn at random; grouping them by length learned much less per step, see
 #: ``sft_args``). From the pretrained base, 200 SFT steps gave no held-out Pass@1 and 400 gave
 #: 19-33 % through the array (benchmarks/README.md, "A base that copies"), so ``default`` runs
-#: 400 steps, two seeds of each condition; ``full`` the same budget per run for five conditions
-#: and three seeds (15 runs on 2 cores: about an hour, an estimate, not a measurement).
+#: 400 steps, two seeds of each condition (10.7 minutes on 2026-12-04); ``full`` the same
+#: budget per run for five conditions and three seeds (15 runs: 36.8 minutes the same day).
 PROFILES: dict[str, Profile] = {
     "quick": Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=48, sft_steps=20,
                      sft_batch=8, sft_lr=3e-3, grpo_steps=1, tasks_per_step=2, rollouts=2,

@@ -28,7 +28,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from adapter_schemas import OPENCLAW, PI_CODING_AGENT, ROOT, _pack
+from adapter_schemas import (
+    OPENCLAW,
+    PI_CODING_AGENT,
+    ROOT,
+    _pack,
+    node_json,
+    openclaw_header,
+    openclaw_typebox,
+)
 
 CC_VERSION = "1.0.98"
 CC_OUT = ROOT / "tests" / "fixtures" / "claude_code" / f"outputs-{CC_VERSION}.json"
@@ -184,9 +192,7 @@ def record_claude_code(work: Path) -> dict[str, Any]:
 
 def record_openclaw(work: Path) -> dict[str, Any]:
     pi = _pack(*PI_CODING_AGENT, work)
-    typebox_version = json.loads((_pack(*OPENCLAW, work) / "package.json").read_text())[
-        "dependencies"]["@sinclair/typebox"]
-    typebox = _pack("@sinclair/typebox", typebox_version, work)
+    _, typebox, _ = openclaw_typebox(work)
     modules = pi / "node_modules" / "@sinclair"
     modules.mkdir(parents=True)
     (modules / "typebox").symlink_to(typebox)
@@ -200,13 +206,9 @@ def record_openclaw(work: Path) -> dict[str, Any]:
         "  out.push(r.content[0].text);\n"
         "}\n"
         "process.stdout.write(JSON.stringify(out));\n")
-    (work / "record.mjs").write_text(program)
-    texts = json.loads(subprocess.run(["node", str(work / "record.mjs")], check=True,
-                                      capture_output=True, text=True).stdout)
+    texts = node_json(work / "record.mjs", program)
     return {
-        "package": f"{OPENCLAW[0]}@{OPENCLAW[1]}",
-        "pi_coding_agent": f"{PI_CODING_AGENT[0]}@{PI_CODING_AGENT[1]}",
-        "generated_by": "scripts/adapter_outputs.py --openclaw",
+        **openclaw_header("scripts/adapter_outputs.py --openclaw"),
         "note": ("Results of pi-coding-agent's write tool (OpenClaw's write) for these calls. "
                  "Regenerate with the script; do not edit by hand."),
         "calls": [{"tool": "write", "input": {"path": "out.txt", "content": content},

@@ -195,12 +195,31 @@ def _function(source: str, name: str) -> str:
     return source[at:body] + _balanced(source, body)
 
 
-def capture_openclaw(work: Path) -> dict[str, Any]:
+def openclaw_typebox(work: Path) -> tuple[Path, Path, str]:
+    """OpenClaw's unpacked package, and the typebox version it pins, unpacked."""
     openclaw = _pack(*OPENCLAW, work)
+    version = json.loads((openclaw / "package.json").read_text())["dependencies"][
+        "@sinclair/typebox"]
+    return openclaw, _pack("@sinclair/typebox", version, work), version
+
+
+def node_json(script: Path, program: str) -> Any:
+    """Run ``program`` with node from ``script`` and read what it writes as JSON."""
+    script.write_text(program)
+    return json.loads(subprocess.run(["node", str(script)], check=True, capture_output=True,
+                                     text=True).stdout)
+
+
+def openclaw_header(generated_by: str) -> dict[str, str]:
+    """The packages an OpenClaw fixture was recorded from."""
+    return {"package": f"{OPENCLAW[0]}@{OPENCLAW[1]}",
+            "pi_coding_agent": f"{PI_CODING_AGENT[0]}@{PI_CODING_AGENT[1]}",
+            "generated_by": generated_by}
+
+
+def capture_openclaw(work: Path) -> dict[str, Any]:
+    openclaw, typebox, typebox_version = openclaw_typebox(work)
     pi = _pack(*PI_CODING_AGENT, work)
-    pins = json.loads((openclaw / "package.json").read_text())
-    typebox_version = pins["dependencies"]["@sinclair/typebox"]
-    typebox = _pack("@sinclair/typebox", typebox_version, work)
     chunk = next(p for p in sorted((openclaw / "dist").glob("pi-embedded-*.js"))
                  if "const processSchema = Type.Object" in p.read_text())
     oc_source = chunk.read_text()
@@ -221,14 +240,10 @@ def capture_openclaw(work: Path) -> dict[str, Any]:
         "  out[name] = JSON.parse(JSON.stringify(schema));\n"
         "}\n"
         "process.stdout.write(JSON.stringify(out));\n")
-    (work / "capture.cjs").write_text(program)
-    found = json.loads(subprocess.run(["node", str(work / "capture.cjs")], check=True,
-                                      capture_output=True, text=True).stdout)
+    found = node_json(work / "capture.cjs", program)
     return {
-        "package": f"{OPENCLAW[0]}@{OPENCLAW[1]}",
-        "pi_coding_agent": f"{PI_CODING_AGENT[0]}@{PI_CODING_AGENT[1]}",
+        **openclaw_header("scripts/adapter_schemas.py --openclaw"),
         "typebox": f"@sinclair/typebox@{typebox_version}",
-        "generated_by": "scripts/adapter_schemas.py --openclaw",
         "note": ("Parameter schemas of OpenClaw's coding tools as the model sees them (after "
                  "OpenClaw's Claude-compatibility patch of read/write/edit), descriptions "
                  "removed. Regenerate with the script; do not edit by hand."),

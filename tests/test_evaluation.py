@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -252,8 +253,12 @@ def test_configurations_adapters_factor_effects_and_cost(
     assert cost[ORIGINAL].pass_rate == 1.0
     assert cost[ORIGINAL].tokens == 0
     assert cost[ORIGINAL].pass_per_1k_tokens is None
-    assert cost[ORIGINAL].wall_s > 0
-    assert cost[ORIGINAL].tools_s >= 0
+    # the cost table is the mean of the stored results' own time splits (an aggregation,
+    # not a timing threshold)
+    original = [r for r in read_results(out) if r.harness == ORIGINAL]
+    assert len(original) == 8
+    assert cost[ORIGINAL].wall_s == pytest.approx(statistics.fmean(r.wall_s for r in original))
+    assert cost[ORIGINAL].tools_s == pytest.approx(statistics.fmean(r.tools_s for r in original))
     # every trajectory is stored with its key and can be read back by offset
     from harnessgrid.evaluation.store import load_trajectory
 

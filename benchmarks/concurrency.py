@@ -1,7 +1,9 @@
 """Many concurrent episodes against a model server with a fixed 50 ms latency: turns per second
-and host CPU per turn, for the ``litellm:`` and ``openai:`` schemes (``openai-http``: ``openai:``
-with ``transport=http``, the lean built-in client), in one process and spread over worker
-processes (``--workers``).
+and host CPU per turn, for the ``litellm:`` and ``openai:`` schemes, in one process and spread
+over worker processes (``--workers``). ``openai`` is ``openai:`` through the official SDK
+(``transport=sdk``, pinned: ``openai:``'s default ``transport=auto`` would pick the lean client
+for this loopback server); ``openai-http`` is ``openai:`` with ``transport=http``, the lean
+built-in client, which is what ``transport=auto`` picks here.
 
 The server (this script with ``--serve``) runs in its own process, so its CPU is not counted as
 host CPU: an OpenAI-compatible ``/v1/chat/completions`` that answers every request after
@@ -212,7 +214,8 @@ class Run:
 #: ``--schemes`` names: the policy spec and its options (besides the server's URL).
 SCHEMES: dict[str, tuple[str, dict[str, Any]]] = {
     "litellm": ("litellm:openai/bench", {}),
-    "openai": ("openai:bench", {}),
+    # The official SDK; pinned, as transport=auto picks the lean client for this local server.
+    "openai": ("openai:bench", {"transport": "sdk"}),
     "openai-http": ("openai:bench", {"transport": "http"}),  # the lean built-in HTTP client
 }
 

@@ -44,7 +44,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 
@@ -52,8 +51,8 @@ from pydantic import BaseModel, ConfigDict
 
 from harnessgrid.errors import ConfigError, HarnessgridError
 
-__all__ = ["ACTIVE_ENVIRONMENT", "BUILTIN_REQUIREMENTS", "BUILTIN_SYSTEM_TOOLS",
-           "ENV_DIR_VARIABLE", "MARKER", "EnvironmentRecord", "add_rootfs", "build_venv",
+__all__ = ["BUILTIN_REQUIREMENTS", "BUILTIN_SYSTEM_TOOLS", "ENV_DIR_VARIABLE", "MARKER",
+           "EnvironmentRecord", "add_rootfs", "build_venv",
            "builtin_system_tools", "env_root", "get_environment", "list_environments",
            "missing_system_tools", "remove_environment", "resolve_episode_environment",
            "venv_digest"]
@@ -124,12 +123,6 @@ class EnvironmentRecord(BaseModel):
     def summary(self) -> dict[str, str]:
         """What a trajectory and ``harness show`` record about it."""
         return {"name": self.name, "kind": self.kind, "digest": self.digest}
-
-
-#: The environment of the episode being run, for code that runs on its behalf (graders build
-#: their own sandboxes in a worker thread, which copies the context). The runtime sets it.
-ACTIVE_ENVIRONMENT: ContextVar[EnvironmentRecord | None] = ContextVar(
-    "harnessgrid_active_environment", default=None)
 
 
 # ---------------------------------------------------------------------------- locations

@@ -208,7 +208,15 @@ class TurnOutcome:
 
 @dataclass
 class Decision:
-    """The workflow's verdict on a turn."""
+    """The verdict on a turn (a workflow's, or an adapter's own), which the runtime keeps the
+    books from (:func:`harnessgrid.harness.play_turn`): ``finished`` ends the episode,
+    ``format_error`` (as does ``TurnOutcome.format_error``) counts towards the
+    consecutive-format-error limit.
+
+    ``messages`` are what the verdict adds after the turn's observations (a re-prompt, a plan
+    reminder). The harness's ``step`` appends them to the history (a workflow level returns
+    them, :class:`~harnessgrid.harness.ComposedHarness` appends them); the runtime never
+    does: when ``step`` returns they are in the history already."""
 
     finished: bool = False
     messages: list[Message] = field(default_factory=list)
@@ -218,7 +226,11 @@ class Decision:
 @dataclass
 class EpisodeState:
     """Everything a harness remembers during one episode. ``history`` is the full record;
-    what the model sees each turn is the context level's view of it."""
+    what the model sees each turn is the context level's view of it.
+
+    ``turn``, ``consecutive_format_errors`` and ``finished`` are the runtime's books, kept
+    from what each ``step`` returns (:func:`harnessgrid.harness.play_turn`); a harness reads
+    them and never sets them."""
 
     episode_id: str
     task_id: str

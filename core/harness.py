@@ -8,7 +8,8 @@ delegating to one factor level; an adapter implements the protocol directly.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harnessgrid.episode import (
     ContextBudget,
@@ -19,7 +20,15 @@ from harnessgrid.episode import (
     TurnOutcome,
     WorkflowProtocol,
 )
-from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolResult, ToolSpec
+from harnessgrid.models import (
+    Action,
+    FormatError,
+    Message,
+    ModelTurn,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+)
 from harnessgrid.tool_hooks import Denied, denied_result, gate
 from harnessgrid.tools import Environment, as_shell, execute
 
@@ -34,11 +43,35 @@ if TYPE_CHECKING:
     )
     from harnessgrid.space import HarnessConfig
     from harnessgrid.tasks import Task
+    from harnessgrid.trajectory import Trajectory
 
 
 @runtime_checkable
 class Harness(Protocol):
-    """What the episode runtime needs from a harness (composed or adapter)."""
+    """What the episode runtime needs from a harness (composed or adapter).
+
+    One turn: the runtime asks :meth:`view` for the messages the model reads, asks the policy
+    for a :class:`~harnessgrid.models.ModelTurn`, and hands it to :meth:`step`, which executes
+    it. The division of work is fixed:
+
+    - **The harness's step appends**, to ``state.history`` and in order, everything the turn
+      adds: the assistant message, each call's observation, and the
+      :attr:`Decision.messages <harnessgrid.episode.Decision.messages>` (a re-prompt, a plan
+      reminder). When ``step`` returns, ``decision.messages`` are already in the history;
+      the list tells callers what the verdict added, and the runtime never appends it.
+      (:class:`ComposedHarness` appends what its workflow level returns; an adapter appends
+      its own.)
+    - **The runtime keeps the books** (:func:`play_turn`): it counts ``state.turn`` before
+      ``step`` (so ``step`` and a workflow see the number of the turn being played, from 1),
+      and after it sets ``state.consecutive_format_errors`` (one more when the turn had a
+      format error - ``outcome.format_error`` or ``decision.format_error`` - else 0) and
+      ``state.finished`` (``decision.finished``). ``step`` reports through what it returns
+      and never sets these three itself.
+
+    Optional capabilities are declared by implementing the small protocols below
+    (:class:`LeveledHarness`, :class:`TranscriptHarness`, :class:`ProductToolHarness`,
+    :class:`InterruptibleHarness`); the runtime checks them with :func:`provides`.
+    """
 
     name: str
     protocol: WorkflowProtocol
@@ -59,6 +92,95 @@ class Harness(Protocol):
         demonstrations. ``state`` is the episode, for shells whose rendering depends on it
         (Claude Code reads a file before editing it only when the session has not)."""
         ...
+
+
+# -- optional capabilities ------------------------------------------------------------------
+
+
+@runtime_checkable
+class LeveledHarness(Protocol):
+    """A harness that is a point of a factor space: trajectories record its levels as
+    ``config`` (``{factor: level name}``)."""
+
+    def factor_levels(self) -> dict[str, str]: ...
+
+
+@runtime_checkable
+class TranscriptHarness(Protocol):
+    """A harness that emulates a real product and writes that product's own session
+    transcript; graders written for the product read exactly that instead of
+    :meth:`Trajectory.transcript <harnessgrid.trajectory.Trajectory.transcript>`."""
+
+    def session_events(self, traj: Trajectory) -> list[dict[str, Any]]: ...
+
+
+@runtime_checkable
+class ProductToolHarness(Protocol):
+    """A harness that can present an embedding product's tools
+    (:mod:`harnessgrid.product_tools`) in its own syntax; called before the episode starts."""
+
+    def add_product_tools(self, tools: Sequence[ToolSpec]) -> None: ...
+
+
+@runtime_checkable
+class InterruptibleHarness(Protocol):
+    """A harness that records a cancelled run its own way (as the product it emulates does):
+    the messages answering the calls of the last reply that were still ``pending``."""
+
+    def interrupted_messages(self, pending: Sequence[ToolCall]) -> list[Message]: ...
+
+
+def provides(obj: object, capability: type) -> bool:
+    """Whether ``obj`` declares an optional ``capability`` (one of the protocols above): an
+    instance of it whose class defines each of its methods. An attribute of the same name set
+    on the instance, or one that is not callable, is not the capability. Use it together with
+    ``isinstance`` (which narrows the type): ``isinstance(h, P) and provides(h, P)``."""
+    if not isinstance(obj, capability):
+        return False
+    methods = [name for name, value in vars(capability).items()
+               if callable(value) and not name.startswith("_")]
+    return all(callable(getattr(type(obj), name, None)) for name in methods)
+
+
+def factor_levels(harness: object) -> dict[str, str] | None:
+    """The trajectory's ``config``: the harness's factor levels, or None (an adapter)."""
+    if isinstance(harness, LeveledHarness) and provides(harness, LeveledHarness):
+        return harness.factor_levels()
+    return None
+
+
+def grading_transcript(harness: object, traj: Trajectory) -> list[dict[str, Any]]:
+    """What graders read: the harness's own session transcript when it writes one
+    (:class:`TranscriptHarness`), else the trajectory's transcript."""
+    if isinstance(harness, TranscriptHarness) and provides(harness, TranscriptHarness):
+        return harness.session_events(traj)
+    return traj.transcript()
+
+
+# -- the runtime's bookkeeping ----------------------------------------------------------------
+
+
+def begin_turn(state: EpisodeState) -> None:
+    """Count the turn about to be played (before ``step``)."""
+    state.turn += 1
+
+
+def end_turn(state: EpisodeState, outcome: TurnOutcome, decision: Decision) -> None:
+    """Record what ``step`` returned: the consecutive-format-error count and ``finished``."""
+    failed = decision.format_error or outcome.format_error is not None
+    state.consecutive_format_errors = state.consecutive_format_errors + 1 if failed else 0
+    state.finished = decision.finished
+
+
+async def play_turn(harness: Harness, state: EpisodeState, turn: ModelTurn,
+                    env: Environment) -> tuple[TurnOutcome, Decision]:
+    """Play ``turn`` through ``harness`` with the runtime's bookkeeping (see :class:`Harness`):
+    the episode loop plays every turn this way, and so should any code that steps a harness
+    itself (a test rig, a corpus writer)."""
+    begin_turn(state)
+    outcome, decision = await harness.step(state, turn, env)
+    end_turn(state, outcome, decision)
+    return outcome, decision
 
 
 def task_message(task: Task) -> Message:
@@ -89,7 +211,10 @@ class ComposedHarness:
     def tools(self) -> list[ToolSpec]:
         return self.tool_interface.tools()
 
-    def add_product_tools(self, tools: list[ToolSpec]) -> None:
+    def factor_levels(self) -> dict[str, str]:
+        return dict(self.config.levels)
+
+    def add_product_tools(self, tools: Sequence[ToolSpec]) -> None:
         """Present an embedding product's tools (:mod:`harnessgrid.product_tools`) through
         this harness's tool interface, in its own syntax."""
         self.tool_interface.add_product_tools(tools)
@@ -124,9 +249,9 @@ class ComposedHarness:
 
     async def step(self, state: EpisodeState, turn: ModelTurn, env: Environment) -> tuple[
             TurnOutcome, Decision]:
-        """Parse, execute and observe one turn, then let the workflow decide."""
+        """Parse, execute and observe one turn, then let the workflow decide (its messages
+        appended here; the runtime keeps the books)."""
         ti, obs = self.tool_interface, self.observation
-        state.turn += 1
         outcome = TurnOutcome(turn=turn)
         try:
             calls = ti.parse(turn)
@@ -174,8 +299,4 @@ class ComposedHarness:
             state.append(ti.observation_message(call, obs.format(action, result)))
         decision = self.workflow.on_turn(state, outcome)
         state.append(*decision.messages)
-        state.consecutive_format_errors = (
-            state.consecutive_format_errors + 1
-            if decision.format_error or outcome.format_error is not None else 0)
-        state.finished = decision.finished
         return outcome, decision

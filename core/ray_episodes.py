@@ -6,12 +6,15 @@ needs *where* each one runs. Ray does that part with its own mechanisms — sche
 episode per CPU, re-running a task whose worker process or node died (``max_retries``), and
 streaming finished tasks back with ``ray.wait`` — and nothing here re-implements them.
 
-A job travels as plain specs (:class:`EpisodeJob`: harness address, suite spec + task id,
-policy spec + options, limits), never as live objects: the worker rebuilds the harness, task
-and policy through the same registry the local code uses and calls ``run_episode``, so a job
-runs the same on any node, and a scripted episode gives the same trajectory as a local one.
+A job travels as plain specs (:class:`~harnessgrid.executor.EpisodeJob`), never as live
+objects: the worker rebuilds the harness, task and policy through the same registry the local
+code uses (:func:`~harnessgrid.executor.run_job`), so a job runs the same on any node, and a
+scripted episode gives the same trajectory as a local one. Each Ray worker process keeps one
+event loop and a sandbox pool for the episodes it runs, as a local run does; the pool is
+closed when the worker has been idle for a while (:data:`POOL_IDLE_S`).
 
-Example (the evaluator's ``--ray`` and, later, the trainer's rollouts use exactly this)::
+This is the Ray backend of :mod:`harnessgrid.executor` (:class:`~harnessgrid.executor.
+RayExecutor`: ``eval --ray``, the trainer's ``rollout_backend: ray``); used directly::
 
     from harnessgrid.ray_episodes import EpisodeJob, ray_cluster, ray_episodes
 
@@ -30,63 +33,37 @@ names the node; it is never stored as an episode result.
 from __future__ import annotations
 
 import asyncio
-import json
+import atexit
 import logging
 import socket
-import uuid
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from harnessgrid.errors import ConfigError, HarnessgridError
-from harnessgrid.runtime import EpisodeLimits
+from harnessgrid.executor import EpisodeJob, SetupError, rebuild, run_job
 
 if TYPE_CHECKING:
-    from harnessgrid.harness import Harness
-    from harnessgrid.policies import Policy
-    from harnessgrid.sandbox_pool import PoolsByKey, SandboxPool
-    from harnessgrid.tasks import Task, TaskSuite
+    from harnessgrid.sandbox_pool import PoolsByKey
     from harnessgrid.trajectory import Trajectory
+
+__all__ = ["DEFAULT_MAX_RETRIES", "POOL_IDLE_S", "EpisodeJob", "EpisodeLostError", "arun_job",
+           "import_ray", "ray_cluster", "ray_episodes"]
 
 INSTALL_HINT = "install the Ray extra: pip install 'harnessgrid[ray]'"
 #: How often a worker may die under one episode before the episode counts as lost (Ray's own
 #: task retries; an episode is pure — its workspace and sandbox are new — so re-running it is
 #: safe).
 DEFAULT_MAX_RETRIES = 3
+#: Seconds a Ray worker keeps its pre-started sandboxes after its last episode: long enough
+#: for the next job of a run, short enough not to hold sandboxes once the run is over.
+POOL_IDLE_S = 30.0
 _WAIT_S = 1.0  # ray.wait timeout: how often a waiting driver checks for Ctrl-C
 
-
-class EpisodeJob(BaseModel):
-    """One episode as plain specs, rebuilt on whichever node runs it.
-
-    ``harness`` is anything :func:`~harnessgrid.api.resolve_harness` accepts (a code of
-    ``space``, a level list, ``adapter:NAME``); ``suite`` is a :func:`~harnessgrid.tasks.load_suite`
-    spec and ``task_id`` a task of it; ``task_hash``, when given, is the task's
-    ``content_hash()`` as the caller saw it, checked on the worker so a node with other task
-    files fails loudly instead of grading a different task. ``space`` maps each factor to its
-    levels (default: the paper's 3^5 grid).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    harness: str
-    suite: str
-    task_id: str
-    policy: str
-    policy_options: dict[str, Any] = Field(default_factory=dict)
-    limits: EpisodeLimits = EpisodeLimits()
-    space: dict[str, list[str]] | None = None
-    suite_options: dict[str, Any] = Field(default_factory=dict)
-    #: The episode's id (hence its token policies' per-turn sampling seeds); a fresh one when
-    #: not given. The trainer passes its derived ids so a Ray rollout samples as a local one.
-    episode_id: str | None = None
-    task_hash: str | None = None
-
-    def describe(self) -> str:
-        return f"{self.suite}/{self.task_id} via {self.harness}"
+#: What a Ray worker did before this module ran jobs through harnessgrid.executor.
+arun_job = run_job
 
 
 class EpisodeLostError(HarnessgridError):
@@ -175,7 +152,9 @@ def ray_cluster(address: str | None = "auto") -> Iterator[dict[str, float]]:
 
 def ray_episodes(jobs: Sequence[EpisodeJob], *, address: str | None = None,
                  num_cpus: float = 1.0, max_retries: int = DEFAULT_MAX_RETRIES,
-                 max_in_flight: int | None = None) -> Iterator[tuple[int, Trajectory]]:
+                 max_in_flight: int | None = None, idle_s: float = POOL_IDLE_S,
+                 cancelled: Callable[[], bool] | None = None,
+                 ) -> Iterator[tuple[int, Trajectory]]:
     """Run ``jobs`` as Ray tasks and yield ``(index into jobs, trajectory)`` as each ends.
 
     Each job is one task of ``num_cpus`` CPUs (fractions pack several I/O-bound episodes on a
@@ -185,7 +164,9 @@ def ray_episodes(jobs: Sequence[EpisodeJob], *, address: str | None = None,
     all). An episode's own failures (policy error, sandbox error, a harness that raised) come
     back as its trajectory, as with :func:`~harnessgrid.runtime.run_episode`; a job that
     cannot be run at all raises :class:`EpisodeLostError`, and the tasks still pending are
-    cancelled.
+    cancelled. Each Ray worker keeps its sandbox pool ``idle_s`` seconds after its last
+    episode. ``cancelled`` is polled while waiting: when it says so,
+    :class:`asyncio.CancelledError` is raised (and the pending tasks are cancelled).
 
     Uses the current Ray connection, or connects to ``address`` for the duration (see
     :func:`ray_cluster`).
@@ -194,7 +175,8 @@ def ray_episodes(jobs: Sequence[EpisodeJob], *, address: str | None = None,
     if not ray.is_initialized():
         with ray_cluster(address or "auto"):
             yield from ray_episodes(jobs, num_cpus=num_cpus, max_retries=max_retries,
-                                    max_in_flight=max_in_flight)
+                                    max_in_flight=max_in_flight, idle_s=idle_s,
+                                    cancelled=cancelled)
         return
     from harnessgrid.trajectory import Trajectory
 
@@ -207,9 +189,11 @@ def ray_episodes(jobs: Sequence[EpisodeJob], *, address: str | None = None,
     try:
         while submitted < len(jobs) or pending:
             while submitted < len(jobs) and len(pending) < limit:
-                pending[remote.remote(jobs[submitted])] = submitted
+                pending[remote.remote(jobs[submitted], idle_s)] = submitted
                 submitted += 1
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=_WAIT_S)
+            if cancelled is not None and cancelled():
+                raise asyncio.CancelledError
             if not ready:
                 continue
             rest = [ref for ref in pending if ref not in ready]
@@ -259,132 +243,85 @@ def _outcome(ray: ModuleType, ref: Any, job: EpisodeJob, max_retries: int) -> st
 
 
 # -- the worker side ---------------------------------------------------------------------------
-# Module state of a Ray worker process: Ray reuses a worker for many tasks, so suites and
-# policies (a loaded model, an API client) are built once per process, and one event loop
-# serves every episode (clients bound to a loop stay usable).
-
-_SUITES: dict[str, TaskSuite] = {}
-_POLICIES: dict[str, Policy] = {}
-_MAX_POLICIES = 4  # oldest dropped first
-_HARNESSES: set[str] = set()  # harness addresses already resolved once on this node
-_COMPOSED: dict[str, Harness] = {}  # composed harnesses by (address, space), see _harness
-_MAX_COMPOSED = 256  # the 243 configurations of the paper's grid fit
-_LOOP: asyncio.AbstractEventLoop | None = None
 
 
-class _SetupError(Exception):
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message, self.hint = message, hint
-
-
-def _run_job_on_worker(job: EpisodeJob) -> dict[str, Any]:
+def _run_job_on_worker(job: EpisodeJob, idle_s: float = POOL_IDLE_S) -> dict[str, Any]:
     """The body of a Ray task: ``{"trajectory": JSON}``, or ``{"setup_error": ...}`` when
     this node cannot rebuild the job (plain data both ways: no exception pickling)."""
-    global _LOOP
     try:
-        task, policy = _rebuild(job)
-    except _SetupError as exc:
+        task, policy = rebuild(job)
+    except SetupError as exc:
         return {"setup_error": exc.message, "hint": exc.hint, "node": _node()}
-    if _LOOP is None:
-        _LOOP = asyncio.new_event_loop()
-    traj = _LOOP.run_until_complete(arun_job(job, task=task, policy=policy))
+    traj = _worker_loop().run(job.bind(task=task, policy=policy), idle_s)
     return {"trajectory": traj.model_dump_json()}
 
 
-async def arun_job(job: EpisodeJob, *, task: Task | None = None,
-                   policy: Policy | None = None,
-                   pool: SandboxPool | PoolsByKey | None = None) -> Trajectory:
-    """Run one job in this process: what a Ray worker does, usable anywhere (tests, a local
-    fallback). An exception out of the harness becomes an ``internal_error`` trajectory, the
-    evaluator's rule; a job that cannot be rebuilt here raises :class:`ConfigError`. ``pool``
-    lends it a pre-started (recycled) sandbox, as in :func:`~harnessgrid.runtime.run_episode`."""
-    from harnessgrid.runtime import crashed_episode, run_episode
+class _WorkerLoop:
+    """The event loop of a Ray worker process, running in a thread of its own for as long as
+    the process lives. Ray reuses a worker for many tasks, so its episodes share one loop
+    (clients bound to a loop stay usable) and one sandbox pool, as a local run's do; because
+    the loop keeps running between tasks, returned sandboxes are reset meanwhile, and the pool
+    is closed once no episode has come for ``idle_s`` seconds."""
 
-    if task is None or policy is None:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="harnessgrid-ray-episodes",
+                         daemon=True).start()
+        self.pools: PoolsByKey | None = None
+        self.running = 0
+        self.idle: asyncio.TimerHandle | None = None
+        atexit.register(self.close)
+
+    def run(self, job: EpisodeJob, idle_s: float) -> Trajectory:
+        """Run ``job`` on the loop; on an interruption of this thread (``ray.cancel``) the
+        episode is cancelled too."""
+        future = asyncio.run_coroutine_threadsafe(self._episode(job, idle_s), self.loop)
         try:
-            task, policy = _rebuild(job)
-        except _SetupError as exc:
-            raise ConfigError(f"cannot run episode {job.describe()}: {exc.message}",
-                              hint=exc.hint) from None
-    name = job.harness
-    try:
-        harness = _harness(job)
-        name = harness.name
-        return await run_episode(harness, task, policy, job.limits, pool=pool,
-                                 episode_id=job.episode_id or uuid.uuid4().hex[:12])
-    except Exception as exc:  # noqa: BLE001 - one broken episode must not stop the others
-        return crashed_episode(name, task, policy, exc)
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    async def _episode(self, job: EpisodeJob, idle_s: float) -> Trajectory:
+        from harnessgrid.sandbox_pool import PoolsByKey
+
+        if self.idle is not None:
+            self.idle.cancel()
+        if self.pools is None:  # a Ray worker runs one task at a time: a small pool
+            self.pools = PoolsByKey(1)
+        self.running += 1
+        try:
+            return await run_job(job, pool=self.pools)
+        finally:
+            self.running -= 1
+            if not self.running:
+                self.idle = self.loop.call_later(idle_s, self._close_pools)
+
+    def _close_pools(self) -> asyncio.Future[None] | None:
+        pools, self.pools = self.pools, None
+        return None if pools is None else asyncio.ensure_future(pools.close())
+
+    def close(self) -> None:
+        """Close the pool at exit (best effort: a killed worker's sandboxes die with it)."""
+        with suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._close_now(), self.loop).result(timeout=10)
+
+    async def _close_now(self) -> None:
+        closing = self._close_pools()
+        if closing is not None:
+            await closing
 
 
-def _harness(job: EpisodeJob) -> Harness:
-    """The job's harness: a composed one is built once per process and shared by its episodes
-    (it holds no episode state; ``run_episodes`` shares one too); an adapter is made fresh for
-    each episode (adapters keep per-session state)."""
-    from harnessgrid.api import resolve_harness
-    from harnessgrid.space import FactorSpace
-
-    if job.harness.strip().startswith("adapter:"):
-        return resolve_harness(job.harness)
-    key = json.dumps([job.harness, job.space], sort_keys=True)
-    harness = _COMPOSED.get(key)
-    if harness is None:
-        if len(_COMPOSED) >= _MAX_COMPOSED:
-            _COMPOSED.pop(next(iter(_COMPOSED)))
-        space = FactorSpace.from_levels(job.space) if job.space is not None else None
-        harness = _COMPOSED[key] = resolve_harness(job.harness, space)
-    return harness
+_LOOP: _WorkerLoop | None = None
+_LOOP_LOCK = threading.Lock()
 
 
-def _rebuild(job: EpisodeJob) -> tuple[Task, Policy]:
-    """The task and policy of a job, from this process's registry; what cannot be rebuilt here
-    raises :class:`_SetupError` (a node problem, not an episode result)."""
-    from harnessgrid.policies import make_policy
-    from harnessgrid.runtime import require_sandbox
-
-    try:
-        require_sandbox(job.limits)
-        task = _task(job)
-        # Resolve once here so a level or adapter missing on this node is a setup error (a
-        # composed harness is built and kept for the episodes; see _harness).
-        checked = json.dumps([job.harness, job.space], sort_keys=True)
-        if checked not in _HARNESSES:
-            _harness(job)
-            _HARNESSES.add(checked)
-        key = json.dumps([job.policy, job.policy_options], sort_keys=True, default=str)
-        if key not in _POLICIES:
-            while len(_POLICIES) >= _MAX_POLICIES:  # e.g. a trainer's per-step weight snapshots
-                _POLICIES.pop(next(iter(_POLICIES)))
-            _POLICIES[key] = make_policy(job.policy, job.policy_options)
-        return task, _POLICIES[key]
-    except _SetupError:
-        raise
-    except HarnessgridError as exc:
-        raise _SetupError(exc.message, exc.hint) from None
-    except Exception as exc:  # noqa: BLE001 - e.g. a backend's import failing on this node
-        raise _SetupError(f"{type(exc).__name__}: {exc}") from None
-
-
-def _task(job: EpisodeJob) -> Task:
-    from harnessgrid.tasks import load_suite, task_ids
-
-    key = json.dumps([job.suite, job.suite_options], sort_keys=True, default=str)
-    if key not in _SUITES:  # a suite loads once per worker; its tasks are built when used
-        _SUITES[key] = load_suite(job.suite, **job.suite_options)
-    suite = _SUITES[key]
-    candidates = [tasks[i] for tasks in suite.splits.values()
-                  for i, tid in enumerate(task_ids(tasks)) if tid == job.task_id]
-    if not candidates:
-        raise _SetupError(f"suite {job.suite!r} has no task {job.task_id!r} on this node",
-                          hint="every node needs the same suite (plugin version, files)")
-    if job.task_hash is None:
-        return candidates[0]
-    for task in candidates:
-        if task.content_hash() == job.task_hash:
-            return task
-    raise _SetupError(f"task {job.suite}/{job.task_id} has other content on this node "
-                      f"(hash {candidates[0].content_hash()}, expected {job.task_hash})",
-                      hint="every node needs the same suite version and task files")
+def _worker_loop() -> _WorkerLoop:
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            _LOOP = _WorkerLoop()
+        return _LOOP
 
 
 def _node() -> str:

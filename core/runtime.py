@@ -1,14 +1,12 @@
-"""The episode loop: any harness, any policy, one sandboxed workspace per episode.
+"""Running episodes: any harness, any policy, one sandboxed workspace per episode.
 
-The loop itself is small on purpose (mini-swe-agent's lesson): ask the harness for the view,
-ask the policy for a turn, let the harness execute and observe it, stop when the workflow says
-so or a limit is hit. Everything else (what the prompt says, how calls are written, what the
-model sees) belongs to the harness.
+:func:`run_episode` acquires the workspace and the sandbox, sets the episode up
+(:func:`harnessgrid.episode_run.start_episode`), plays it (:meth:`Episode.run
+<harnessgrid.episode_run.Episode.run>`, the turn loop) and grades it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -16,8 +14,6 @@ import traceback
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import (
@@ -28,36 +24,22 @@ from pydantic import (
     model_serializer,
 )
 
-from harnessgrid import timing
-from harnessgrid.environments import ACTIVE_ENVIRONMENT, resolve_episode_environment
-from harnessgrid.episode import ContextBudget, EpisodeState, context_budget
+from harnessgrid import episode_run
+from harnessgrid.environments import EnvironmentRecord, resolve_episode_environment
 from harnessgrid.errors import SandboxError
-from harnessgrid.events import ContextRewrite, Event, ModelReply, TextDelta, TurnStarted
-from harnessgrid.models import Message, ModelTurn
-from harnessgrid.policies import Policy, PolicyRequest
+from harnessgrid.grading import grade_episode
+from harnessgrid.harness import grading_transcript
+from harnessgrid.policies import Policy
 from harnessgrid.sandbox import (
     INSTALL_HINT,
-    UNSAFE_NO_SANDBOX,
     Sandbox,
     SandboxLimits,
     check_bwrap,
-    finish_or_undo,
-    off_loop_detached,
 )
 from harnessgrid.sandbox_pool import DEFAULT_REUSE, PoolKey, PoolsByKey, SandboxPool
-from harnessgrid.scratch import ScratchDir
-from harnessgrid.tasks import GraderError, Task, task_score, validate_scores
+from harnessgrid.tasks import Task
 from harnessgrid.tools import Environment
-from harnessgrid.trajectory import (
-    STORED_REPLY_BYTES,
-    CallRecord,
-    Termination,
-    Trajectory,
-    TurnRecord,
-    cap_replies,
-    cap_reply,
-    stored_size,
-)
+from harnessgrid.trajectory import STORED_REPLY_BYTES, Trajectory, cap_replies
 from harnessgrid.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -128,13 +110,6 @@ def effective_limits(limits: EpisodeLimits, task: Task) -> EpisodeLimits:
     return limits.model_copy(update=update) if update else limits
 
 
-def _continues(previous: list[Message] | None, view: list[Message]) -> bool:
-    """Whether ``view`` extends the previous view + the assistant message that answered it."""
-    if previous is None:
-        return True
-    return view[: len(previous)] == previous
-
-
 async def run_episode(harness: Harness, task: Task, policy: Policy,
                       limits: EpisodeLimits | None = None, *,
                       workspace: Workspace | None = None,
@@ -177,12 +152,11 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
     else:
         ws = Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
     try:
-        token = ACTIVE_ENVIRONMENT.set(environment)  # graders' sandboxes mount it too
-        try:
-            return await _episode(harness, task, policy, limits, ws, episode_id, started, clock,
-                                  pooled)
-        finally:
-            ACTIVE_ENVIRONMENT.reset(token)
+        episode = episode_run.start_episode(  # as every episode (and session) is set up
+            harness, task, policy, limits, episode_id=episode_id, mount_path=ws.mount_path,
+            environment=environment, started_at=started,
+            environment_summary=_environment_summary(task, limits, environment))
+        return await _play(episode, ws, pooled, clock)
     finally:
         if workspace is not None:
             pass
@@ -194,12 +168,13 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
 
 @contextlib.asynccontextmanager
 async def _episode_sandbox(ws: Workspace, limits: EpisodeLimits, pooled: Sandbox | None,
-                           graded: bool) -> AsyncIterator[Sandbox]:
+                           graded: bool, environment: EnvironmentRecord | None,
+                           ) -> AsyncIterator[Sandbox]:
     """The episode's sandbox: the pooled one, or a fresh start. A pooled sandbox is left for
     the pool to recycle or close in the background; when a grader will read the workspace
     (grading needs every process of the episode gone) it is closed first unless it is idle."""
     sb = pooled or Sandbox(ws, limits.sandbox, unsafe_no_sandbox=limits.unsafe_no_sandbox,
-                           environment=ACTIVE_ENVIRONMENT.get())
+                           environment=environment)
     async with contextlib.AsyncExitStack() as stack:
         if pooled is None:
             await stack.enter_async_context(sb)
@@ -215,94 +190,29 @@ async def _close_unless_idle(sb: Sandbox) -> None:
         await sb.close()
 
 
-async def _episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
-                   ws: Workspace, episode_id: str, started: float, clock: float,
-                   pooled: Sandbox | None = None) -> Trajectory:
-    state = harness.start(task, episode_id)
-    traj = Trajectory(episode_id=episode_id, harness=harness.name,
-                      config=getattr(getattr(harness, "config", None), "levels", None),
-                      task_id=task.id, suite=task.suite, policy=policy.spec,
-                      mount_path=ws.mount_path, termination="max_turns", started_at=started,
-                      environment=_environment_summary(task, limits))
-    # The budget counts what the model reads: the view plus, for native tools, their schemas;
-    # it is capped by what the model can take (the policy's ``context_limit``, if any).
-    budget = context_budget(policy, harness.tools() if harness.native_tools else [],
-                            limits.max_context_tokens)
+async def _play(episode: episode_run.Episode, ws: Workspace, pooled: Sandbox | None,
+                clock: float) -> Trajectory:
+    """Play ``episode`` in its sandbox on ``ws``, then grade it (when its task has a grader
+    and nothing failed); ``clock`` is when the episode began (:func:`time.perf_counter`)."""
+    task, limits, traj = episode.task, episode.limits, episode.trajectory
     try:
-        async with _episode_sandbox(ws, limits, pooled, task.grader is not None) as sb:
-            await drive(harness, task, policy, limits, state, Environment(workspace=ws, sandbox=sb),
-                        budget, traj, LoopCursor())
+        async with _episode_sandbox(ws, limits, pooled, task.grader is not None,
+                                    episode.environment) as sb:
+            await episode.run(Environment(workspace=ws, sandbox=sb))
     except SandboxError as exc:
         traj.termination, traj.error = "sandbox_error", exc.message
-    summarize(traj, state)
+    episode.summarize()
     if not traj.infra_failure and task.grader is not None:
         # An adapter that emulates a real shell writes that shell's own session transcript;
         # graders written for the shell read exactly that.
-        events = getattr(harness, "session_events", None)
-        transcript = events(traj) if callable(events) else traj.transcript()
-        # Graders that run code follow the episode's sandbox choice.
-        token = UNSAFE_NO_SANDBOX.set(limits.unsafe_no_sandbox)
-        try:
-            await _grade(task, ws, traj, transcript, limits.grader_timeout_s)
-        finally:
-            UNSAFE_NO_SANDBOX.reset(token)
+        transcript = grading_transcript(episode.harness, traj)
+        # Graders that run code follow the episode's environment and sandbox choice.
+        await grade_episode(task, ws, traj, transcript, limits.grader_timeout_s,
+                            environment=episode.environment,
+                            unsafe_no_sandbox=episode.unsafe_no_sandbox)
     traj.wall_s = time.perf_counter() - clock
     cap_replies(traj, limits.stored_reply_bytes)  # graded on the whole replies, stored capped
     return traj
-
-
-@dataclass
-class LoopCursor:
-    """Where the turn loop stands; a session keeps it across its runs, so turn indices,
-    token segments and the token budget continue where the previous run stopped."""
-
-    index: int = 0
-    segment: int = 0
-    total_tokens: int = 0
-    previous: list[Message] | None = None  # the last view + the assistant message answering it
-
-
-async def drive(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
-                state: EpisodeState, env: Environment, budget: ContextBudget, traj: Trajectory,
-                cursor: LoopCursor, *, wall_s: float | None = None,
-                on_event: Callable[[Event], None] | None = None) -> None:
-    """Run turns until the workflow finishes or a limit is hit (``limits.max_turns`` more
-    turns, ``wall_s`` or ``limits.wall_s``), setting ``traj.termination`` and ``traj.error``.
-    A policy failure becomes ``policy_error``; a sandbox failure raises :class:`SandboxError`.
-    """
-    wall_limit = limits.wall_s if wall_s is None else wall_s
-    waiting = [False]  # inside policy.act: a timeout then is the backend's
-    try:
-        async with asyncio.timeout(wall_limit) as wall:
-            # The same instant on the monotonic clock, for policies: no backend wait
-            # (Retry-After, backoff, the call itself) may outlive the wall limit.
-            loop = asyncio.get_running_loop()
-            when = wall.when()
-            deadline = None if when is None else time.monotonic() + when - loop.time()
-            traj.termination = await _loop(harness, task, policy, limits, state, env, budget,
-                                           traj, waiting, deadline, cursor, on_event)
-    except TimeoutError:
-        if not waiting[0]:
-            traj.termination = "timeout"
-        else:
-            traj.termination, traj.error = "policy_error", (
-                "the model backend did not answer within the episode's time "
-                f"({wall_limit:g} s)")
-    except _PolicyFailure as exc:
-        traj.termination, traj.error = "policy_error", str(exc)
-
-
-def summarize(traj: Trajectory, state: EpisodeState) -> None:
-    """Fill the trajectory's totals (history, tokens, time split, segments) from its turns."""
-    traj.history = list(state.history)
-    traj.tokens_in = sum(t.tokens_in for t in traj.turns)
-    traj.tokens_out = sum(t.tokens_out for t in traj.turns)
-    for part in ("model_s", "tools_s", "harness_s", "wait_s"):
-        setattr(traj, part, sum(getattr(t, part) for t in traj.turns))
-    # Token policies may also restart a segment on their own (a chat template that is not
-    # append-only for this conversation); their records are then the truth.
-    token_segments = {t.tokens.segment for t in traj.turns if t.tokens is not None}
-    traj.segments = len(token_segments) or 1 + sum(t.new_segment for t in traj.turns[1:])
 
 
 _warned: set[str] = set()
@@ -314,216 +224,45 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def _environment_summary(task: Task, limits: EpisodeLimits) -> dict[str, str] | None:
-    """The trajectory's record of the toolchain: the mounted environment, or the declared one
-    that was missing (``missing: true``), or None."""
-    env = ACTIVE_ENVIRONMENT.get()
-    if env is not None:
-        return env.summary()
+def _environment_summary(task: Task, limits: EpisodeLimits,
+                         environment: EnvironmentRecord | None) -> dict[str, str] | None:
+    """The trajectory's record of the toolchain: the mounted ``environment``, or the declared
+    one that was missing (``missing: true``), or None."""
+    if environment is not None:
+        return environment.summary()
     if not task.environment or limits.environment is not None:  # none, by --env none
         return None
     return {"name": task.environment, "missing": "true"}
 
 
-class _PolicyFailure(Exception):
-    """The policy raised: an infrastructure failure (API down, model crashed)."""
-
-
-@timing.metered  # its own steps timed: harness CPU apart from waiting for the loop
-async def _loop(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
-                state: EpisodeState, env: Environment, budget: ContextBudget,
-                traj: Trajectory, waiting: list[bool], deadline: float | None,
-                cursor: LoopCursor, on_event: Callable[[Event], None] | None) -> Termination:
-    emit = on_event or _ignore
-    for _ in range(limits.max_turns):
-        index = cursor.index
-        if env.hooks is not None:
-            env.hooks.turn = index
-        t0, cpu0 = time.perf_counter(), timing.own_cpu()
-        view = harness.view(state, budget)
-        if budget.count(view) > budget.max_tokens:
-            return "context_overflow"
-        new_segment = not _continues(cursor.previous, view)
-        cursor.segment += new_segment
-        emit(TurnStarted(turn=index))
-        if new_segment:
-            emit(ContextRewrite(turn=index, segment=cursor.segment))
-        request = PolicyRequest(messages=view, tools=harness.tools() if harness.native_tools
-                                else [], native_tools=harness.native_tools, harness=harness,
-                                task=task, state=state, new_segment=new_segment,
-                                segment=cursor.segment, deadline=deadline,
-                                on_text=None if on_event is None else _text_sink(emit, index))
-        try:
-            waiting[0] = True  # the wall limit expiring now is the backend's, not the agent's
-            with timing.span() as model:
-                turn = await policy.act(request)
-        except asyncio.CancelledError as exc:
-            task_ = asyncio.current_task()
-            if task_ is not None and task_.cancelling():
-                raise  # our own cancellation (the wall limit, Ctrl-C): not the policy's
-            raise _PolicyFailure(f"the policy call was cancelled on its own: {exc!r}") from exc
-        except Exception as exc:  # any policy failure (TimeoutError too) is infra
-            if isinstance(exc, _Reraised):
-                raise exc.original from None
-            raise _PolicyFailure(f"{type(exc).__name__}: {exc}\n"
-                                 f"{traceback.format_exc(limit=3)}") from exc
-        waiting[0] = False  # not on cancellation: the wall limit must see that it hit the policy
-        if not isinstance(turn, ModelTurn):  # a policy bug: keep the turns so far
-            raise _PolicyFailure(f"the policy returned {type(turn).__name__}, "
-                                 "not a ModelTurn")
-        if on_event is not None:
-            emit(_reply_event(index, turn, limits.stored_reply_bytes))
-        before = len(state.history)
-        record = TurnRecord(
-            index=index, view=list(view), assistant=turn.message(), tokens=turn.tokens,
-            finish_reason=turn.finish_reason, tokens_in=turn.tokens_in,
-            tokens_out=turn.tokens_out, new_segment=new_segment, model_s=model.busy)
-        cursor.index += 1
-        cursor.total_tokens += turn.tokens_in + turn.tokens_out
-        try:
-            with timing.turn_clock() as tools:  # filled by each tool execution (tools.execute)
-                outcome, decision = await harness.step(state, turn, env)
-        except asyncio.CancelledError:
-            # Cancelled mid-turn (a session's cancel()): the trajectory keeps what happened.
-            record.appended = list(state.history[before + 1:])
-            record.wall_s = time.perf_counter() - t0
-            traj.turns.append(record)
-            raise
-        wall_s = time.perf_counter() - t0
-        # Harness time is its own CPU: the model's and tools' own CPU are theirs, and the time
-        # other episodes (or threads) ran is waiting. Clamped so that the parts add up to wall.
-        spent = model.busy + tools.tools_s
-        harness_s = min(max(0.0, timing.own_cpu() - cpu0 - model.own_cpu - tools.own_cpu),
-                        max(0.0, wall_s - spent))
-        record.calls = [CallRecord(call=e.call, action=e.action, result=e.result)
-                        for e in outcome.executed]
-        record.format_error = outcome.format_error.message if outcome.format_error else None
-        record.appended = list(state.history[before + 1:])
-        record.tools_s, record.harness_s, record.wall_s = tools.tools_s, harness_s, wall_s
-        record.wait_s = max(0.0, wall_s - spent - harness_s)
-        traj.turns.append(record)
-        cursor.previous = [*view, state.history[before]]  # the assistant message as stored
-        if decision.finished:
-            return "finished"
-        if state.consecutive_format_errors >= limits.max_format_errors:
-            return "format_errors"
-        if limits.max_total_tokens is not None and cursor.total_tokens >= limits.max_total_tokens:
-            return "token_budget"
-    return "max_turns"
-
-
-def _ignore(event: Event) -> None:
-    pass
-
-
-def _reply_event(index: int, turn: ModelTurn, limit: int) -> ModelReply:
-    """The ``model_reply`` event of ``turn``, capped like the stored reply."""
-    whole = turn.message()
-    shown = cap_reply(whole, limit)
-    return ModelReply(turn=index, text=shown.content,
-                      tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments}
-                                  for c in shown.tool_calls],
-                      original_bytes=None if shown is whole else stored_size(whole))
-
-
-def _text_sink(emit: Callable[[Event], None], index: int) -> Callable[[str], None]:
-    def on_text(text: str) -> None:
-        try:
-            emit(TextDelta(turn=index, text=text))
-        except Exception as exc:  # the embedder's, kept apart from the policy's
-            raise _Reraised(exc) from exc
-
-    return on_text
-
-
-class _Reraised(Exception):
-    """An exception from the embedder's own code (a streaming callback) raised inside a
-    policy call: it is the embedder's, not a policy failure, and propagates as itself."""
-
-    def __init__(self, original: BaseException) -> None:
-        super().__init__(str(original))
-        self.original = original
-
-
-async def _grade(task: Task, ws: Workspace, traj: Trajectory, transcript: list[dict[str, Any]],
-                 timeout_s: float) -> None:
-    """Grade on a copy of the final workspace, off the event loop, with a timeout."""
-    assert task.grader is not None
-    t0 = time.perf_counter()
-    # Making the scratch directory, copying (up to the workspace quota), walking and removing
-    # it are disk work: off the event loop, where the other episodes run.
-    made = off_loop_detached(lambda: ScratchDir("hg-grade-"))
-    await finish_or_undo(made, lambda scratch: scratch.remove())
-    scratch = made.result()
-    try:
-        copy = await asyncio.to_thread(_grading_copy, ws, scratch.path / "ws")
-        try:
-            scores = await asyncio.wait_for(
-                asyncio.to_thread(task.grader.grade, copy.root, transcript), timeout_s)
-            checked = validate_scores(scores)
-            traj.subscores = dict(checked)
-            traj.score = task_score(checked)  # the grader's own total (weights), else the mean
-            traj.grading = checked.grading or "automated"
-            # Part of the rubric was never assessed (a hybrid without its judge): the score
-            # stays, but it cannot say the task passed.
-            traj.grading_note = checked.partial
-            traj.passed = None if checked.partial else traj.score == 1.0
-            if checked.warnings:
-                traj.meta["grade_warnings"] = list(checked.warnings)
-        except TimeoutError:
-            traj.grade_error = f"grader timed out after {timeout_s:g}s"
-        except GraderError as exc:
-            traj.grade_error = str(exc)
-        except Exception as exc:  # noqa: BLE001 - a grader bug must not crash the run
-            traj.grade_error = f"grader raised {type(exc).__name__}: {exc}"
-    finally:  # removed in its thread even when this episode is cancelled meanwhile
-        await asyncio.shield(off_loop_detached(scratch.remove))
-    traj.grade_s = time.perf_counter() - t0
-
-
-def _grading_copy(ws: Workspace, dest: Path) -> Workspace:
-    """The copy graders read: links out of it lead nowhere."""
-    from harnessgrid.grading_io import neutralize_links
-
-    copy = ws.copy_to(dest)
-    neutralize_links(copy.root)
-    return copy
-
-
-def crashed_episode(harness_name: str, task: Task, policy: Policy,
-                    exc: BaseException) -> Trajectory:
+def crashed_episode(harness_name: str, task: Task, policy: Policy, exc: BaseException, *,
+                    episode_id: str | None = None) -> Trajectory:
     """The trajectory of an episode that raised out of :func:`run_episode` (a bug in a harness,
-    an adapter or a plugin): ``internal_error``, with the traceback, never a score."""
+    an adapter or a plugin): ``internal_error``, with the traceback, never a score. Every
+    executor reports a crash through here (:mod:`harnessgrid.executor`)."""
+    from harnessgrid.executor import EpisodeJob, lost_episode
+
     logger.error("episode of %s through %s crashed", task.id, harness_name, exc_info=exc)
     trace = "".join(traceback.format_exception(exc, limit=-4))
-    return Trajectory(episode_id=uuid.uuid4().hex[:12], harness=harness_name, task_id=task.id,
-                      suite=task.suite, policy=policy.spec, termination="internal_error",
-                      error=f"{type(exc).__name__}: {exc}\n{trace}", started_at=time.time())
+    job = EpisodeJob(harness=harness_name, suite=task.suite, task_id=task.id,
+                     policy=policy.spec, episode_id=episode_id)
+    return lost_episode(job, f"{type(exc).__name__}: {exc}\n{trace}")
 
 
 async def run_episodes(jobs: Iterable[tuple[Harness, Task]], policy: Policy,
                        limits: EpisodeLimits | None = None, *, concurrency: int = 4,
                        on_done: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
-    """Run many episodes concurrently (at most ``concurrency`` at once). One failing episode
-    never takes the others down: an unexpected exception becomes that episode's
-    ``internal_error`` trajectory (see :func:`crashed_episode`)."""
-    require_sandbox(limits or EpisodeLimits())
-    sem = asyncio.Semaphore(concurrency)
-    jobs = list(jobs)
+    """Run many episodes concurrently (at most ``concurrency`` at once), in job order. One
+    failing episode never takes the others down: an unexpected exception becomes that
+    episode's ``internal_error`` trajectory (see :func:`crashed_episode`). This is the
+    in-process executor (:class:`~harnessgrid.executor.LocalExecutor`) over live objects."""
+    from harnessgrid.executor import EpisodeJob, LocalExecutor, collect
 
-    async def one(harness: Harness, task: Task, pool: SandboxPool) -> Trajectory:
-        async with sem:
-            try:
-                traj = await run_episode(harness, task, policy, limits, pool=pool)
-            except Exception as exc:  # noqa: BLE001 - reported, and the others go on
-                traj = crashed_episode(harness.name, task, policy, exc)
-            if on_done is not None:
-                on_done(traj)
-            return traj
-
-    # Sandboxes start ahead of the episodes that need them (see harnessgrid.sandbox_pool).
-    async with episode_pool(limits, [t for _, t in jobs], concurrency) as pool:
-        return list(await asyncio.gather(*(one(h, t, pool) for h, t in jobs)))
+    limits = limits or EpisodeLimits()
+    require_sandbox(limits)
+    episodes = [EpisodeJob.of(harness, task, policy, limits) for harness, task in jobs]
+    return await collect(LocalExecutor(concurrency), episodes,
+                         on_done=None if on_done is None else lambda _, traj: on_done(traj))
 
 
 def episode_pool(limits: EpisodeLimits | None, tasks: Iterable[Task],

@@ -93,7 +93,6 @@ import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import CodeType, TracebackType
@@ -102,7 +101,7 @@ from typing import IO, Any, NoReturn, Self, TypeVar
 from harnessgrid._sandbox_accounts import account_files, data_fd
 from harnessgrid._sandbox_memory import CGROUP_SLACK_MB, MemoryCgroup, cap_ipc_namespace
 from harnessgrid._sandbox_seccomp import native_keyctl, no_keyrings_filter
-from harnessgrid.environments import ACTIVE_ENVIRONMENT, EnvironmentRecord
+from harnessgrid.environments import EnvironmentRecord
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.workspace import Workspace
 from harnessgrid.workspace_owners import restore_owners
@@ -220,11 +219,6 @@ async def finish_or_undo(future: asyncio.Future[_T], undo: Callable[[_T], object
 
 
 # ---------------------------------------------------------------------------- public data types
-
-
-#: The episode's sandbox choice, visible to code that runs on its behalf (graders run in a worker
-#: thread, which copies the context). The runtime sets it; a user never needs to.
-UNSAFE_NO_SANDBOX: ContextVar[bool] = ContextVar("harnessgrid_unsafe_no_sandbox", default=False)
 
 
 @dataclass(frozen=True)
@@ -693,9 +687,12 @@ class Sandbox:
     ``extra_ro_binds`` maps host paths to sandbox paths mounted read-only (graders mount a task's
     ``reward/`` folder at ``<mount_path>/reward``). ``unsafe_no_sandbox`` runs commands as plain
     subprocesses in the workspace directory, for hosts without bubblewrap (paths under
-    ``mount_path`` then do not exist for commands, and binds become plain symlinks). Left at
-    None it follows :data:`UNSAFE_NO_SANDBOX`, which the runtime sets for an episode run
-    unsandboxed, so graders that run code make the same choice as the episode they grade.
+    ``mount_path`` then do not exist for commands, and binds become plain symlinks).
+    ``environment`` is mounted read-only with its tools first on PATH (None: none).
+
+    Both are what the caller passes, nothing else: a sandbox never follows whatever episode
+    happens to be running around it. Graders that run code are told their episode's choice
+    (:class:`harnessgrid.grading.GradingContext`) and pass it on here.
     """
 
     def __init__(
@@ -703,15 +700,11 @@ class Sandbox:
         workspace: Workspace,
         limits: SandboxLimits | None = None,
         *,
-        unsafe_no_sandbox: bool | None = None,
+        unsafe_no_sandbox: bool = False,
         extra_ro_binds: Mapping[Path, str] | None = None,
         environment: EnvironmentRecord | None = None,
     ) -> None:
-        if environment is None:  # graders' sandboxes follow the episode they grade
-            environment = ACTIVE_ENVIRONMENT.get()
         self.environment = _checked_environment(environment, workspace.mount_path)
-        if unsafe_no_sandbox is None:
-            unsafe_no_sandbox = UNSAFE_NO_SANDBOX.get()
         self.workspace = workspace
         self.limits = limits if limits is not None else SandboxLimits()
         self.unsafe_no_sandbox = unsafe_no_sandbox

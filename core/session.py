@@ -48,13 +48,13 @@ from harnessgrid.models import Message, ToolCall
 from harnessgrid.trajectory import Termination, Trajectory, TurnRecord
 
 if TYPE_CHECKING:
-    from harnessgrid.episode import ContextBudget, EpisodeState
+    from harnessgrid.environments import EnvironmentRecord
+    from harnessgrid.episode_run import Episode
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
     from harnessgrid.product_tools import ProductTool
-    from harnessgrid.runtime import EpisodeLimits, LoopCursor
+    from harnessgrid.runtime import EpisodeLimits
     from harnessgrid.sandbox import Sandbox
-    from harnessgrid.tasks import Task
     from harnessgrid.tool_hooks import Approver, ToolHooks
     from harnessgrid.tools import Environment
     from harnessgrid.workspace import Workspace
@@ -98,7 +98,7 @@ class AsyncSession:
                  wall_s: float | None = None) -> None:
         from harnessgrid.api import refuse_scripted, resolve_harness, resolve_policy
         from harnessgrid.product_tools import product_tools
-        from harnessgrid.runtime import EpisodeLimits, LoopCursor, require_sandbox
+        from harnessgrid.runtime import EpisodeLimits, require_sandbox
 
         self.limits = limits or EpisodeLimits()
         require_sandbox(self.limits)
@@ -119,13 +119,10 @@ class AsyncSession:
         self._tools: dict[str, ProductTool] = product_tools(tools)
         self.on_tool_call = on_tool_call
         self.episode_id = uuid.uuid4().hex[:12]
-        self._cursor: LoopCursor = LoopCursor()
         self._ws: Workspace | None = None
         self._sandbox: Sandbox | None = None
-        self._state: EpisodeState | None = None
-        self._task: Task | None = None
-        self._budget: ContextBudget | None = None
-        self._traj: Trajectory | None = None
+        self._environment: tuple[EnvironmentRecord | None] | None = None  # resolved once
+        self._episode: Episode | None = None  # the conversation, from the first run on
         self._hooks: ToolHooks | None = None
         self._running: asyncio.Task[Reply] | None = None
         self._cancel_requested = False
@@ -141,7 +138,7 @@ class AsyncSession:
         only before the first run: the harness writes its tools into the system prompt."""
         from harnessgrid.product_tools import ProductTool, product_tools
 
-        if self._state is not None:
+        if self._episode is not None:
             raise ConfigError("product tools must be registered before the session's first "
                               "run", hint="register them when creating the session (tools=[...])")
 
@@ -160,19 +157,18 @@ class AsyncSession:
     @property
     def history(self) -> list[Message]:
         """The whole conversation so far (what the context level builds each view from)."""
-        return [] if self._state is None else list(self._state.history)
+        return [] if self._episode is None else list(self._episode.state.history)
 
     def trajectory(self) -> Trajectory:
         """The session so far as a trajectory (a snapshot; safe to store: its replies are
         capped to ``limits.stored_reply_bytes`` as an episode's are)."""
-        from harnessgrid.runtime import summarize
         from harnessgrid.trajectory import cap_replies
 
-        if self._traj is None or self._state is None:
+        if self._episode is None:
             raise ConfigError("the session has not run yet",
                               hint="call run(text) first")
-        summarize(self._traj, self._state)
-        snapshot = self._traj.model_copy(deep=True)
+        self._episode.summarize()
+        snapshot = self._episode.trajectory.model_copy(deep=True)
         cap_replies(snapshot, self.limits.stored_reply_bytes)
         return snapshot
 
@@ -199,13 +195,19 @@ class AsyncSession:
             await self._sandbox.start()
 
     def _new_sandbox(self) -> Sandbox:
-        from harnessgrid.environments import resolve_episode_environment
         from harnessgrid.sandbox import Sandbox
 
         assert self._ws is not None
-        environment = resolve_episode_environment(None, self.limits.environment)[0]
-        return Sandbox(self._ws, self.limits.sandbox, environment=environment,
+        return Sandbox(self._ws, self.limits.sandbox, environment=self._environment_record(),
                        unsafe_no_sandbox=self.limits.unsafe_no_sandbox)
+
+    def _environment_record(self) -> EnvironmentRecord | None:
+        """The environment the session's sandboxes mount: ``limits.environment``, or none."""
+        from harnessgrid.environments import resolve_episode_environment
+
+        if self._environment is None:
+            self._environment = (resolve_episode_environment(None, self.limits.environment)[0],)
+        return self._environment[0]
 
     async def close(self) -> None:
         """Stop any run, the sandbox (and everything running in it), and remove the
@@ -295,23 +297,17 @@ class AsyncSession:
             self._emit(event)
 
     async def _run(self, text: str) -> Reply:
-        from harnessgrid.runtime import drive
-
         self._event(UserMessage(text=text))
         if self._cancel_requested:  # cancelled while the session was opening
             self._event(Finished(termination="cancelled", error="cancelled by the user"))
             return Reply(text="", termination="cancelled", error="cancelled by the user")
-        env = self._begin(text)
-        assert self._state is not None
-        assert self._traj is not None
-        assert self._task is not None
-        assert self._budget is not None
-        traj, first = self._traj, len(self._traj.turns)
+        episode, env = self._begin(text)
+        traj, first = episode.trajectory, len(episode.trajectory.turns)
         traj.error = None
         limits = self.limits
         if self.max_total_tokens is not None:
             limits = limits.model_copy(update={"max_total_tokens": self.max_total_tokens})
-        exhausted = self._exhausted()
+        exhausted = self._exhausted(episode)
         started = time.perf_counter()
         if exhausted is not None:
             traj.termination = exhausted
@@ -319,16 +315,14 @@ class AsyncSession:
             wall = limits.wall_s if self.wall_s is None else min(
                 limits.wall_s, self.wall_s - self._spent_s)
             try:
-                await drive(self.harness, self._task, self.policy, limits, self._state, env,
-                            self._budget, traj, self._cursor, wall_s=wall,
-                            on_event=self._event)
+                await episode.run(env, limits=limits, wall_s=wall, on_event=self._event)
                 if traj.termination == "timeout" and wall < limits.wall_s:
                     traj.error = f"the session's time budget ({self.wall_s:g} s) is spent"
             except asyncio.CancelledError:
                 if not self._cancel_requested:
                     raise
                 traj.termination, traj.error = "cancelled", "cancelled by the user"
-                await self._after_cancel()
+                await self._after_cancel(episode)
             except SandboxError as exc:
                 traj.termination, traj.error = "sandbox_error", exc.message
                 await self._replace_sandbox()
@@ -342,51 +336,39 @@ class AsyncSession:
                              tokens_out=sum(t.tokens_out for t in turns)))
         return reply
 
-    def _exhausted(self) -> Termination | None:
+    def _exhausted(self, episode: Episode) -> Termination | None:
         if self.max_total_tokens is not None and (
-                self._cursor.total_tokens >= self.max_total_tokens):
+                episode.cursor.total_tokens >= self.max_total_tokens):
             return "token_budget"
         if self.wall_s is not None and self._spent_s >= self.wall_s:
             return "timeout"
         return None
 
-    def _begin(self, text: str) -> Environment:
-        """The first run starts the harness's episode; a later one appends the message."""
-        from harnessgrid.episode import context_budget
-        from harnessgrid.models import Message
+    def _begin(self, text: str) -> tuple[Episode, Environment]:
+        """The first run starts the episode (:func:`~harnessgrid.episode_run.start_episode`,
+        as every episode starts); a later one continues it with the message."""
+        from harnessgrid.episode_run import start_episode
         from harnessgrid.tasks import Task
         from harnessgrid.tool_hooks import ToolHooks
         from harnessgrid.tools import Environment
 
         assert self._ws is not None
         assert self._sandbox is not None
-        if self._state is None:
-            if self._tools:
-                add = getattr(self.harness, "add_product_tools", None)
-                if not callable(add):
-                    raise ConfigError(f"harness {self.harness.name!r} cannot present product "
-                                      "tools", hint="use a composed harness or an adapter "
-                                      "that supports them, or pass no tools")
-                add([t.spec() for t in self._tools.values()])
-            self._task = Task(id="session", instruction=text, mount_path=self.mount_path,
-                              suite="session")
-            self._state = self.harness.start(self._task, self.episode_id)
-            self._budget = context_budget(
-                self.policy, self.harness.tools() if self.harness.native_tools else [],
-                self.limits.max_context_tokens)
-            self._traj = Trajectory(
-                episode_id=self.episode_id, harness=self.harness.name,
-                config=getattr(getattr(self.harness, "config", None), "levels", None),
-                task_id="session", suite="session", policy=self.policy.spec,
-                mount_path=self.mount_path, termination="max_turns", started_at=time.time())
+        episode = self._episode
+        if episode is None:
+            task = Task(id="session", instruction=text, mount_path=self.mount_path,
+                        suite="session")
+            episode = start_episode(self.harness, task, self.policy, self.limits,
+                                    episode_id=self.episode_id, mount_path=self.mount_path,
+                                    environment=self._environment_record(),
+                                    product_tools=[t.spec() for t in self._tools.values()])
             self._hooks = ToolHooks(harness=self.harness.name, product_tools=self._tools,
                                     approve=self.on_tool_call, emit=self._event)
-            self._state.on_append = self._appended
+            episode.state.on_append = self._appended
+            self._episode = episode
         else:
-            self._state.finished = False
-            self._state.append(Message(role="user", content=text, kind="followup",
-                                       pinned=True))
-        return Environment(workspace=self._ws, sandbox=self._sandbox, hooks=self._hooks)
+            episode.follow_up(text)
+        return episode, Environment(workspace=self._ws, sandbox=self._sandbox, hooks=self._hooks)
 
     def _appended(self, message: Message) -> None:
         """Messages the harness adds, as events (the assistant's are ``model_reply``)."""
@@ -410,27 +392,28 @@ class AsyncSession:
             self._event(HarnessMessage(turn=turn, kind=message.kind, role=message.role,
                                        text=message.content))
 
-    async def _after_cancel(self) -> None:
+    async def _after_cancel(self, episode: Episode) -> None:
         """Leave the conversation and the sandbox usable for the next message: every native
         call of the last reply gets an answer (APIs refuse a history without one), and a
         sandbox whose command was abandoned is replaced (closing it kills the command)."""
-        assert self._state is not None
-        history = self._state.history
+        from harnessgrid.harness import InterruptibleHarness, provides
+
+        state, harness = episode.state, episode.harness
+        history = state.history
         last = next((i for i in range(len(history) - 1, -1, -1)
                      if history[i].role == "assistant"), None)
         pending: list[ToolCall] = []
         if last is not None and history[last].tool_calls:
             answered = {m.tool_call_id for m in history[last + 1:]}
             pending = [call for call in history[last].tool_calls if call.id not in answered]
-        # A harness that emulates a product may record the interruption its own way (the
-        # optional ``interrupted_messages``); otherwise each pending call gets a plain answer.
-        own = getattr(self.harness, "interrupted_messages", None)
-        if callable(own):
-            self._state.append(*own(pending))
+        # A harness that emulates a product may record the interruption its own way
+        # (:class:`InterruptibleHarness`); otherwise each pending call gets a plain answer.
+        if isinstance(harness, InterruptibleHarness) and provides(harness,
+                                                                  InterruptibleHarness):
+            state.append(*harness.interrupted_messages(pending))
         else:
-            self._state.append(*(Message(role="tool", content=CANCELLED_CALL,
-                                         tool_call_id=call.id, name=call.name,
-                                         kind="tool_error") for call in pending))
+            state.append(*(Message(role="tool", content=CANCELLED_CALL, tool_call_id=call.id,
+                                   name=call.name, kind="tool_error") for call in pending))
         sandbox = self._sandbox
         if sandbox is not None and not (sandbox.idle() and sandbox.alive()):
             await self._replace_sandbox()

@@ -61,7 +61,6 @@ async def run_task_sessions(harness: Harness, task: Task, policy: Policy,
     on the task's workspace and environment, then grade (see the module doc). ``limits``
     bound each session's turns; their ``wall_s`` (or the task's, if stricter) bounds all the
     sessions together."""
-    from harnessgrid.environments import ACTIVE_ENVIRONMENT
     from harnessgrid.runtime import EpisodeLimits, effective_limits
     from harnessgrid.workspace import Workspace
 
@@ -69,12 +68,10 @@ async def run_task_sessions(harness: Harness, task: Task, policy: Policy,
     limits = effective_limits(limits or EpisodeLimits(), task)
     environment = _environment(task, limits)
     ws = Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
-    token = ACTIVE_ENVIRONMENT.set(environment)  # graders' sandboxes mount it too
     try:
         return await _play_and_grade(harness, task, policy, limits, environment, ws,
                                      episode_id or uuid.uuid4().hex[:12])
     finally:
-        ACTIVE_ENVIRONMENT.reset(token)
         ws.cleanup()
 
 
@@ -100,8 +97,8 @@ def _environment(task: Task, limits: EpisodeLimits) -> EnvironmentRecord | None:
 async def _play_and_grade(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
                           environment: EnvironmentRecord | None, ws: Workspace,
                           episode_id: str) -> Trajectory:
-    from harnessgrid.runtime import _grade  # the grading every episode gets
-    from harnessgrid.sandbox import UNSAFE_NO_SANDBOX
+    from harnessgrid.grading import grade_episode  # the grading every episode gets
+    from harnessgrid.harness import grading_transcript
     from harnessgrid.session import AsyncSession
 
     clock = time.perf_counter()
@@ -118,13 +115,11 @@ async def _play_and_grade(harness: Harness, task: Task, policy: Policy, limits: 
         await session.close()  # every process of the episode gone before grading
     _describe(traj, task, limits, environment, sent)
     if not traj.infra_failure and task.grader is not None:
-        events = getattr(harness, "session_events", None)
-        transcript = events(traj) if callable(events) else traj.transcript()
-        unsafe = UNSAFE_NO_SANDBOX.set(limits.unsafe_no_sandbox)  # graders follow the episode
-        try:
-            await _grade(task, ws, traj, transcript, limits.grader_timeout_s)
-        finally:
-            UNSAFE_NO_SANDBOX.reset(unsafe)
+        transcript = grading_transcript(harness, traj)  # the shell's own, if it writes one
+        # Graders that run code follow the episode's environment and sandbox choice.
+        await grade_episode(task, ws, traj, transcript, limits.grader_timeout_s,
+                            environment=environment,
+                            unsafe_no_sandbox=limits.unsafe_no_sandbox)
     traj.wall_s = time.perf_counter() - clock
     return traj
 

@@ -91,15 +91,26 @@ class Grader(Protocol):
     def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]: ...
 
 
+@runtime_checkable
+class ReadyCheckingGrader(Protocol):
+    """A grader that can tell before any episode runs that it would fail (an LLM judge
+    without an API key): ``check_ready()`` raises a :class:`~harnessgrid.errors.ConfigError`
+    saying so, and returns otherwise."""
+
+    def check_ready(self) -> None: ...
+
+
 def check_graders_ready(tasks: Sequence[Task]) -> None:
     """Let every grader that can say it will fail (an LLM judge without an API key) say so
     now, as a ConfigError, before the first episode: found at grading time it would cost
     every episode (and its retries) and read as a grade error, not as the setup mistake it
-    is. A grader opts in with a ``check_ready()`` method."""
+    is. A grader opts in by implementing :class:`ReadyCheckingGrader`."""
+    from harnessgrid.harness import provides
+
     for task in tasks:
-        check = getattr(task.grader, "check_ready", None)
-        if callable(check):
-            check()
+        grader = task.grader
+        if isinstance(grader, ReadyCheckingGrader) and provides(grader, ReadyCheckingGrader):
+            grader.check_ready()
 
 
 class FunctionGrader:

@@ -12,23 +12,20 @@ Jobs are ordered run by run, so an interrupted evaluation holds whole runs first
 harness is built for every episode (adapters may keep per-session state); the policy is shared,
 as every built-in policy keeps its per-episode state in the episode.
 
-With ``EvalConfig(workers=N)`` the episodes run in N local processes, each with its own event
-loop and a share of ``concurrency`` (:mod:`harnessgrid.evaluation.workers`); this process stores
-what they send back, the same way.
-
-With ``EvalConfig(ray="HOST:PORT")`` the episodes run as Ray tasks on a cluster instead
-(:mod:`harnessgrid.ray_episodes`): each worker rebuilds harness, task and policy from their
-specs, and this process commits every trajectory through the same store as it comes back, so
-the stored results are the same as a local run's and resume the same way.
+Where the episodes run is an executor (:mod:`harnessgrid.executor`), and only that differs:
+this event loop (``concurrency`` at once), N local processes with ``EvalConfig(workers=N)``
+(:mod:`harnessgrid.evaluation.workers`), or a Ray cluster with ``EvalConfig(ray="HOST:PORT")``
+(:mod:`harnessgrid.ray_episodes`), whose workers rebuild harness, task and policy from their
+specs. This process commits every trajectory through the same store as it comes back, so the
+stored results are the same whichever ran them, and resume the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack, aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,10 +59,8 @@ from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import Task, TaskSuite, check_graders_ready
 
 if TYPE_CHECKING:
+    from harnessgrid.executor import EpisodeJob, Executor
     from harnessgrid.policies import Policy
-    from harnessgrid.ray_episodes import EpisodeJob
-    from harnessgrid.sandbox_pool import SandboxPool
-    from harnessgrid.trajectory import Trajectory
 
 
 class EvalConfig(BaseModel):
@@ -106,12 +101,6 @@ class EvalConfig(BaseModel):
     keep_failures: bool = False
 
 
-@dataclass(frozen=True)
-class Job:
-    key: ResultKey
-    task: Task
-
-
 @dataclass
 class EvalOutcome:
     """What one invocation did: ``skipped`` were already stored, ``recovered`` were rebuilt
@@ -138,10 +127,14 @@ class EvalOutcome:
 OnResult = Callable[[EvalResult], None]
 
 
+Planned = tuple[ResultKey, Task]
+"""One episode of the plan: where its result is stored, and its task."""
+
+
 def plan_jobs(settings: dict[str, list[str]], tasks: dict[str, list[Task]],
-              runs: int) -> list[Job]:
+              runs: int) -> list[Planned]:
     """Every episode of the evaluation, run-major (run 0 of everything first)."""
-    return [Job(ResultKey(setting, spec, task.id, harness, run), task)
+    return [(ResultKey(setting, spec, task.id, harness, run), task)
             for run in range(runs)
             for setting, harnesses in settings.items()
             for spec, suite_tasks in tasks.items()
@@ -240,21 +233,17 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
         check_recorded_harnesses(out, store.results.values(), read_manifest(out))
         merged = reconcile(out, manifest)
         done, failed = store.done, set() if config.keep_failures else store.failed
-        todo = [j for j in jobs if j.key not in done or j.key in failed]
-        retried = sum(j.key in failed for j in todo)
-        kept = sum(j.key in store.failed for j in jobs) if config.keep_failures else 0
+        todo = [(key, task) for key, task in jobs if key not in done or key in failed]
+        retried = sum(key in failed for key, _ in todo)
+        kept = sum(key in store.failed for key, _ in jobs) if config.keep_failures else 0
         skipped = len(jobs) - len(todo)
         if todo and config.ray is None:
             policy = policy or resolve_policy(config.policy, config.policy_options)
         write_manifest(out, merged)
         report = _reporter(progress, len(todo), skipped, on_result, retried, kept)
-        if config.ray is not None:
-            ran = _run_jobs_on_ray(todo, config, store, report)
-        elif config.workers > 1:
-            ran = _run_jobs_in_workers(todo, config, store, report)
-        else:
-            ran = await _run_jobs(todo, policy, config, store, report)
-        results = [store.results[j.key] for j in jobs]
+        ran = await _run_planned(_executor(config), todo, _episode_jobs(todo, config, policy),
+                                 store, report)
+        results = [store.results[key] for key, _ in jobs]
         recovered = store.recovered
     return EvalOutcome(out_dir=out, total=len(jobs), skipped=skipped, ran=ran,
                        recovered=recovered, seconds=time.perf_counter() - started,
@@ -277,41 +266,6 @@ def _load_suite(spec: str, options: dict[str, Any]) -> TaskSuite:
             "--out DIR") from None
 
 
-async def _run_jobs(jobs: Sequence[Job], policy: Policy | None, config: EvalConfig,
-                    store: EvalStore, report: _Reporter) -> int:
-    """A bounded pool of workers; each stored result is committed before the next starts."""
-    if not jobs:
-        report.close()
-        return 0
-    assert policy is not None
-    queue: asyncio.Queue[Job] = asyncio.Queue()
-    for job in jobs:
-        queue.put_nowait(job)
-    done = 0
-
-    async def worker() -> None:
-        nonlocal done
-        while True:
-            try:
-                job = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            traj = await _episode(job, policy, config.limits, pool)
-            tag_trajectory(traj, job.key, job.task.tags, job.task.category)
-            result = store.commit(traj)
-            done += 1
-            report.update(result)
-
-    from harnessgrid.runtime import episode_pool
-
-    try:  # sandboxes start ahead of the episodes that need them
-        async with episode_pool(config.limits, [j.task for j in jobs], config.concurrency) as pool:
-            await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(jobs)))))
-    finally:
-        report.close()
-    return done
-
-
 def _check_workers(config: EvalConfig, policy: Policy | None) -> None:
     from harnessgrid.evaluation.workers import check_workers
 
@@ -327,60 +281,47 @@ def _check_workers(config: EvalConfig, policy: Policy | None) -> None:
                                "and no policy= object, or use workers=1")
 
 
-def _episode_jobs(jobs: Sequence[Job], config: EvalConfig) -> list[EpisodeJob]:
-    """The jobs as specs that another process rebuilds (a Ray node, a worker process); a
-    harness id is an address that needs no space to resolve."""
-    from harnessgrid.ray_episodes import EpisodeJob
+def _executor(config: EvalConfig) -> Executor:
+    """Where the episodes run: the one thing ``ray`` and ``workers`` change."""
+    from harnessgrid.executor import LocalExecutor, ProcessExecutor, RayExecutor
 
-    tasks = {(j.key.suite, j.task.id): j.task for j in jobs}
-    hashes = {key: task.content_hash() for key, task in tasks.items()}  # once per task
-    return [EpisodeJob(harness=j.key.harness, suite=j.key.suite, task_id=j.task.id,
-                       task_hash=hashes[j.key.suite, j.task.id], policy=config.policy,
+    if config.ray is not None:
+        return RayExecutor(config.ray)
+    if config.workers > 1:
+        return ProcessExecutor(config.workers, config.concurrency)
+    return LocalExecutor(config.concurrency)
+
+
+def _episode_jobs(planned: Sequence[Planned], config: EvalConfig,
+                  policy: Policy | None) -> list[EpisodeJob]:
+    """The planned episodes as jobs any executor runs: specs that another process rebuilds
+    (a worker process, a Ray node; a harness id is an address that needs no space to
+    resolve), bound to the task and policy objects for a run in this process."""
+    from harnessgrid.executor import EpisodeJob
+
+    tasks = {(key.suite, task.id): task for key, task in planned}
+    hashes = {where: task.content_hash() for where, task in tasks.items()}  # once per task
+    return [EpisodeJob(harness=key.harness, suite=key.suite, task_id=task.id,
+                       task_hash=hashes[key.suite, task.id], policy=config.policy,
                        policy_options=config.policy_options, limits=config.limits,
-                       suite_options=config.suite_options)
-            for j in jobs]
+                       suite_options=config.suite_options).bind(task=task, policy=policy)
+            for key, task in planned]
 
 
-def _run_jobs_in_workers(jobs: Sequence[Job], config: EvalConfig, store: EvalStore,
-                         report: _Reporter) -> int:
-    """The jobs in local worker processes (:mod:`harnessgrid.evaluation.workers`), committed
-    here as they come back, as :func:`_run_jobs_on_ray` does."""
-    from harnessgrid.evaluation.workers import worker_episodes
-
-    if not jobs:
-        report.close()
-        return 0
-    task = asyncio.current_task()  # Ctrl-C under asyncio.run cancels it: stop waiting then
-    finished = worker_episodes(_episode_jobs(jobs, config), workers=config.workers,
-                               concurrency=config.concurrency,
-                               cancelled=lambda: task is not None and task.cancelling() > 0)
-    return _commit_all(jobs, finished, store, report)
-
-
-def _run_jobs_on_ray(jobs: Sequence[Job], config: EvalConfig, store: EvalStore,
-                     report: _Reporter) -> int:
-    """The jobs as Ray tasks (see :func:`harnessgrid.ray_episodes.ray_episodes`); each
-    trajectory is tagged and committed exactly as :func:`_run_jobs` does, as it arrives. This
-    waits on Ray in the calling thread: nothing else runs on the event loop meanwhile."""
-    from harnessgrid.ray_episodes import ray_episodes
-
-    if not jobs:
-        report.close()
-        return 0
-    return _commit_all(jobs, ray_episodes(_episode_jobs(jobs, config)), store, report)
-
-
-def _commit_all(jobs: Sequence[Job], finished: Iterator[tuple[int, Trajectory]],
-                store: EvalStore, report: _Reporter) -> int:
-    """Tag and commit each ``(index into jobs, trajectory)`` as it arrives."""
+async def _run_planned(executor: Executor, planned: Sequence[Planned],
+                       jobs: Sequence[EpisodeJob], store: EvalStore, report: _Reporter) -> int:
+    """Run ``jobs`` (one per planned episode) on ``executor``; tag and commit each trajectory
+    as it arrives, so that an interrupted evaluation keeps every finished episode."""
     done = 0
     try:
-        for index, traj in finished:
-            job = jobs[index]
-            tag_trajectory(traj, job.key, job.task.tags, job.task.category)
-            result = store.commit(traj)
-            done += 1
-            report.update(result)
+        if not jobs:
+            return 0
+        async with aclosing(executor.run(jobs)) as finished:
+            async for index, traj in finished:
+                key, task = planned[index]
+                tag_trajectory(traj, key, task.tags, task.category)
+                report.update(store.commit(traj))
+                done += 1
     finally:
         report.close()
     return done
@@ -390,24 +331,6 @@ def _say(text: str) -> None:
     from rich.console import Console
 
     Console(stderr=True).print(text, highlight=False)
-
-
-async def _episode(job: Job, policy: Policy, limits: EpisodeLimits,
-                   pool: SandboxPool | None = None) -> Trajectory:
-    """One episode; an unexpected exception becomes an infrastructure failure (the same rule
-    as ``run_episodes``), never a crash of the evaluation."""
-    from harnessgrid.api import resolve_harness
-    from harnessgrid.runtime import crashed_episode, run_episode
-
-    episode_id = uuid.uuid4().hex[:12]
-    harness_name = job.key.harness
-    try:
-        harness = resolve_harness(job.key.harness)
-        harness_name = harness.name
-        return await run_episode(harness, job.task, policy, limits, episode_id=episode_id,
-                                 pool=pool)
-    except Exception as exc:  # noqa: BLE001 - one broken episode must not stop the others
-        return crashed_episode(harness_name, job.task, policy, exc)
 
 
 class _Reporter:

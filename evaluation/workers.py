@@ -7,16 +7,19 @@ concurrency, and come back here as trajectories, for the caller to store through
 evaluation store (the workers never write it: a killed run resumes exactly as a one-process
 run does).
 
-Jobs travel as :class:`~harnessgrid.ray_episodes.EpisodeJob` specs and are rebuilt in the
-worker the way a Ray worker rebuilds them (:func:`~harnessgrid.ray_episodes.arun_job`), so a
-worker builds each suite and the policy once. Workers are started with ``forkserver`` (or
-``spawn``), never ``fork``: the parent may hold threads (sandbox lifecycle pools, HTTP clients).
+This is the process backend of :mod:`harnessgrid.executor` (:class:`~harnessgrid.executor.
+ProcessExecutor`). Jobs travel as :class:`~harnessgrid.executor.EpisodeJob` specs and are
+rebuilt in the worker the way a Ray worker rebuilds them (:func:`~harnessgrid.executor.
+run_job`), so a worker builds each suite and the policy once. Workers are started with
+``forkserver`` (or ``spawn``), never ``fork``: the parent may hold threads (sandbox lifecycle
+pools, HTTP clients).
 
 The parent hands out jobs as workers free up, at most each worker's share at a time, and knows
 which jobs each worker holds. A worker that dies (killed, out of memory, a crash in native
 code) costs exactly the episodes it held: each comes back as an ``internal_error`` trajectory
-(an infrastructure failure, so a resume runs it again), a new worker takes its place, and the
-evaluation goes on. Nothing waits on a dead worker: its process sentinel wakes the parent.
+(:func:`~harnessgrid.executor.lost_episode`: an infrastructure failure, so a resume runs it
+again), a new worker takes its place, and the evaluation goes on. Nothing waits on a dead
+worker: its process sentinel wakes the parent.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ import sys
 import threading
 import time
 import types
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +42,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from harnessgrid.errors import ConfigError, HarnessgridError
-from harnessgrid.ray_episodes import EpisodeJob
+from harnessgrid.executor import EpisodeJob, lost_episode
 from harnessgrid.sandbox_pool import PoolsByKey
 from harnessgrid.trajectory import Trajectory
 
@@ -90,6 +92,8 @@ def worker_episodes(jobs: Sequence[EpisodeJob], *, workers: int, concurrency: in
     ``cancelling``, so that Ctrl-C under ``asyncio.run`` (which cancels the main task instead
     of raising KeyboardInterrupt) is not left pending until the end."""
     check_workers(workers, concurrency)
+    if not jobs:  # no worker process to start
+        return
     context = _context()
     todo = deque(range(len(jobs)))
     pool: list[_Worker] = []
@@ -122,8 +126,8 @@ def worker_episodes(jobs: Sequence[EpisodeJob], *, workers: int, concurrency: in
             if todo and not pool:  # every replacement died too: give the rest up
                 while todo:
                     index = todo.popleft()
-                    yield index, _failed(jobs[index], "no worker process is left (each one "
-                                         "died); see the log of this run")
+                    yield index, lost_episode(jobs[index], "no worker process is left (each "
+                                              "one died); see the log of this run")
     finally:
         _stop(pool)
 
@@ -169,7 +173,7 @@ def _drain(w: _Worker, jobs: Sequence[EpisodeJob]) -> Iterator[tuple[int, Trajec
                 f"{message['setup_error']}", hint=message.get("hint"))
         w.held.discard(index)
         traj = read_trajectory_line(body, f"worker {w.process.pid}")
-        yield index, traj if traj is not None else _failed(
+        yield index, traj if traj is not None else lost_episode(
             jobs[index], "the worker's trajectory could not be read back")
 
 
@@ -178,16 +182,9 @@ def _lost(w: _Worker, jobs: Sequence[EpisodeJob]) -> Iterator[tuple[int, Traject
     how = (f"killed by signal {-code}" if code is not None and code < 0
            else f"exit status {code}")
     for index in sorted(w.held):
-        yield index, _failed(jobs[index], f"the worker process {w.process.pid} running this "
-                                          f"episode died ({how})")
+        yield index, lost_episode(jobs[index], f"the worker process {w.process.pid} running "
+                                              f"this episode died ({how})")
     w.held.clear()
-
-
-def _failed(job: EpisodeJob, reason: str) -> Trajectory:
-    """An episode lost with its worker: an infrastructure failure, run again on resume."""
-    return Trajectory(episode_id=job.episode_id or uuid.uuid4().hex[:12], harness=job.harness,
-                      task_id=job.task_id, suite=job.suite, policy=job.policy,
-                      termination="internal_error", error=reason, started_at=time.time())
 
 
 def _close(w: _Worker) -> None:
@@ -228,7 +225,7 @@ async def _serve(conn: Connection, share: int, jobs: int) -> None:
 
 
 async def _serve_jobs(conn: Connection, pools: PoolsByKey) -> None:
-    from harnessgrid.ray_episodes import arun_job
+    from harnessgrid.executor import run_job
     from harnessgrid.trajectory import trajectory_line
 
     loop = asyncio.get_running_loop()
@@ -254,7 +251,7 @@ async def _serve_jobs(conn: Connection, pools: PoolsByKey) -> None:
     async def run(head: dict[str, Any], body: bytes) -> None:
         job = EpisodeJob.model_validate_json(body)
         try:
-            traj = await arun_job(job, pool=pools)
+            traj = await run_job(job, pool=pools)
         except HarnessgridError as exc:  # this process cannot rebuild the job
             await send(json.dumps({**head, "setup_error": exc.message,
                                    "hint": exc.hint}).encode() + b"\n")

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessgrid.episode import ContextBudget, Decision, TurnOutcome, estimate_tokens
-from harnessgrid.harness import Harness
+from harnessgrid.harness import Harness, play_turn
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.plugins.adapters._claude_code_compact import SUMMARY_SECTIONS
@@ -45,13 +45,15 @@ class Episode:
 
     def __init__(self, files: dict[str, str] | None = None, *, max_tokens: int = 1_000_000,
                  count: Callable[[Sequence[Message]], int] | None = None,
+                 mount_path: str = W, harness: ClaudeCodeHarness | None = None,
                  **options: Any) -> None:
         self.loop = asyncio.new_event_loop()
-        self.ws = Workspace.create(files or {})
+        self.ws = Workspace.create(files or {}, mount_path=mount_path)
         self.sandbox = Sandbox(self.ws)
         self.env = Environment(workspace=self.ws, sandbox=self.sandbox)
-        self.harness = ClaudeCodeHarness(**options)
-        self.task = Task(id="t", instruction="Do the thing.", files=dict(files or {}))
+        self.harness = harness or ClaudeCodeHarness(**options)
+        self.task = Task(id="t", instruction="Do the thing.", files=dict(files or {}),
+                         mount_path=mount_path)
         self.state = self.harness.start(self.task, "ep")
         self.budget = (ContextBudget(max_tokens=max_tokens) if count is None
                        else ContextBudget(max_tokens=max_tokens, count=count))
@@ -68,7 +70,7 @@ class Episode:
 
     def step(self, turn: ModelTurn) -> tuple[TurnOutcome, Decision]:
         self.view()
-        return self.loop.run_until_complete(self.harness.step(self.state, turn, self.env))
+        return self.loop.run_until_complete(play_turn(self.harness, self.state, turn, self.env))
 
     def call(self, name: str, **arguments: Any) -> str:
         """Run one tool call; the content of its tool message."""
@@ -82,7 +84,7 @@ class Episode:
         """Render ``action`` as the oracle would and run it; the tool messages' contents."""
         self.view()
         self.calls += 1
-        turn = self.harness.render_action(action, f"call_{self.calls}")
+        turn = self.harness.render_action(action, f"call_{self.calls}", self.state)
         before = len(self.state.history)
         self.step(turn)
         return [m.content for m in self.state.history[before:] if m.role == "tool"]
@@ -462,8 +464,52 @@ def test_bash_working_directory_persists_and_resets(episode: Callable[..., Episo
     assert ep.call("Bash", command="pwd") == W
     assert ep.call("Bash", command="export X=1; cd sub") == ""
     assert ep.call("Bash", command="echo \"[$X]\"") == "[]"  # variables do not persist
-    shell = ep.harness.render_action(Action.of("shell", command="ls"), "c")
+    shell = ep.harness.render_action(Action.of("shell", command="ls"), "c", ep.state)
     assert shell.tool_calls[0].arguments == {"command": f"cd {W} && ls"}
+
+
+def test_interleaved_episodes_render_and_parse_for_the_state_they_are_given(
+        episode: Callable[..., Episode]) -> None:
+    """One harness, two episodes (other mount paths, read states, shell directories) played
+    in turns in one thread: ``render_action`` and ``to_action`` read the state they are
+    given, never the episode that was viewed or stepped last; without a state, a fresh
+    session at /workspace."""
+    a = episode({"a.txt": "one\n", "sub/f.txt": "x\n"})
+    other = "/root/proj"
+    b = episode({"a.txt": "one\n"}, mount_path=other, harness=a.harness)
+    harness = a.harness
+    edit = Action.of("edit", path="a.txt", old="one", new="two")
+    shell = Action.of("shell", command="ls")
+    a.call("Read", file_path=f"{W}/a.txt")
+    a.call("Bash", command="cd sub")
+    b.view()  # b is the episode last seen ...
+    turn = harness.render_action(edit, "c", a.state)  # ... and a is rendered for
+    assert [(c.name, c.arguments["file_path"]) for c in turn.tool_calls] == [
+        ("Edit", f"{W}/a.txt")]
+    assert harness.render_action(shell, "c", a.state).tool_calls[0].arguments == {
+        "command": f"cd {W} && ls"}
+    a.view()
+    turn = harness.render_action(edit, "c", b.state)
+    assert [(c.name, c.arguments["file_path"]) for c in turn.tool_calls] == [
+        ("Read", f"{other}/a.txt"), ("Edit", f"{other}/a.txt")]
+    assert harness.render_action(shell, "c", b.state).tool_calls[0].arguments == {
+        "command": "ls"}
+    read_b = ToolCall(id="r", name="Read", arguments={"file_path": f"{other}/a.txt"})
+    read_w = ToolCall(id="r", name="Read", arguments={"file_path": f"{W}/a.txt"})
+    assert harness.to_action(read_b, b.state) == Action.of("read", path="a.txt")
+    assert harness.to_action(read_b, a.state) == Action.of("read", path=f"{other}/a.txt")
+    b.view()
+    assert harness.to_action(read_w, a.state) == Action.of("read", path="a.txt")
+    assert harness.to_action(read_w) == Action.of("read", path="a.txt")  # no state: /workspace
+    assert harness.to_action(read_b) == Action.of("read", path=f"{other}/a.txt")
+    assert [c.name for c in harness.render_action(edit, "c").tool_calls] == ["Read", "Edit"]
+    # Played on, each episode keeps its own rules: a's edit needs no Read, b's does.
+    [edited] = a.act(edit)
+    assert edited.startswith(f"The file {W}/a.txt has been updated.")
+    read, edited = b.act(edit)
+    assert "one" in read
+    assert edited.startswith(f"The file {other}/a.txt has been updated.")
+    assert (a.ws.root / "a.txt").read_text() == (b.ws.root / "a.txt").read_text() == "two\n"
 
 
 # ---------------------------------------------------------------------------- rules
@@ -562,9 +608,10 @@ def test_glob_and_ls(episode: Callable[..., Episode]) -> None:
     assert "__pycache__" not in tree
     assert "b.ts" not in ep.call("LS", path=f"{W}/src", ignore=["*.ts"])
     assert "absolute path" in ep.call("LS", path="src")
-    listing = ep.harness.render_action(Action.of("list", path="src"), "c").tool_calls[-1]
+    listing = ep.harness.render_action(Action.of("list", path="src"), "c",
+                                       ep.state).tool_calls[-1]
     assert listing.name == "LS"
-    assert ep.harness.to_action(listing) == Action.of("list", path="src")
+    assert ep.harness.to_action(listing, ep.state) == Action.of("list", path="src")
 
 
 def test_todo_write_state_is_kept_and_echoed(episode: Callable[..., Episode]) -> None:
@@ -597,10 +644,11 @@ def test_text_without_tool_calls_finishes_and_empty_turn_nudges(
     assert decision.finished
     assert ep.state.finished
     assert outcome.finish == Action.of("finish", message="All done: port set to 8080.")
-    rendered = ep.harness.render_action(Action.of("finish", message="Done here."), "c1")
+    rendered = ep.harness.render_action(Action.of("finish", message="Done here."), "c1",
+                                        ep.state)
     assert rendered.content == "Done here."
     assert not rendered.tool_calls
-    assert ep.harness.render_action(Action.of("finish"), "c2").content.strip()
+    assert ep.harness.render_action(Action.of("finish"), "c2", ep.state).content.strip()
 
 
 # ---------------------------------------------------------------------------- compaction
@@ -649,7 +697,8 @@ def test_compaction_fires_just_above_the_threshold(episode: Callable[..., Episod
     assert "Continue: Edit a.txt" in \
         summary.content
     # the read state went with the history: the oracle reads again before editing
-    turn = ep.harness.render_action(Action.of("edit", path="a.txt", old="a", new="b"), "c")
+    turn = ep.harness.render_action(Action.of("edit", path="a.txt", old="a", new="b"), "c",
+                                    ep.state)
     assert [c.name for c in turn.tool_calls] == ["Read", "Edit"]
     # The compacted view is itself above the threshold here (the fake count never drops), so
     # compacting on the next turn would only rewrite the history again: the turns append to
@@ -810,8 +859,8 @@ def test_render_parse_execute_round_trips(content: str, old_rest: str, new: str)
                        Action.of("read", path="dir/f.txt"),
                        Action.of("edit", path="seed.txt", old=marker, new=new)):
             ep.view()
-            turn = harness.render_action(action, "c")
-            assert harness.to_action(turn.tool_calls[-1]) == action
+            turn = harness.render_action(action, "c", ep.state)
+            assert harness.to_action(turn.tool_calls[-1], ep.state) == action
             shown[action.kind] = ep.act(action)
             assert not any(s.startswith("<tool_use_error>") for s in shown[action.kind]), shown
         assert (ep.ws.root / "dir/f.txt").read_bytes() == content.encode()
@@ -820,10 +869,13 @@ def test_render_parse_execute_round_trips(content: str, old_rest: str, new: str)
             assert _numbered(shown["read"][0]) == re.split(r"\r?\n", content)
         for action in (Action.of("search", pattern="x", path="."),
                        Action.of("shell", command="true")):
-            assert harness.to_action(harness.render_action(action, "c").tool_calls[-1]) == action
+            rendered = harness.render_action(action, "c", ep.state).tool_calls[-1]
+            assert harness.to_action(rendered, ep.state) == action
         # without LS (1.0.98) a listing is ``ls`` in Bash: it comes back as that shell command
-        listing = harness.render_action(Action.of("list", path="dir"), "c").tool_calls[-1]
-        assert harness.to_action(listing) == as_shell(Action.of("list", path=f"{W}/dir"))
+        listing = harness.render_action(Action.of("list", path="dir"), "c",
+                                        ep.state).tool_calls[-1]
+        assert harness.to_action(listing, ep.state) == as_shell(
+            Action.of("list", path=f"{W}/dir"))
     finally:
         ep.close()
 

@@ -310,6 +310,7 @@ class ScriptedSandbox:
 
 async def _drive(harness: Any, workspace: Any) -> list[str]:
     """Every message a harness adds while answering the hostile results and actions."""
+    from harnessgrid.harness import play_turn
     from harnessgrid.tasks import Task
     from harnessgrid.tools import Environment
 
@@ -321,7 +322,7 @@ async def _drive(harness: Any, workspace: Any) -> list[str]:
     for i, action in enumerate([*actions, *HOSTILE_ACTIONS]):
         before = len(state.history)
         turn = harness.render_action(action, f"call_{i}", state)
-        await harness.step(state, turn, env)
+        await play_turn(harness, state, turn, env)
         added += [m.content for m in state.history[before:] if m.role != "assistant"]
     return added
 

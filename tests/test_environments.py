@@ -23,7 +23,6 @@ from cli_in_process import hg_cli
 
 from harnessgrid.api import resolve_harness
 from harnessgrid.environments import (
-    ACTIVE_ENVIRONMENT,
     BUILTIN_REQUIREMENTS,
     ENV_DIR_VARIABLE,
     MARKER,
@@ -35,6 +34,7 @@ from harnessgrid.environments import (
     venv_digest,
 )
 from harnessgrid.errors import ConfigError, HarnessgridError
+from harnessgrid.grading import ContextGrader, GradingContext
 from harnessgrid.models import Action
 from harnessgrid.plugins.tasks import clawgym
 from harnessgrid.policies.scripted import ScriptedPolicy
@@ -256,15 +256,19 @@ def test_sandbox_puts_the_environment_first_and_read_only(env_dir: Path) -> None
         ws.cleanup()
 
 
-def test_graders_sandboxes_follow_the_episode_environment(env_dir: Path) -> None:
+def test_graders_sandboxes_follow_the_environment_they_are_told(env_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    """A ClawGym check runs in the environment of the grading context it is given (the
+    graded episode's), and without one when graded outside an episode."""
     record = build_venv("bare", "")
-    ws = Workspace.create({}, None, mount_path=MOUNT)
-    token = ACTIVE_ENVIRONMENT.set(record)
+    task = clawgym_task(tmp_path, CHECK_PREFIX % record.path, PLAIN_SCRIPT)
+    assert isinstance(task.grader, ContextGrader)
+    ws = Workspace.create({"out.txt": "total=6\n"}, None, mount_path=MOUNT)
     try:
-        with Sandbox(ws) as sb:
-            assert sb.run_sync("command -v python3").stdout.strip().startswith(record.path)
+        told = task.grader.grade_in(ws.root, [], GradingContext(environment=record))
+        assert told == {"ran_script": 1.0, "env_python": 1.0}
+        assert task.grader.grade(ws.root, []) == {"ran_script": 1.0, "env_python": 0.0}
     finally:
-        ACTIVE_ENVIRONMENT.reset(token)
         ws.cleanup()
 
 

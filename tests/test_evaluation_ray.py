@@ -9,6 +9,7 @@ machine's own). Evaluations run through the real CLI in fresh processes, as a us
 - a worker node killed (SIGKILL, all its processes) while an episode runs on it loses
   nothing: the episode is re-run on the head by Ray and stored exactly once;
 - the trainer-facing primitive yields each job exactly once, duplicates included;
+- a Ray worker runs its episodes on its pool's sandboxes, and reports a crash as locally;
 - no Ray installed, or no cluster at the address: a message and a hint, no traceback.
 """
 
@@ -287,6 +288,39 @@ def test_ray_episodes_yields_each_job_once(cluster: tuple[Any, dict[str, str]],
         list(ray_episodes([wrong]))
 
 
+def test_a_ray_worker_keeps_a_sandbox_pool_and_reports_crashes_as_locally(
+        cluster: tuple[Any, dict[str, str]]) -> None:
+    """The Ray backend of harnessgrid.executor: a worker's sequential episodes run on the
+    sandboxes of its pool (each prints its sandbox server's start time: four episodes see at
+    most the pool's two sandboxes, where a start each would show four), and a crashing
+    episode comes back exactly as the in-process executor reports it."""
+    import asyncio
+
+    from servers import OpenAICompatServer, openai_text
+    from test_executor import CRASHING, SANDBOX_START, crash_report
+
+    from harnessgrid.executor import LocalExecutor, RayExecutor, collect
+    from harnessgrid.ray_episodes import ray_cluster
+    from harnessgrid.runtime import EpisodeLimits
+
+    head, _ = cluster
+    with OpenAICompatServer([openai_text(SANDBOX_START) for _ in range(4)]) as server:
+        jobs = [EpisodeJob(harness="S0-T2-O0-C0-W0", suite="examples", task_id="upper",
+                           policy="openai:bench", limits=EpisodeLimits(max_turns=1),
+                           policy_options={"base_url": server.base_url, "api_key": "none"})
+                for _ in range(4)]
+        with ray_cluster(head.address):
+            trajs = asyncio.run(collect(RayExecutor(max_in_flight=1), [*jobs, CRASHING]))
+    started = [call.result.output.strip() for traj in trajs for turn in traj.turns
+               for call in turn.calls if call.action.kind == "shell"]
+    assert len(started) == 4, started
+    assert all(tick.isdigit() for tick in started), started
+    assert len(set(started)) <= 2, started
+    (local,) = asyncio.run(collect(LocalExecutor(), [CRASHING]))
+    assert crash_report(trajs[-1]) == crash_report(local)
+    assert local.termination == "internal_error"
+
+
 def test_a_job_runs_from_plain_specs_in_process() -> None:
     """What a Ray worker does, without Ray: rebuild harness, task and policy, run, grade."""
     import asyncio
@@ -307,7 +341,7 @@ def test_a_process_builds_a_composed_harness_once_and_each_adapter_fresh() -> No
     """A worker's jobs share one composed harness per (address, space) - it holds no episode
     state - and each get a fresh adapter (adapters keep per-session state); a job whose
     space differs gets its own harness."""
-    from harnessgrid.ray_episodes import _harness
+    from harnessgrid.executor import _harness
 
     job = EpisodeJob(harness="S1-T2-O0-C1-W0", suite="examples", task_id="upper",
                      policy="scripted")

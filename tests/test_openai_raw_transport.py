@@ -1,5 +1,7 @@
 """``openai:`` with ``transport=http``: the lean HTTP/1.1 client gives the same turns, errors,
-retries, streaming and deadlines as the official SDK, against real local servers."""
+retries, streaming and deadlines as the official SDK, against real local servers. The error
+tests run on both transports (``transport=auto`` makes the lean client the default for the
+loopback servers most other tests use, so the SDK's side is kept here)."""
 
 from __future__ import annotations
 
@@ -172,39 +174,46 @@ def test_an_exception_in_on_text_propagates_as_itself() -> None:
 # --- errors, retries, deadlines ---------------------------------------------------------------
 
 
-def test_429_with_retry_after_and_500_are_retried() -> None:
+BOTH = pytest.mark.parametrize("transport", ["sdk", "http"])
+
+
+@BOTH
+def test_429_with_retry_after_and_500_are_retried(transport: str) -> None:
     rate_limited = http_error(429, retry_after_ms=None, headers={"retry-after": "0.3"})
     with OpenAICompatServer([rate_limited, http_error(500), openai_text("ok")]) as srv:
         started = time.monotonic()
-        turn = act(make(srv.base_url + "/v1"))
+        turn = act(make(srv.base_url + "/v1", transport))
     assert turn.content == "ok"
     assert len(srv.requests) == 3
     assert time.monotonic() - started >= 0.3  # the server's retry-after was honoured
 
 
-def test_retry_after_beyond_the_deadline_fails_at_once() -> None:
+@BOTH
+def test_retry_after_beyond_the_deadline_fails_at_once(transport: str) -> None:
     error = http_error(429, retry_after_ms=None, headers={"retry-after": "30"})
     with OpenAICompatServer([error, openai_text("unused")]) as srv, \
             pytest.raises(PolicyError, match="asked to wait 30 s"):
-        act(make(srv.base_url + "/v1"), request(seconds_left=5.0))
+        act(make(srv.base_url + "/v1", transport), request(seconds_left=5.0))
     assert len(srv.requests) == 1
 
 
-def test_a_rejected_key_fails_at_once_naming_it() -> None:
+@BOTH
+def test_a_rejected_key_fails_at_once_naming_it(transport: str) -> None:
     with (OpenAICompatServer([openai_text("unused")], api_key="right") as srv,
           pytest.raises(PolicyError, match=r"API key was rejected \(HTTP 401\)") as excinfo):
-        act(make(srv.base_url + "/v1", max_retries=3))
+        act(make(srv.base_url + "/v1", transport, max_retries=3))
     assert len(srv.requests) == 1
     assert "api_key" in (excinfo.value.hint or "")
     assert "invalid api key" in excinfo.value.message  # the server's own words
 
 
+@BOTH
 @pytest.mark.parametrize("status", [400, 404])
-def test_rejections_fail_at_once_with_the_model_hint(status: int) -> None:
+def test_rejections_fail_at_once_with_the_model_hint(status: int, transport: str) -> None:
     with (OpenAICompatServer([http_error(status, message="nope"), openai_text("unused")]) as srv,
           pytest.raises(PolicyError, match=r"request rejected.*nope") as excinfo):
-        act(make(srv.base_url + "/v1", max_retries=3), request(Pieces() if status == 400
-                                                                else None))
+        act(make(srv.base_url + "/v1", transport, max_retries=3),
+            request(Pieces() if status == 400 else None))
     assert len(srv.requests) == 1
     assert "GET <base_url>/models" in (excinfo.value.hint or "")
 
@@ -217,35 +226,105 @@ def test_no_choices_is_a_policy_error() -> None:
                 act(make(srv.base_url + "/v1", max_retries=0), request(on_text))
 
 
-def test_the_deadline_cuts_a_slow_answer() -> None:
+@BOTH
+def test_the_deadline_cuts_a_slow_answer(transport: str) -> None:
     """The request was sent (one request) and its answer would come after SLOW_S, but the
     deadline ends the call: an error naming the wall limit, not the answer. The attempt
     timeout is longer than SLOW_S, so only the deadline can have cut it."""
     slow = Canned(body=openai_text("too late").body, delay_s=SLOW_S)
     with (OpenAICompatServer([slow, openai_text("unused")]) as srv,
           pytest.raises(PolicyError, match="wall limit")):
-        act(make(srv.base_url + "/v1", timeout_s=2 * SLOW_S), request(seconds_left=LIMIT_S))
+        act(make(srv.base_url + "/v1", transport, timeout_s=2 * SLOW_S),
+            request(seconds_left=LIMIT_S))
     assert len(srv.requests) == 1
 
 
-def test_timeout_s_cuts_an_attempt_and_the_retry_succeeds() -> None:
+@BOTH
+def test_timeout_s_cuts_an_attempt_and_the_retry_succeeds(transport: str) -> None:
     """Each call's first attempt gets an answer that would take SLOW_S; timeout_s cuts it and
     the retry gets the fast "ok" (were it not cut, the call would return "too late")."""
     slow = Canned(body=openai_text("too late").body, delay_s=SLOW_S)
     with OpenAICompatServer([slow, openai_text("ok"), slow, openai_text("ok")]) as srv:
-        assert act(make(srv.base_url + "/v1", timeout_s=LIMIT_S)).content == "ok"
+        assert act(make(srv.base_url + "/v1", transport, timeout_s=LIMIT_S)).content == "ok"
         pieces = Pieces()
-        assert act(make(srv.base_url + "/v1", timeout_s=LIMIT_S),
+        assert act(make(srv.base_url + "/v1", transport, timeout_s=LIMIT_S),
                    request(pieces)).content == "ok"
         assert pieces == ["ok"]
         assert len(srv.requests) == 4
 
 
-def test_an_unreachable_server_is_retried_then_reported() -> None:
+@BOTH
+def test_an_unreachable_server_is_retried_then_reported(transport: str) -> None:
     with OpenAICompatServer() as srv:
         url = srv.base_url + "/v1"
-    with pytest.raises(PolicyError, match=r"gave up after 3 attempts.*cannot connect"):
-        act(make(url, max_retries=2))
+    said = "cannot connect" if transport == "http" else "Connection error"
+    with pytest.raises(PolicyError, match=rf"gave up after 3 attempts.*{said}"):
+        act(make(url, transport, max_retries=2))
+
+
+@BOTH
+@pytest.mark.parametrize(("body", "said"), [
+    ({"object": "error", "message": "The model `m` does not exist.", "code": 404},
+     "The model `m` does not exist."),  # SGLang's and older vLLM's shape
+    ({"error": {"message": "maximum context length is 4096 tokens"}},
+     "maximum context length is 4096 tokens"),  # OpenAI's and newer vLLM's
+])
+def test_the_servers_error_message_is_quoted(transport: str, body: dict[str, Any],
+                                             said: str) -> None:
+    with (OpenAICompatServer([Canned(status=400, body=body)]) as srv,
+          pytest.raises(PolicyError, match="request rejected") as excinfo):
+        act(make(srv.base_url + "/v1", transport, max_retries=0))
+    assert said in excinfo.value.message
+    if transport == "http":  # the words alone, not the JSON around them
+        assert f"HTTP 400: {said}" in excinfo.value.message
+
+
+def test_errors_in_other_shapes_keep_the_servers_words() -> None:
+    """vLLM's key check answers ``{"error": "Unauthorized"}``, FastAPI's router ``{"detail":
+    "Not Found"}``: the lean client quotes both (the SDK shows neither)."""
+    script = [Canned(status=401, body={"error": "Unauthorized"}),
+              Canned(status=404, body={"detail": "Not Found"})]
+    with OpenAICompatServer(script) as srv:
+        for said in ("HTTP 401: Unauthorized", "HTTP 404: Not Found"):
+            with pytest.raises(PolicyError) as excinfo:
+                act(make(srv.base_url + "/v1", max_retries=0))
+            assert said in excinfo.value.message
+
+
+def test_a_redirect_is_an_error_naming_where_it_points() -> None:
+    """The lean client follows no redirects: a 3xx fails at once, saying where to point
+    base_url (the SDK would follow it)."""
+    moved = Canned(status=308, body="", headers={"location": "https://localhost:8443/v1/chat/completions"})
+    with (OpenAICompatServer([moved, openai_text("unused")]) as srv,
+          pytest.raises(PolicyError, match="HTTP 308: a redirect to https://localhost:8443/v1/"
+                                           "chat/completions") as excinfo):
+        act(make(srv.base_url + "/v1", max_retries=3))
+    assert "follows no redirects" in excinfo.value.message
+    assert "transport=sdk" in excinfo.value.message
+    assert len(srv.requests) == 1
+
+
+def test_no_compression_is_asked_for_and_a_compressed_answer_is_refused() -> None:
+    """The lean client decompresses nothing, so it asks for ``identity``; a server that
+    compresses anyway gets an error naming the encoding, not a JSON error."""
+    import gzip
+
+    packed = gzip.compress(json.dumps(openai_text("zipped").body).encode())
+    zipped = Canned(body=packed, headers={"content-encoding": "gzip",
+                                          "content-type": "application/json"})
+    with (OpenAICompatServer([zipped]) as srv,
+          pytest.raises(PolicyError, match=r"compressed \(content-encoding: gzip\)") as excinfo):
+        act(make(srv.base_url + "/v1", max_retries=3))
+    assert srv.requests[0].headers["accept-encoding"] == "identity"
+    assert "transport=sdk" in excinfo.value.message
+    assert len(srv.requests) == 1
+
+
+def test_an_answer_that_is_not_json_says_so() -> None:
+    with (OpenAICompatServer([Canned(body="<html>a web page</html>")]) as srv,
+          pytest.raises(PolicyError, match="answer is not JSON") as excinfo):
+        act(make(srv.base_url + "/v1", max_retries=0))
+    assert "a web page" in excinfo.value.message
 
 
 # --- connections ------------------------------------------------------------------------------
@@ -258,7 +337,7 @@ def test_connections_are_reused_across_turns() -> None:
         async def turns() -> int:
             for i in range(4):
                 assert (await policy.act(request())).content == str(i)
-            return int(policy._http.get().opened)
+            return int(policy._client.get().opened)
 
         assert asyncio.run(turns()) == 1
 
@@ -319,7 +398,7 @@ def test_a_server_closing_an_idle_connection_is_survived() -> None:
         for _ in range(3):
             texts.append((await policy.act(request())).content)
             await asyncio.sleep(0.05)  # the close reaches the client's idle connection
-        return texts, policy._http.get().opened
+        return texts, policy._client.get().opened
 
     texts, opened = asyncio.run(with_server(handle, body))
     assert texts == ["answer 1", "answer 2", "answer 3"]
@@ -354,7 +433,7 @@ def test_a_request_lost_on_a_reused_connection_is_sent_once_more() -> None:
             Message(role="user", content="drop")]})
         with pytest.raises(PolicyError, match="closed the connection without answering"):
             await policy.act(dropped)
-        return texts, policy._http.get().opened
+        return texts, policy._client.get().opened
 
     texts, opened = asyncio.run(with_server(handle, body))
     assert texts == ["answer 1", "answer 2", "answer 3"]
@@ -444,8 +523,8 @@ def test_https_with_the_server_name_checked(tmp_path: Path,
 def test_transport_option_is_validated() -> None:
     with pytest.raises(ConfigError, match="unknown transport 'h2'") as excinfo:
         make("http://127.0.0.1:1/v1", "h2")
-    assert "transport=sdk" in (excinfo.value.hint or "")
-    assert "transport=http" in (excinfo.value.hint or "")
+    for name in ("transport=auto", "transport=sdk", "transport=http"):
+        assert name in (excinfo.value.hint or "")
     with pytest.raises(ConfigError, match="http:// or https://"):
         make("ftp://127.0.0.1/v1")
     with OpenAICompatServer([openai_text("via registry")]) as srv:

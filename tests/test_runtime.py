@@ -267,19 +267,27 @@ def test_store_skips_a_torn_last_line(tmp_path: Path, registry: Registry) -> Non
 
 
 def test_graders_follow_the_episodes_sandbox_choice(registry: Registry) -> None:
-    """A grader that runs code in a Sandbox of its own gets the episode's unsafe_no_sandbox,
-    so hosts without bubblewrap can grade code-running tasks when the user opted in."""
+    """A grader that runs code in a Sandbox of its own is told the episode's
+    unsafe_no_sandbox (:class:`~harnessgrid.grading.ContextGrader`), so hosts without
+    bubblewrap can grade code-running tasks when the user opted in."""
+    from harnessgrid.grading import GradingContext
     from harnessgrid.sandbox import Sandbox
     from harnessgrid.workspace import Workspace
 
     seen: list[bool] = []
 
-    def grade(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
-        with Sandbox(Workspace.open(ws, in_place=True)) as sb:
-            seen.append(sb.unsafe_no_sandbox)
-            return {"ran": float(sb.run_sync("cat out.txt").stdout == "HELLO WORLD\n")}
+    class CodeGrader:
+        def grade(self, ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+            return self.grade_in(ws, transcript, GradingContext())
 
-    task = UPPER_TASK.model_copy(update={"grader": FunctionGrader(grade)})
+        def grade_in(self, ws: Path, transcript: list[dict[str, Any]],
+                     context: GradingContext) -> dict[str, float]:
+            with Sandbox(Workspace.open(ws, in_place=True), environment=context.environment,
+                         unsafe_no_sandbox=context.unsafe_no_sandbox) as sb:
+                seen.append(sb.unsafe_no_sandbox)
+                return {"ran": float(sb.run_sync("cat out.txt").stdout == "HELLO WORLD\n")}
+
+    task = UPPER_TASK.model_copy(update={"grader": CodeGrader()})
     for unsafe in (False, True):
         traj = run(run_episode(harness(registry), task, ScriptedPolicy(),
                                EpisodeLimits(unsafe_no_sandbox=unsafe)))

@@ -11,12 +11,14 @@ harness, rollout index). So a resumed run redoes exactly the batch it would have
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from harnessgrid.executor import EpisodeJob
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
     from harnessgrid.runtime import EpisodeLimits
@@ -24,7 +26,8 @@ if TYPE_CHECKING:
     from harnessgrid.tasks import Task
     from harnessgrid.trajectory import Trajectory
 
-__all__ = ["RolloutJob", "episode_id_for", "plan_step", "run_rollouts"]
+__all__ = ["RolloutJob", "episode_id_for", "episode_job", "plan_step", "run_rollouts",
+           "run_rollouts_on_ray"]
 
 
 def episode_id_for(seed: int, step: int, position: int, task_id: str, harness: str,
@@ -36,8 +39,9 @@ def episode_id_for(seed: int, step: int, position: int, task_id: str, harness: s
 
 @dataclass(frozen=True)
 class RolloutJob:
-    """One episode of a step. ``group`` identifies the (task, harness) pair whose
-    ``rollout``-indexed episodes share a GRPO baseline."""
+    """One episode of a step as the schedule plans it: ``group`` identifies the (task,
+    harness) pair whose ``rollout``-indexed episodes share a GRPO baseline. What runs is its
+    :func:`episode_job`; these fields are what training needs besides the trajectory."""
 
     step: int
     slot: int
@@ -76,52 +80,53 @@ async def run_rollouts(jobs: Sequence[RolloutJob], tasks: Mapping[str, Task], po
                        concurrency: int = 64,
                        on_done: Callable[[RolloutJob, Trajectory], None] | None = None,
                        ) -> list[Trajectory]:
-    """Run ``jobs`` concurrently (at most ``concurrency`` at once), in job order.
+    """Run ``jobs`` in this process on the live ``policy`` (at most ``concurrency`` at once,
+    :class:`~harnessgrid.executor.LocalExecutor`), in job order.
 
     A fresh harness per episode (adapters keep per-session state). An episode that raises out
     of the runtime (a harness or plugin bug) becomes an ``internal_error`` trajectory with the
     job's episode id, excluded from training like every infrastructure failure."""
-    from harnessgrid.runtime import crashed_episode, episode_pool, require_sandbox, run_episode
+    from harnessgrid.executor import LocalExecutor, collect
+    from harnessgrid.runtime import require_sandbox
 
     require_sandbox(limits)
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(job: RolloutJob) -> Trajectory:
-        async with gate:
-            task = tasks[job.task_id]
-            try:
-                harness = make_harness(job.harness)
-                traj = await run_episode(harness, task, policy, limits,
-                                         episode_id=job.episode_id, pool=pool)
-            except Exception as exc:  # noqa: BLE001 - reported as this episode's failure
-                traj = crashed_episode(job.harness, task, policy, exc)
-                traj.episode_id = job.episode_id
-            if on_done is not None:
-                on_done(job, traj)
-            return traj
-
-    # Sandboxes start ahead of the episodes that need them (see harnessgrid.sandbox_pool).
-    async with episode_pool(limits, [tasks[j.task_id] for j in jobs], concurrency) as pool:
-        return list(await asyncio.gather(*(one(j) for j in jobs)))
+    episodes = [episode_job(job, tasks[job.task_id], policy=policy.spec, limits=limits).bind(
+                    task=tasks[job.task_id], policy=policy,
+                    harness=functools.partial(make_harness, job.harness))
+                for job in jobs]
+    return await collect(LocalExecutor(concurrency), episodes,
+                         on_done=None if on_done is None
+                         else lambda index, traj: on_done(jobs[index], traj))
 
 
 def run_rollouts_on_ray(jobs: Sequence[RolloutJob], tasks: Mapping[str, Task], *,
                         policy: str, policy_options: dict[str, object], limits: EpisodeLimits,
                         suite: str, space: dict[str, list[str]], address: str | None,
                         ) -> list[Trajectory]:
-    """Run ``jobs`` as Ray tasks (``rollout_backend: ray``), in job order.
+    """Run ``jobs`` as Ray tasks (``rollout_backend: ray``,
+    :class:`~harnessgrid.executor.RayExecutor`), in job order.
 
-    Each episode is rebuilt on a worker node from plain specs (see
-    :mod:`harnessgrid.ray_episodes`), with the job's episode id, so it samples exactly as it
-    would locally; ``policy`` must be a spec every node can load (the trainer passes an
-    ``hf:`` snapshot of the current weights)."""
-    from harnessgrid.ray_episodes import EpisodeJob, ray_episodes
+    Each episode is rebuilt on a worker node from plain specs, with the job's episode id, so
+    it samples exactly as it would locally; ``policy`` must be a spec every node can load (the
+    trainer passes an ``hf:`` snapshot of the current weights)."""
+    from harnessgrid.executor import RayExecutor, collect
 
-    specs = [EpisodeJob(harness=j.harness, suite=suite, task_id=j.task_id,
-                        task_hash=tasks[j.task_id].content_hash(), policy=policy,
-                        policy_options=dict(policy_options), limits=limits, space=space,
-                        episode_id=j.episode_id) for j in jobs]
-    out: list[Trajectory | None] = [None] * len(jobs)
-    for index, trajectory in ray_episodes(specs, address=address):
-        out[index] = trajectory
-    return [t for t in out if t is not None]
+    episodes = [episode_job(job, tasks[job.task_id], policy=policy, limits=limits,
+                            policy_options=dict(policy_options), suite=suite, space=space)
+                for job in jobs]
+    return asyncio.run(collect(RayExecutor(address), episodes))
+
+
+def episode_job(job: RolloutJob, task: Task, *, policy: str, limits: EpisodeLimits,
+                policy_options: dict[str, object] | None = None, suite: str | None = None,
+                space: dict[str, list[str]] | None = None) -> EpisodeJob:
+    """The episode a rollout runs: a :class:`RolloutJob` is the schedule's record of it (its
+    GRPO group, its anchor), the :class:`~harnessgrid.executor.EpisodeJob` what any executor
+    runs, with the rollout's derived episode id."""
+    from harnessgrid.executor import EpisodeJob
+
+    return EpisodeJob(harness=job.harness, suite=suite or task.suite, task_id=job.task_id,
+                      # checked where the job is rebuilt: another process, given the suite
+                      task_hash=task.content_hash() if suite is not None else None,
+                      policy=policy, policy_options=dict(policy_options or {}), limits=limits,
+                      space=space, episode_id=job.episode_id)

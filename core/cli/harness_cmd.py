@@ -69,6 +69,7 @@ def describe(spec: str, task_ref: str | None) -> dict[str, Any]:
     observations of a harness."""
     from harnessgrid.api import resolve_harness
     from harnessgrid.cli.run_cmd import find_task
+    from harnessgrid.harness import factor_levels
     from harnessgrid.models import Action
     from harnessgrid.tasks import Task
 
@@ -80,7 +81,7 @@ def describe(spec: str, task_ref: str | None) -> dict[str, Any]:
     sample = harness.render_action(Action.of("read", path=SAMPLE_FILE), "call_1")
     return {
         "harness": harness.name,
-        "config": getattr(getattr(harness, "config", None), "levels", None),
+        "config": factor_levels(harness),
         "native_tools": harness.native_tools,
         "system_prompt": system,
         "first_messages": [{"role": m.role, "kind": m.kind, "content": m.content}

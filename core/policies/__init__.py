@@ -36,6 +36,11 @@ class PolicyRequest:
     ``Retry-After``, a backoff) must give up with a :class:`PolicyError` rather than wait past
     it, because the wall limit would then end the episode mid-call anyway.
 
+    ``harness``, ``task`` and ``state`` are the episode's, for policies that key their own
+    records by it (token policies keep a token conversation per episode state) and for test
+    policies; the scripted oracle does not read them: the episode binds it before the first
+    turn (:class:`harnessgrid.episode_run.EpisodePolicy`).
+
     ``on_text``, when set (a streaming session, :mod:`harnessgrid.session`), is called with
     each piece of the reply's text as the backend produces it; a policy that cannot stream
     may ignore it (the whole text then arrives with the turn; ``vllm:`` does). The returned

@@ -16,15 +16,26 @@ One ``AsyncOpenAI`` client per policy (per event loop) keeps its HTTP connection
 turns and episodes; the SDK's own retries are off, ours count. The SDK is imported when the
 policy is created, never by importing this module.
 
-``transport=http`` (opt-in; ``sdk`` is the default) replaces the SDK with
-:mod:`harnessgrid.policies.raw_http`, a lean HTTP/1.1 client on asyncio streams that costs the
-host a fraction of the SDK's CPU per request (what matters with many episodes per core). The
-request body, the decoding, errors, retries, deadlines and streaming rules are the same code;
-it speaks no proxy, so it refuses to start when the environment sets one for ``base_url``.
+``transport=http`` replaces the SDK with :mod:`harnessgrid.policies.raw_http`, a lean HTTP/1.1
+client on asyncio streams that costs the host a fraction of the SDK's CPU per request (what
+matters with many episodes per core). The request body, the decoding, errors, retries,
+deadlines and streaming rules are the same code; it speaks no proxy, so it refuses to start
+when the environment sets one for a non-loopback ``base_url``, and it follows no redirects and
+decompresses nothing (it asks for no compression).
+
+``transport=auto``, the default, picks it where none of that can matter: a plain ``http://``
+base_url on the loopback interface (``localhost``, 127.0.0.0/8, ``::1``: a local vLLM, SGLang
+or llama.cpp server) for which the environment sets no proxy. Everything else - OpenAI's API,
+any other host, ``https://`` (the SDK trusts certifi's CA bundle, the lean client the
+system's), and a loopback URL that a proxy variable covers (the SDK sends such requests to the
+proxy, so the lean client would change where they go) - gets the SDK, exactly as before.
+``transport=sdk`` / ``transport=http`` choose outright. The choice and its reason are
+:meth:`OpenAIPolicy.describe`'s, and logged (INFO) when the policy is made.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -59,8 +70,33 @@ def _is_openai(base_url: str | None) -> bool:
     return base_url is None or at_host(base_url, "api.openai.com")
 
 
-#: ``transport=``: the official SDK, or the lean client of :mod:`harnessgrid.policies.raw_http`.
-TRANSPORTS = ("sdk", "http")
+#: ``transport=``: the official SDK, the lean client of :mod:`harnessgrid.policies.raw_http`,
+#: or ``auto`` (the default): the lean client for a loopback ``http://`` server, else the SDK.
+TRANSPORTS = ("auto", "sdk", "http")
+
+logger = logging.getLogger(__name__)
+
+
+def auto_transport(base_url: str | None) -> tuple[str, str]:
+    """What ``transport=auto`` picks for ``base_url`` (``sdk`` or ``http``) and why, in words.
+    ``http`` only where it sends the same requests to the same place as the SDK would: a
+    plain-HTTP loopback server with no proxy variable covering it (module docstring)."""
+    from urllib.parse import urlsplit
+
+    from harnessgrid.policies import raw_http
+
+    if base_url is None:
+        return "sdk", "OpenAI's API"
+    parts = urlsplit(base_url)
+    if not raw_http.is_loopback(parts.hostname or ""):
+        return "sdk", "base_url is not a loopback address"
+    if parts.scheme != "http":
+        return "sdk", f"base_url is {parts.scheme}://, not plain http://"
+    proxy = raw_http.env_proxy(base_url)
+    if proxy:
+        return "sdk", (f"the environment sets the proxy {proxy} for base_url, which the SDK "
+                       f"honours; list {parts.hostname} in NO_PROXY for the lean client")
+    return "http", "loopback http:// base_url, no proxy set for it"
 
 
 class OpenAIPolicy(APIPolicy):
@@ -73,7 +109,9 @@ class OpenAIPolicy(APIPolicy):
     :mod:`harnessgrid.policies.keys`); a local server may need none. ``temperature=None`` sends
     no temperature (for models that reject one). ``extra`` goes into the request body as is
     (e.g. ``{"top_p": 0.9}``, vLLM's ``{"top_k": 20}``). ``transport`` is ``sdk`` (the official
-    async SDK) or ``http`` (the lean client; module docstring).
+    async SDK), ``http`` (the lean client) or ``auto`` (the default: the lean client for a
+    loopback ``http://`` server no proxy variable covers, the SDK otherwise; module docstring).
+    ``self.transport`` is the one in use, :meth:`describe` says why.
     """
 
     model_hint = ("check the model name the server serves (GET <base_url>/models lists them), "
@@ -82,7 +120,7 @@ class OpenAIPolicy(APIPolicy):
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  api_key_env: str | None = None, temperature: float | None = 0.0, max_tokens: int = 2048, max_retries: int = 4,
                  backoff_s: float = 1.0, timeout_s: float = 120.0,
-                 extra: dict[str, Any] | None = None, transport: str = "sdk") -> None:
+                 extra: dict[str, Any] | None = None, transport: str = "auto") -> None:
         if not model.strip():
             raise ConfigError("the openai policy needs a model name",
                               hint="write openai:<model>, e.g. openai:gpt-4o-mini, or the name a "
@@ -112,23 +150,39 @@ class OpenAIPolicy(APIPolicy):
                                    "base_url=URL (e.g. http://127.0.0.1:8000/v1) needs no key")
         if transport not in TRANSPORTS:
             raise ConfigError(f"{self.spec}: unknown transport {transport!r}",
-                              hint="transport=sdk (the official openai SDK, the default) or "
-                                   "transport=http (the lean built-in HTTP/1.1 client)")
-        self.transport = transport
-        # The SDK refuses to send a request without a key; a local server ignores it.
-        key = api_key or "unused"
-        if transport == "http":
-            self._http = self._http_client(api_key)
-            return
-        try:
-            import openai
-        except ImportError as exc:
-            raise ConfigError("the openai policy needs the openai package",
-                              API_INSTALL_HINT) from exc
-        self._openai = openai
-        self._client: PerLoopClient[AsyncOpenAI] = PerLoopClient(
-            lambda: openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0,
-                                       timeout=self.timeout_s))
+                              hint="transport=auto (the default: the lean client for a local "
+                                   "http:// server, the SDK otherwise), transport=sdk (the "
+                                   "official openai SDK) or transport=http (the lean built-in "
+                                   "HTTP/1.1 client)")
+        if transport == "auto":
+            self.transport, why = auto_transport(self.base_url)
+            self.transport_reason = f"auto: {why}"
+        else:
+            self.transport, self.transport_reason = transport, "asked for"
+        #: The per-loop client of the transport in use: ``AsyncOpenAI`` (sdk) or
+        #: :class:`~harnessgrid.policies.raw_http.HTTPClient` (http).
+        self._client: PerLoopClient[Any]
+        if self.transport == "http":
+            self._client = self._http_client(api_key)
+        else:
+            try:
+                import openai
+            except ImportError as exc:
+                raise ConfigError("the openai policy needs the openai package",
+                                  API_INSTALL_HINT) from exc
+            self._openai = openai
+            # The SDK refuses to send a request without a key; a local server ignores it.
+            key = api_key or "unused"
+            self._client = PerLoopClient(
+                lambda: openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0,
+                                           timeout=self.timeout_s))
+        logger.info("%s", self.describe())
+
+    def describe(self) -> str:
+        """Where requests go, over which transport, and why that one (``transport=auto``
+        picks; module docstring)."""
+        return (f"{self.spec} at {self.base_url or DEFAULT_BASE_URL}: "
+                f"transport={self.transport} ({self.transport_reason})")
 
     def _http_client(self, api_key: str | None) -> PerLoopClient[HTTPClient]:
         from harnessgrid.policies import raw_http
@@ -156,7 +210,7 @@ class OpenAIPolicy(APIPolicy):
             return await self._act_http(params, request)
         if self.extra:
             params["extra_body"] = self.extra
-        client = self._client.get()
+        client: AsyncOpenAI = self._client.get()
         connection_error = self._openai.APIConnectionError  # timeouts included
 
         def transient(exc: Exception) -> bool:
@@ -176,7 +230,8 @@ class OpenAIPolicy(APIPolicy):
         assert request.on_text is not None
         import httpx  # the SDK's transport; its read errors surface raw mid-stream
 
-        sink, client = TextSink(request.on_text), self._client.get()
+        sink = TextSink(request.on_text)
+        client: AsyncOpenAI = self._client.get()
 
         def transient_stream(exc: Exception) -> bool:
             return transient(exc) or isinstance(exc, httpx.TransportError)
@@ -201,7 +256,7 @@ class OpenAIPolicy(APIPolicy):
         from harnessgrid.policies.raw_http import TransportError
 
         params.update(self.extra)
-        client = self._http.get()
+        client: HTTPClient = self._client.get()
 
         def transient(exc: Exception) -> bool:
             return isinstance(exc, TransportError) or transient_status(exc)

@@ -11,8 +11,13 @@ attributes (:class:`JSONObject`) and exceptions with ``status_code`` and
 
 What it speaks: ``http`` and ``https`` (the default SSL context, SNI), a path prefix in the
 base URL, ``Content-Length``, ``chunked`` and close-delimited bodies. What it does not:
-proxies (the policy refuses to start when one applies), redirects, compression, HTTP/2.
-Only the standard library, and nothing but ``asyncio`` streams at import.
+proxies (the policy refuses to start when one applies), redirects (a 3xx answer is an error
+naming where it points), compression (it asks for ``Accept-Encoding: identity`` and refuses a
+compressed answer by name), HTTP/2. Only the standard library, and nothing but ``asyncio``
+streams at import.
+
+:func:`is_loopback` and :func:`env_proxy` are what the policy's ``transport=auto`` decides
+with (:mod:`harnessgrid.policies.openai_compat`).
 """
 
 from __future__ import annotations
@@ -69,7 +74,9 @@ class TransportError(Exception):
 
 class HTTPStatusError(Exception):
     """A non-2xx answer. ``status_code`` and ``response.headers`` (lower-cased names) are
-    where the shared error policy looks for the status and ``retry-after``."""
+    where the shared error policy looks for the status and ``retry-after``. The message is
+    the server's own words where its body has them (:func:`error_text`), and for a redirect
+    where it points."""
 
     def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
         self.status_code = status
@@ -77,10 +84,27 @@ class HTTPStatusError(Exception):
         self.body: Any = None
         with contextlib.suppress(ValueError):
             self.body = loads(body, object_hook=None)
-        error = self.body.get("error") if isinstance(self.body, dict) else None
-        message = error.get("message") if isinstance(error, dict) else None
-        text = message if isinstance(message, str) else body.decode("utf-8", "replace")[:300]
+        text = error_text(self.body) or body.decode("utf-8", "replace")[:300]
+        if 300 <= status < 400:
+            text = (f"a redirect to {headers.get('location') or '(no location)'}; "
+                    "transport=http follows no redirects: set base_url to where it points, "
+                    f"or use transport=sdk. {text}").rstrip()
         super().__init__(f"HTTP {status}: {text}")
+
+
+def error_text(body: Any) -> str | None:
+    """The message in an error body, in the shapes OpenAI-compatible servers use:
+    ``{"error": {"message": ...}}`` (OpenAI, newer vLLM), ``{"error": "..."}`` (vLLM's
+    key check), ``{"object": "error", "message": ...}`` (SGLang, older vLLM) and
+    ``{"detail": "..."}`` (FastAPI's own 404 / 405)."""
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    for candidate in (error.get("message") if isinstance(error, dict) else error,
+                      body.get("message"), body.get("detail")):
+        if isinstance(candidate, str) and candidate:
+            return candidate
+    return None
 
 
 class StreamErrorEvent(Exception):
@@ -146,7 +170,7 @@ class HTTPClient:
     def __init__(self, endpoint: Endpoint, headers: dict[str, str]) -> None:
         self.endpoint = endpoint
         lines = [f"Host: {endpoint.authority}", "User-Agent: harnessgrid",
-                 "Content-Type: application/json"]
+                 "Content-Type: application/json", "Accept-Encoding: identity"]
         lines += [f"{name}: {value}" for name, value in headers.items()]
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         self._idle: list[_Connection] = []
@@ -159,6 +183,7 @@ class HTTPClient:
         connection fails."""
         conn, status, headers = await self._exchange(path, payload, b"application/json")
         try:
+            _identity(headers)
             body = b"".join([piece async for piece in self._body(conn, headers)])
         except BaseException:
             conn.close()
@@ -169,7 +194,8 @@ class HTTPClient:
         try:
             return loads(body)
         except ValueError as exc:
-            raise BadResponse(f"HTTP {status} answer is not JSON: {body[:200]!r}") from exc
+            raise BadResponse(f"the HTTP {status} answer is not JSON (is base_url the API root "
+                              f"of an OpenAI-compatible server?): {body[:200]!r}") from exc
 
     async def stream(self, path: str, payload: Any) -> AsyncGenerator[Any, None]:
         """POST ``payload`` as JSON and yield the SSE events' decoded ``data`` up to
@@ -178,6 +204,7 @@ class HTTPClient:
         conn, status, headers = await self._exchange(path, payload, b"text/event-stream")
         done = False
         try:
+            _identity(headers)
             body = self._body(conn, headers)
             if not 200 <= status < 300:
                 raise HTTPStatusError(status, headers,
@@ -333,6 +360,15 @@ class HTTPClient:
             conn.close()
 
 
+def _identity(headers: dict[str, str]) -> None:
+    """Refuse a compressed answer (the request asked for none; this client decodes none)."""
+    coding = headers.get("content-encoding", "").strip().lower()
+    if coding not in ("", "identity"):
+        raise BadResponse(f"the answer is compressed (content-encoding: {coding}) although "
+                          "the request asked for none; transport=http does not decompress: "
+                          "use transport=sdk for this server")
+
+
 async def _sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[str]:
     """The ``data`` of each server-sent event (multi-line data joined with newlines)."""
     buffer, data = b"", list[str]()
@@ -352,14 +388,53 @@ async def _sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[str]:
         yield "\n".join(data)
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a URL's hostname) names this machine's loopback interface:
+    ``localhost`` (and ``*.localhost``), 127.0.0.0/8, ``::1`` (also IPv4-mapped)."""
+    import ipaddress
+
+    host = host.strip("[]").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def env_proxy(base_url: str) -> str | None:
+    """The proxy the environment sets for ``base_url`` (``HTTP(S)_PROXY`` / ``ALL_PROXY``,
+    either case, read as httpx and so the SDK read them), loopback hosts included: the SDK
+    sends even a loopback request through it unless ``NO_PROXY`` exempts the host. Read
+    conservatively: only ``*`` or the host's exact name in ``NO_PROXY`` exempts it here (httpx
+    also matches domain suffixes and networks), so a None is certain and a proxy may be one the
+    SDK would not use."""
+    import urllib.request
+
+    parts = urlsplit(base_url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy:
+        return None
+    host = (parts.hostname or "").lower()
+    exempt = {name.strip().strip("[]").lower() for name in proxies.get("no", "").split(",")}
+    if "*" in exempt or host in exempt:
+        return None
+    return str(proxy)
+
+
 def proxy_for(base_url: str) -> str | None:
     """The proxy the environment sets for ``base_url`` (``HTTPS_PROXY`` / ``HTTP_PROXY`` /
-    ``ALL_PROXY``, less ``NO_PROXY``), None for none or a local host."""
+    ``ALL_PROXY``, less ``NO_PROXY``), None for none or a loopback host (:func:`is_loopback`:
+    ``transport=http`` asked for by name never proxies those)."""
     import urllib.request
 
     parts = urlsplit(base_url)
     host = parts.hostname or ""
-    if host in ("localhost", "127.0.0.1", "::1") or host.endswith(".localhost"):
+    if is_loopback(host):
         return None
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(parts.scheme) or proxies.get("all")

@@ -18,15 +18,18 @@ which).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from harnessgrid.episode import CHECK_ACTION
 from harnessgrid.errors import ConfigError, PolicyError
 from harnessgrid.models import Action, ModelTurn
-from harnessgrid.policies import PolicyRequest
+from harnessgrid.policies import Policy, PolicyRequest
 
 if TYPE_CHECKING:
+    from harnessgrid.episode import EpisodeState
+    from harnessgrid.harness import Harness
     from harnessgrid.tasks import Task
 
 _CURSOR = "scripted.cursor"
@@ -56,19 +59,34 @@ def check_policy_fits(spec: str, tasks: Sequence[Task]) -> None:
 
 
 class ScriptedPolicy:
-    """Plays ``task.plan`` (``empty``: the null policy, which sends nothing); its position is
-    kept in the episode state, so one instance serves any number of concurrent episodes."""
+    """Plays ``task.plan`` (``empty``: the null policy, which sends nothing). It is an
+    :class:`~harnessgrid.episode_run.EpisodePolicy`: before the first turn each episode binds
+    it to its harness, task and state (:meth:`for_episode`: a copy of the policy that knows
+    them), and the oracle's position is kept in the episode state, so one instance serves any
+    number of concurrent episodes."""
 
     def __init__(self, *, empty: bool = False) -> None:
         self.empty = empty
         self.spec = "null" if empty else "scripted"
+        self._episode: tuple[Harness, Task, EpisodeState] | None = None
+
+    def for_episode(self, harness: Harness, task: Task, state: EpisodeState) -> Policy:
+        """The policy answering the turns of one episode: a shallow copy of this one (a
+        subclass's ``act`` still runs), playing ``task.plan`` through ``harness``."""
+        bound = copy.copy(self)
+        bound._episode = (harness, task, state)
+        return bound
 
     async def act(self, request: PolicyRequest) -> ModelTurn:
         if self.empty:
             return ModelTurn(content="")
-        state, harness, plan = request.state, request.harness, request.task.plan
+        if self._episode is not None:
+            harness, task, state = self._episode
+        else:  # not bound (a caller stepping a harness itself, with its own requests)
+            harness, task, state = request.harness, request.task, request.state
+        plan = task.plan
         if not plan:
-            raise PolicyError(f"task {request.task.id} has no oracle plan for the scripted "
+            raise PolicyError(f"task {task.id} has no oracle plan for the scripted "
                               "policy to play", hint=NO_PLAN_HINT)
         call_id = f"call_{state.turn + 1}"
         expected = harness.protocol.expected_turn(state)

@@ -5,18 +5,17 @@ the shell's working directory and the todo list. That state lives in
 ``EpisodeState.scratch[SCRATCH_KEY]`` as a :class:`Session`, so one harness object serves any
 number of concurrent episodes.
 
-``Harness.render_action(action, call_id)`` gets no episode, yet the scripted oracle must obey
-the read-before-write rule exactly when Claude Code would enforce it. ``view()`` and ``step()``
-therefore publish the episode's session in a :class:`~contextvars.ContextVar`: every episode
-runs in its own asyncio task (its own context), and the runtime calls ``view`` → policy →
-``step`` in that task, so ``render_action`` sees the session of the episode it renders for.
+The scripted oracle must obey the read-before-write rule exactly when Claude Code would
+enforce it, so ``render_action(action, call_id, state)`` reads the session of the episode it
+is given (:func:`find_session`), as ``to_action(call, state)`` does for the mount path; the
+harness keeps no "current episode" of its own. Without a state they render and parse for a
+fresh session at ``/workspace``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import posixpath
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,13 +113,15 @@ def fingerprint(path: Path) -> str:
     return digest.hexdigest()
 
 
-ACTIVE: ContextVar[Session | None] = ContextVar("harnessgrid_claude_code_session", default=None)
-
-
 def session_of(state: EpisodeState) -> Session:
-    """The episode's session (created by ``ClaudeCodeHarness.start``), published as active."""
-    value: Any = state.scratch.get(SCRATCH_KEY)
-    if not isinstance(value, Session):
+    """The episode's session (created by ``ClaudeCodeHarness.start``)."""
+    value = find_session(state)
+    if value is None:
         raise TypeError("this episode was not started by ClaudeCodeHarness.start()")
-    ACTIVE.set(value)
     return value
+
+
+def find_session(state: EpisodeState | None) -> Session | None:
+    """The session of ``state``, if it is a Claude Code episode's (None for no state)."""
+    value: Any = state.scratch.get(SCRATCH_KEY) if state is not None else None
+    return value if isinstance(value, Session) else None

@@ -86,9 +86,9 @@ from harnessgrid.plugins.adapters._claude_code_prompt import (
     system_prompt,
 )
 from harnessgrid.plugins.adapters._claude_code_session import (
-    ACTIVE,
     SCRATCH_KEY,
     Session,
+    find_session,
     session_of,
 )
 from harnessgrid.plugins.adapters._claude_code_tools import (
@@ -219,7 +219,6 @@ class ClaudeCodeHarness:
                           memory=context_reminder(f"{task.mount_path}/{MEMORY_FILE}", memory))
         state = EpisodeState(episode_id=episode_id, task_id=task.id)
         state.scratch[SCRATCH_KEY] = session
-        ACTIVE.set(session)  # what render_action renders for until the next view()
         first = session.memory + task.instruction  # cli.js: the context block, then the text
         state.append(
             Message(role="system", content=system_prompt(env), kind="system", pinned=True),
@@ -251,7 +250,6 @@ class ClaudeCodeHarness:
             TurnOutcome, Decision]:
         session = session_of(state)
         session.workspace = env.workspace
-        state.turn += 1
         outcome = TurnOutcome(turn=turn)
         decision = Decision()
         state.append(turn.message())
@@ -266,10 +264,6 @@ class ClaudeCodeHarness:
         for call in turn.tool_calls:
             await self._run(call, session, env, state, outcome)
         state.append(*decision.messages)
-        state.consecutive_format_errors = (
-            state.consecutive_format_errors + 1
-            if decision.format_error or outcome.format_error is not None else 0)
-        state.finished = decision.finished
         if not decision.finished:
             await self._maybe_compact(state, session)
         return outcome, decision
@@ -280,9 +274,9 @@ class ClaudeCodeHarness:
             return mcp.input_error(call)
         return validation_error(call, self.version)
 
-    def _action(self, call: ToolCall) -> Action | None:
+    def _action(self, call: ToolCall, session: Session) -> Action | None:
         try:
-            return self.to_action(call)
+            return self._to_action(call, session)
         except ValueError:  # TodoWrite
             return None
 
@@ -300,9 +294,9 @@ class ClaudeCodeHarness:
             refuse(asked, problem)
             return
         # The permission check comes after the input check, as in cli.js's tool loop.
-        checked = await gate(env, asked, self._action(asked))
+        checked = await gate(env, asked, self._action(asked, session))
         if isinstance(checked, Denied):
-            action = self._action(asked)
+            action = self._action(asked, session)
             if action is not None:
                 outcome.executed.append(ExecutedCall(asked, action, denied_result(checked)))
             reply(mcp.denial_text(checked), "tool_error")
@@ -314,7 +308,7 @@ class ClaudeCodeHarness:
         product = self._product_names.get(call.name)
         if product is not None:
             text, result, failed = await mcp.call_product(env, product, call.arguments)
-            outcome.executed.append(ExecutedCall(call, self.to_action(call), result))
+            outcome.executed.append(ExecutedCall(call, self._to_action(call, session), result))
             reply(text, "tool_error" if failed else "observation")
             return
         args = call.arguments
@@ -338,7 +332,7 @@ class ClaudeCodeHarness:
                 case "Bash":  # a failed command is is_error text, not a <tool_use_error>
                     text, result, failed = await shell.bash(session, ws, env.sandbox, args,
                                                             env.host_tools())
-                    outcome.executed.append(ExecutedCall(call, self.to_action(call), result))
+                    outcome.executed.append(ExecutedCall(call, self._to_action(call, session), result))
                     reply(text, "tool_error" if failed else "observation")
                     return
                 case _:  # TodoWrite: no workspace effect and no abstract action
@@ -354,7 +348,7 @@ class ClaudeCodeHarness:
             shown = message if isinstance(exc, files.CallError) else (
                 f"<tool_use_error>{message}</tool_use_error>")
             text, result = shown, ToolResult(error=message)
-        outcome.executed.append(ExecutedCall(call, self.to_action(call), result))
+        outcome.executed.append(ExecutedCall(call, self._to_action(call, session), result))
         reply(text, "observation" if result.ok else "tool_error")  # Claude Code's is_error
 
     # ------------------------------------------------------------------ compaction
@@ -392,14 +386,16 @@ class ClaudeCodeHarness:
 
     # ------------------------------------------------------------------ actions ↔ calls
 
-    def to_action(self, call: ToolCall) -> Action:
+    def to_action(self, call: ToolCall, state: EpisodeState | None = None) -> Action:
         """What a (valid) call means as an abstract action, for records and round trips.
-        Paths under the mount come back workspace-relative. MultiEdit is recorded as its first
-        edit; Glob as a listing of its directory; a product tool's MCP call as a ``tool``
-        action; TodoWrite has no action (ValueError)."""
-        session = ACTIVE.get()
-        mount = session.mount_path if session is not None else "/workspace"
-        helper = session or Session(mount_path=mount)
+        Paths under the mount (``state``'s episode's; without one, ``/workspace``) come back
+        workspace-relative. MultiEdit is recorded as its first edit; Glob as a listing of its
+        directory; a product tool's MCP call as a ``tool`` action; TodoWrite has no action
+        (ValueError)."""
+        return self._to_action(call, find_session(state))
+
+    def _to_action(self, call: ToolCall, session: Session | None) -> Action:
+        helper = session or Session(mount_path="/workspace")
         a = call.arguments
         product = self._product_names.get(call.name)
         if product is not None:
@@ -441,11 +437,10 @@ class ClaudeCodeHarness:
         Read of it first, in the same turn (the real shell allows several calls per turn), so
         the oracle obeys the read-before-write rule exactly when the rule applies. A shell
         command starts with ``cd`` back to the workspace if an earlier command left it. A
-        ``tool`` action is the call of the product tool's MCP tool.
+        ``tool`` action is the call of the product tool's MCP tool. All of that is read from
+        ``state``'s session; without a state, for a fresh session at ``/workspace``.
         """
-        found = state.scratch.get(SCRATCH_KEY) if state is not None else None
-        session = found if isinstance(found, Session) else (
-            ACTIVE.get() or Session(mount_path="/workspace"))
+        session = find_session(state) or Session(mount_path="/workspace")
         a = action.args
 
         def call(name: str, arguments: dict[str, Any], suffix: str = "") -> ToolCall:

@@ -147,7 +147,6 @@ class MiniBashHarness:
 
     async def step(self, state: EpisodeState, turn: ModelTurn, env: Environment) -> tuple[
             TurnOutcome, Decision]:
-        state.turn += 1
         outcome = TurnOutcome(turn=turn)
         blocks = bash_blocks(turn.content)
         if len(blocks) != 1:
@@ -157,13 +156,11 @@ class MiniBashHarness:
                 role="user", kind="format_error",
                 content=f"Format error: {outcome.format_error.message}. Reply with one thought "
                         "and exactly one ```bash block."))
-            state.consecutive_format_errors += 1
             return outcome, Decision(format_error=True)
         call = ToolCall(id=f"bash_{state.turn}", name="bash", arguments={"command": blocks[0]})
         state.append(turn.message().model_copy(update={"parsed_calls": (call,)}))
         action = Action.of("shell", command=blocks[0])
         checked = await gate(env, call, action)
-        state.consecutive_format_errors = 0
         if isinstance(checked, Denied):
             outcome.executed.append(ExecutedCall(call, action, denied_result(checked)))
             state.append(observation_message(call, REJECTED + checked.reason, native=False,
@@ -183,7 +180,6 @@ class MiniBashHarness:
         output = result.output + result.stderr
         if output.split("\n", 1)[0].strip() == SENTINEL:
             outcome.finish = Action.of("finish", message=output.partition("\n")[2].strip())
-            state.finished = True
             return outcome, Decision(finished=True)
         code = exit_code(result.exit_code)  # None for a code no process returns: total
         status = "timed out" if result.timed_out else f"exit code {'?' if code is None else code}"

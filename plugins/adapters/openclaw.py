@@ -258,18 +258,15 @@ class OpenClawHarness:
     async def step(self, state: EpisodeState, turn: ModelTurn, env: Environment) -> tuple[
             TurnOutcome, Decision]:
         """Run the turn's tool calls in order; a reply without calls ends the run."""
-        state.turn += 1
         outcome = TurnOutcome(turn=turn)
         state.append(turn.message())
         if not turn.tool_calls:
             if turn.content.strip():
                 outcome.finish = Action.of("finish", message=turn.content)
-                state.finished, state.consecutive_format_errors = True, 0
                 return outcome, Decision(finished=True)
             outcome.format_error = FormatError("the reply was empty: no text and no tool call")
             nudge = Message(role="user", content=EMPTY_REPLY_NUDGE, kind="format_error")
             state.append(nudge)
-            state.consecutive_format_errors += 1
             return outcome, Decision(messages=[nudge], format_error=True)
         schemas = {name: spec.parameters for name, spec in self._plugins.items()}
         for asked in turn.tool_calls:
@@ -285,9 +282,7 @@ class OpenClawHarness:
             note_result(env, done.result)  # the session's tool_result says whether it went well
             outcome.executed.append(ExecutedCall(call, done.action, done.result))
             state.append(self._result(asked, done.text, "observation"))
-        failed = outcome.format_error is not None
-        state.consecutive_format_errors = state.consecutive_format_errors + 1 if failed else 0
-        return outcome, Decision(format_error=failed)
+        return outcome, Decision(format_error=outcome.format_error is not None)
 
     async def _approved(self, asked: ToolCall, env: Environment, state: EpisodeState,
                         outcome: TurnOutcome, schemas: dict[str, dict[str, Any]]) -> (

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from harnessgrid.episode import ContextBudget
+from harnessgrid.harness import play_turn
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy, plan_text
@@ -135,7 +136,7 @@ async def _episode(harness: Any, task: Task, policy: Any) -> str:
                 messages=view, tools=tools, native_tools=harness.native_tools, harness=harness,
                 task=task, state=state, new_segment=False))
             before = len(state.history)
-            await harness.step(state, turn, env)
+            await play_turn(harness, state, turn, env)  # the step and the runtime's books
             parts.append(render_chatml(state.history[before:before + 1]))
             seen.append(state.history[before])
             if state.finished:

@@ -38,6 +38,7 @@ from typing import Any
 
 import harnessgrid
 from harnessgrid.errors import ConfigError
+from harnessgrid.grading import GradingContext, grader_call
 from harnessgrid.models import Action
 from harnessgrid.tasks import UNKNOWN_CATEGORY, GraderError, Task, TaskSuite
 
@@ -149,6 +150,13 @@ class RegeneratedGrader:
                     and _rebuildable(str(origin["suite"])))
 
     def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+        """Graded outside an episode: as the rebuilt task's grader grades then."""
+        return self.grade_in(workspace, transcript, GradingContext())
+
+    def grade_in(self, workspace: Path, transcript: list[dict[str, Any]],
+                 context: GradingContext) -> dict[str, float]:
+        """Graded for an episode: the rebuilt task's grader is told its context too (when it
+        is one that wants it, see :class:`~harnessgrid.grading.ContextGrader`)."""
         if self._task is None:
             try:
                 task = _named_suite(self.suite).get(self.task_id)
@@ -162,7 +170,7 @@ class RegeneratedGrader:
             self._task = task
         if self._task.grader is None:
             raise GraderError(f"task {self.task_id!r} of suite {self.suite!r} has no grader")
-        return self._task.grader.grade(workspace, transcript)
+        return grader_call(self._task.grader, context)(workspace, transcript)
 
     def __repr__(self) -> str:
         return f"RegeneratedGrader({self.suite!r}, {self.task_id!r})"

@@ -11,6 +11,11 @@ wrong (crash, hang, garbage or huge output, a score outside [0, 1], no sandbox a
 a :class:`~harnessgrid.tasks.GraderError` with a message saying what, never a crash and never a
 silent 0. The runtime calls graders synchronously in a worker thread, so this uses the
 sandbox's sync API.
+
+The grading sandbox makes the choices of the episode it grades, which the grader is told
+(:class:`~harnessgrid.grading.GradingContext`, through ``grade_in``): the episode's
+environment is mounted (its python runs the checks), and it runs unsandboxed only when the
+episode did. Graded outside an episode (``grade``), it is sandboxed, with no environment.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessgrid.errors import HarnessgridError
+from harnessgrid.grading import GradingContext
 from harnessgrid.scratch import scratch_dir
 from harnessgrid.tasks import GraderError, Scores, validate_scores
 
 if TYPE_CHECKING:  # imported where used: loading the suite plugins must stay cheap
+    from harnessgrid.environments import EnvironmentRecord
     from harnessgrid.sandbox import CommandResult, SandboxLimits
 
 GRADING_DIR = "/tmp/.harnessgrid-grading"
@@ -93,9 +100,11 @@ class GradingLimits:
 
 def run_in_sandbox(workspace_root: Path, mount_path: str, command: str, *,
                    files: Mapping[str, str], transcript: list[dict[str, Any]],
+                   context: GradingContext,
                    reward_dir: Path | None = None,
                    limits: GradingLimits | None = None) -> CommandResult:
-    """Run ``command`` (cwd = the workspace) in a fresh sandbox over ``workspace_root``.
+    """Run ``command`` (cwd = the workspace) in a fresh sandbox over ``workspace_root``, with
+    the environment and sandbox choice of ``context`` (the graded episode's).
 
     ``runner.py``, ``files`` (name → text) and ``transcript.jsonl`` are placed in
     :data:`GRADING_DIR`; ``reward_dir`` is copied (links kept as links, never followed) and mounted read-only at
@@ -123,23 +132,24 @@ def run_in_sandbox(workspace_root: Path, mount_path: str, command: str, *,
         env = {TRANSCRIPT_ENV: f"{GRADING_DIR}/transcript.jsonl"}
         try:
             ws = Workspace(workspace_root, mount_path=mount_path, owned=False)
-            with Sandbox(ws, limits.sandbox(), extra_ro_binds=binds) as sandbox:
+            with Sandbox(ws, limits.sandbox(), extra_ro_binds=binds,
+                         environment=context.environment,
+                         unsafe_no_sandbox=context.unsafe_no_sandbox) as sandbox:
                 return sandbox.run_sync(command, timeout_s=limits.timeout_s, env=env)
         except HarnessgridError as exc:  # no bwrap, bad mount path, sandbox died
             raise GraderError(f"cannot run the grader in the sandbox: {exc.message}"
                               + (f" ({exc.hint})" if exc.hint else "")) from exc
 
 
-def runner_command(check_path: str, mount_path: str) -> str:
+def runner_command(check_path: str, mount_path: str,
+                   environment: EnvironmentRecord | None) -> str:
     """Shell command running the grading runner on ``check_path`` with the server's own
     interpreter (always present in the sandbox, read-only): ``-I`` ignores PYTHON* variables
-    and the user site, ``-B`` writes no bytecode. In an episode with a venv environment, that
-    environment's python, so checks can import what it holds (pandas for ClawGym)."""
-    from harnessgrid.environments import ACTIVE_ENVIRONMENT
-
-    env = ACTIVE_ENVIRONMENT.get()
-    python = (env.python_executable if env is not None else None) or os.path.realpath(
-        sys.executable)
+    and the user site, ``-B`` writes no bytecode. With a venv ``environment`` (the graded
+    episode's), that environment's python, so checks can import what it holds (pandas for
+    ClawGym)."""
+    python = (environment.python_executable if environment is not None else None) \
+        or os.path.realpath(sys.executable)
     return " ".join(shlex.quote(p) for p in (python, "-I", "-B", f"{GRADING_DIR}/runner.py",
                                         check_path, f"{GRADING_DIR}/transcript.jsonl",
                                         mount_path))

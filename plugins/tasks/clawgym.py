@@ -57,6 +57,7 @@ from pydantic import ValidationError
 
 from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
+from harnessgrid.grading import GradingContext
 from harnessgrid.models import Action
 from harnessgrid.registrations import TaskSuiteSpec
 from harnessgrid.suites import load_each, suite_name, suite_path
@@ -91,14 +92,20 @@ class ClawGymGrader:
         self.limits = limits or GradingLimits()
 
     def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+        """Graded outside an episode: sandboxed, with no environment."""
+        return self.grade_in(workspace, transcript, GradingContext())
+
+    def grade_in(self, workspace: Path, transcript: list[dict[str, Any]],
+                 context: GradingContext) -> dict[str, float]:
+        """Graded for an episode: in its environment, sandboxed unless it was not."""
         reward = f"{self.mount_path}/reward"
         if self.entry == "check.py":
-            command = runner_command(f"{reward}/check.py", self.mount_path)
+            command = runner_command(f"{reward}/check.py", self.mount_path, context.environment)
         else:
             command = f"bash {reward}/reward.sh"
         result = run_in_sandbox(workspace, self.mount_path, command, files={},
-                                transcript=transcript, reward_dir=self.reward_dir,
-                                limits=self.limits)
+                                transcript=transcript, context=context,
+                                reward_dir=self.reward_dir, limits=self.limits)
         what = f"reward/{self.entry}"
         if self.entry == "check.py":
             return check_output_scores(result, what)

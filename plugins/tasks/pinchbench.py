@@ -54,6 +54,7 @@ from typing import Any
 
 from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
+from harnessgrid.grading import GradingContext
 from harnessgrid.registrations import TaskSuiteSpec
 from harnessgrid.suites import load_each, suite_name, suite_path
 from harnessgrid.tasks import BrokenTask, GraderError, Scores, Task, TaskLimits, TaskSuite
@@ -124,6 +125,13 @@ class PinchBenchGrader:
             self.judge.check_credentials()
 
     def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+        """Graded outside an episode: the automated checks sandboxed, with no environment."""
+        return self.grade_in(workspace, transcript, GradingContext())
+
+    def grade_in(self, workspace: Path, transcript: list[dict[str, Any]],
+                 context: GradingContext) -> dict[str, float]:
+        """Graded for an episode: the automated checks run in its environment, sandboxed
+        unless it was not."""
         self._require_every_session(transcript)
         uses_code = self.grading_type in ("automated", "hybrid")
         if self.problem and uses_code:
@@ -131,7 +139,8 @@ class PinchBenchGrader:
         if self.graded_as == "ungraded":
             raise GraderError(f"ungraded: {self.grading_type} task and no judge given "
                               "(pass --judge MODEL, or judge=MODEL to the loader)")
-        auto = self._automated(workspace, transcript) if uses_code and self.code else None
+        auto = self._automated(workspace, transcript, context) if uses_code and self.code \
+            else None
         if self.judge is None or self.grading_type == "automated":
             assert auto is not None
             auto.grading = self.graded_as
@@ -168,12 +177,13 @@ class PinchBenchGrader:
                               "harnessgrid.task_sessions.run_task_episode, which sends each "
                               "session's prompt as a follow-up")
 
-    def _automated(self, workspace: Path, transcript: list[dict[str, Any]]) -> Scores:
+    def _automated(self, workspace: Path, transcript: list[dict[str, Any]],
+                   context: GradingContext) -> Scores:
         assert self.code is not None
-        result = run_in_sandbox(workspace, self.mount_path,
-                                runner_command(f"{GRADING_DIR}/check.py", self.mount_path),
+        command = runner_command(f"{GRADING_DIR}/check.py", self.mount_path, context.environment)
+        result = run_in_sandbox(workspace, self.mount_path, command,
                                 files={"check.py": self.code}, transcript=transcript,
-                                limits=self.limits)
+                                context=context, limits=self.limits)
         what = "automated checks"
         return numeric_scores(printed_value(result, what), what)
 

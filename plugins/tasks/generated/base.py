@@ -24,11 +24,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harnessgrid.grading import GradingContext
 from harnessgrid.models import Action
-from harnessgrid.tasks import BEHAVIOURS, FunctionGrader, Task, TaskLimits
+from harnessgrid.tasks import BEHAVIOURS, FunctionGrader, Scores, Task, TaskLimits, validate_scores
 
 #: A grader body: final workspace (a copy) and the OpenClaw transcript → named sub-scores.
 Check = Callable[[Path, list[dict[str, Any]]], Mapping[str, float]]
+#: A grader body that runs the agent's code (:func:`common.run_sandboxed`): also given the
+#: graded episode's :class:`~harnessgrid.grading.GradingContext`, for its sandbox.
+SandboxedCheck = Callable[[Path, list[dict[str, Any]], GradingContext], Mapping[str, float]]
+
+
+class SandboxedFunctionGrader:
+    """A :class:`~harnessgrid.tasks.FunctionGrader` for a check that runs code in a sandbox:
+    a :class:`~harnessgrid.grading.ContextGrader`, so the sandbox follows the graded episode
+    (its environment, and unsandboxed only when the episode was); graded outside an episode
+    (``grade``, or called as a plain :data:`Check`), it is sandboxed, with no environment."""
+
+    def __init__(self, fn: SandboxedCheck) -> None:
+        self.fn = fn
+
+    def __call__(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+        return self.grade(workspace, transcript)
+
+    def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+        return self.grade_in(workspace, transcript, GradingContext())
+
+    def grade_in(self, workspace: Path, transcript: list[dict[str, Any]],
+                 context: GradingContext) -> dict[str, float]:
+        scores = self.fn(workspace, transcript, context)
+        return validate_scores(scores if isinstance(scores, Scores) else dict(scores))
 
 
 @dataclass
@@ -37,7 +62,7 @@ class Draft:
 
     instruction: str
     files: dict[str, str]
-    check: Check
+    check: Check  # a SandboxedFunctionGrader for a check that runs the agent's code
     plan: list[Action]
     params: dict[str, Any]
     difficulty: int = 1
@@ -80,9 +105,11 @@ class Family:
         if not lo <= draft.difficulty <= hi:
             raise AssertionError(f"{self.name}: difficulty {draft.difficulty} outside {lo}..{hi}")
         key = params_key(self.name, {"long": long, **draft.params})
+        grader = draft.check if isinstance(draft.check, SandboxedFunctionGrader) \
+            else FunctionGrader(draft.check)
         return Task(
             id=task_id(self.name, index), instruction=draft.instruction, files=dict(draft.files),
-            grader=FunctionGrader(draft.check), plan=tuple(draft.plan), tags=self.tags,
+            grader=grader, plan=tuple(draft.plan), tags=self.tags,
             category=self.category, difficulty=draft.difficulty,
             limits=TaskLimits(max_turns=max(24, 2 * len(draft.plan) + 12)), suite=suite,
             metadata={"family": self.name, "seed": index, "long": long, "params_key": key,

@@ -13,11 +13,14 @@ import random
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessgrid.grading_io import read_text
 from harnessgrid.models import Action
 from harnessgrid.tasks import GraderError
+
+if TYPE_CHECKING:
+    from harnessgrid.grading import GradingContext
 
 # ---------------------------------------------------------------------------- word lists
 # Plain [a-z0-9_] words only: they are safe in file names, shell commands and regexes.
@@ -202,12 +205,14 @@ def mentioned(transcript: list[dict[str, Any]], needle: str) -> bool:
                for c in tool_calls(transcript))
 
 
-def run_sandboxed(ws: Path, command: str, timeout_s: float = 30.0,
+def run_sandboxed(ws: Path, command: str, context: GradingContext, timeout_s: float = 30.0,
                   collect: Sequence[str] = ()) -> tuple[int | None, str, dict[str, str | None]]:
     """Run ``command`` in a bubblewrap sandbox over a *copy* of ``ws`` (so grading twice gives
     the same answer); returns ``(exit_code, stdout + stderr, {path: text})`` with the files of
     ``collect`` read back from the copy afterwards. Used by graders that must execute the
-    agent's code: never in-process, never unsandboxed."""
+    agent's code (:class:`~.base.SandboxedFunctionGrader`): never in-process, and unsandboxed
+    only when ``context`` (the graded episode's) says the episode ran so; its environment is
+    mounted."""
     from harnessgrid.errors import HarnessgridError
     from harnessgrid.sandbox import Sandbox, SandboxLimits
     from harnessgrid.workspace import Workspace
@@ -219,7 +224,8 @@ def run_sandboxed(ws: Path, command: str, timeout_s: float = 30.0,
     try:
         limits = SandboxLimits(wall_s=timeout_s, cpu_s=max(1, int(timeout_s)),
                                output_bytes=200_000)
-        with Sandbox(copy, limits) as sandbox:
+        with Sandbox(copy, limits, environment=context.environment,
+                     unsafe_no_sandbox=context.unsafe_no_sandbox) as sandbox:
             result = sandbox.run_sync(command)
         return (result.exit_code, result.stdout + result.stderr,
                 {rel: text(copy.root, rel) for rel in collect})

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base import Draft, family
+from harnessgrid.grading import GradingContext
+
+from .base import Draft, SandboxedFunctionGrader, family
 from .common import (
     CATEGORIES,
     PEOPLE,
@@ -167,12 +169,13 @@ def fix_python_bug(rng: random.Random, long: bool) -> Draft:
         f"{' (there is one bug in each module it imports)' if long else ''}. Do not modify "
         f"anything under checks/.")
 
-    def check(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+    def check(ws: Path, transcript: list[dict[str, Any]],
+              context: GradingContext) -> dict[str, float]:
         # The pristine checks (not the workspace's copy), then the per-case probe; one sandbox.
         # Stale bytecode must not stand in for the sources: drop it (this is a copy).
         _, out, _ = run_sandboxed(ws, "find . -name __pycache__ -prune -exec rm -rf {} +; "
                                       f"python3 -B -c {q(check_src)}; echo \"CHECK_EXIT=$?\"; "
-                                      f"python3 -B -c {q(probe)}")
+                                      f"python3 -B -c {q(probe)}", context)
         results: list[bool] = []
         passed = False
         for line in out.splitlines():
@@ -190,8 +193,8 @@ def fix_python_bug(rng: random.Random, long: bool) -> Draft:
                  edit(f"src/{mod}.py", bug.good.split(bug.old)[0].rsplit("\n", 1)[1] + bug.bad,
                       bug.good.split(bug.old)[0].rsplit("\n", 1)[1] + bug.old)]
     plan.append(sh("python3 checks/run_checks.py"))
-    return Draft(instruction=instruction, files=files, check=check, plan=plan,
-                 params={"files": sorted(files.items())}, difficulty=3 if long else 2)
+    return Draft(instruction=instruction, files=files, check=SandboxedFunctionGrader(check),
+                 plan=plan, params={"files": sorted(files.items())}, difficulty=3 if long else 2)
 
 
 _OUTS = ("dist", "build", "out", "release", "public")
@@ -245,9 +248,11 @@ def fix_shell_script(rng: random.Random, long: bool) -> Draft:
     def outputs_ok(found: dict[str, str | None]) -> float:
         return sum(norm(found.get(p)) == norm(c) for p, c in outputs.items()) / len(outputs)
 
-    def check(ws: Path, transcript: list[dict[str, Any]]) -> dict[str, float]:
+    def check(ws: Path, transcript: list[dict[str, Any]],
+              context: GradingContext) -> dict[str, float]:
         now = outputs_ok({p: text(ws, p) for p in outputs})
-        code, _, rebuilt = run_sandboxed(ws, f"rm -rf {out} && sh build.sh", collect=list(outputs))
+        code, _, rebuilt = run_sandboxed(ws, f"rm -rf {out} && sh build.sh", context,
+                                         collect=list(outputs))
         return {"outputs": now,
                 "rebuilds": flag(code == 0 and outputs_ok(rebuilt) == 1.0),
                 "inputs_unchanged": flag(all(text(ws, p) == c for p, c in files.items()
@@ -259,8 +264,8 @@ def fix_shell_script(rng: random.Random, long: bool) -> Draft:
         plan.append(edit("build.sh", broken, correct))
         plan.append(sh("sh build.sh"))
     plan.append(read(f"{out}/lines.txt"))
-    return Draft(instruction=instruction, files=files, check=check, plan=plan,
-                 params={"files": sorted(files.items())}, difficulty=2 if hard else 1)
+    return Draft(instruction=instruction, files=files, check=SandboxedFunctionGrader(check),
+                 plan=plan, params={"files": sorted(files.items())}, difficulty=2 if hard else 1)
 
 
 _VARS = ("EXPORT_REGION", "REPORT_REGION", "SYNC_REGION", "TARGET_REGION")

@@ -1,0 +1,316 @@
+"""One episode in progress: the :class:`Episode` object and its turn loop.
+
+An episode is a harness, a task and a policy playing under limits: the harness's state, the
+context budget, the trajectory being written and where the turn loop stands (its
+:class:`LoopCursor`). :func:`start_episode` makes one - the only place an episode is set up
+(the harness started, the budget sized, the trajectory opened, the policy bound) - for
+:func:`harnessgrid.runtime.run_episode` (one instruction, graded) and for
+:class:`harnessgrid.session.AsyncSession` (one conversation, a run per user message) alike.
+:meth:`Episode.run` plays turns until the workflow finishes or a limit is hit.
+
+The loop itself is small on purpose (mini-swe-agent's lesson): ask the harness for the view,
+ask the policy for a turn, let the harness execute and observe it, keep the books from what it
+returned (:func:`harnessgrid.harness.play_turn`), stop when the workflow says so or a limit is
+hit. Everything else (what the prompt says, how calls are written, what the model sees)
+belongs to the harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from harnessgrid import timing
+from harnessgrid.episode import ContextBudget, EpisodeState, context_budget
+from harnessgrid.errors import ConfigError
+from harnessgrid.events import ContextRewrite, Event, ModelReply, TextDelta, TurnStarted
+from harnessgrid.harness import ProductToolHarness, factor_levels, play_turn, provides
+from harnessgrid.models import Message, ModelTurn, ToolSpec
+from harnessgrid.policies import Policy, PolicyRequest
+from harnessgrid.trajectory import (
+    CallRecord,
+    Termination,
+    Trajectory,
+    TurnRecord,
+    cap_reply,
+    stored_size,
+)
+
+if TYPE_CHECKING:
+    from harnessgrid.environments import EnvironmentRecord
+    from harnessgrid.harness import Harness
+    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.tasks import Task
+    from harnessgrid.tools import Environment
+
+__all__ = ["Episode", "EpisodePolicy", "LoopCursor", "start_episode", "summarize"]
+
+
+@runtime_checkable
+class EpisodePolicy(Protocol):
+    """A policy that plays from the episode itself, not from the model's view alone: the
+    scripted oracle renders its plan through the harness (``render_action``) and answers the
+    turns its workflow requires (``protocol.expected_turn(state)``). :func:`start_episode`
+    gives it the episode's harness, task and state once, before the first turn, and the
+    policy it returns answers every turn of that episode (one instance of the policy thus
+    serves any number of concurrent episodes)."""
+
+    spec: str
+
+    def for_episode(self, harness: Harness, task: Task, state: EpisodeState) -> Policy: ...
+
+
+@dataclass
+class LoopCursor:
+    """Where the turn loop stands; a session keeps it across its runs, so turn indices,
+    token segments and the token budget continue where the previous run stopped."""
+
+    index: int = 0
+    segment: int = 0
+    total_tokens: int = 0
+    previous: list[Message] | None = None  # the last view + the assistant message answering it
+
+
+@dataclass(eq=False)
+class Episode:
+    """One episode: what plays (``harness``, ``task``, ``policy``), under which ``limits``,
+    where (``environment``, ``unsafe_no_sandbox``: what its sandbox and its graders' mount
+    and whether they are sandboxed), and how far it got (``state``, ``trajectory``,
+    ``cursor``). ``budget`` sizes the model's view; ``actor`` answers each turn: the policy
+    itself, or what an :class:`EpisodePolicy` gave for this episode. Make one with
+    :func:`start_episode`."""
+
+    harness: Harness
+    task: Task
+    policy: Policy
+    limits: EpisodeLimits
+    state: EpisodeState
+    budget: ContextBudget
+    trajectory: Trajectory
+    actor: Policy
+    environment: EnvironmentRecord | None = None
+    unsafe_no_sandbox: bool = False
+    cursor: LoopCursor = field(default_factory=LoopCursor)
+
+    def follow_up(self, text: str) -> None:
+        """A user message continuing the conversation (a session's next run)."""
+        self.state.finished = False
+        self.state.append(Message(role="user", content=text, kind="followup", pinned=True))
+
+    def summarize(self) -> None:
+        """Fill the trajectory's totals from its turns and the history (see :func:`summarize`)."""
+        summarize(self.trajectory, self.state)
+
+    async def run(self, env: Environment, *, limits: EpisodeLimits | None = None,
+                  wall_s: float | None = None,
+                  on_event: Callable[[Event], None] | None = None) -> None:
+        """Play turns in ``env`` until the workflow finishes or a limit is hit (``max_turns``
+        more turns, ``wall_s`` or the limits' ``wall_s``), setting the trajectory's
+        ``termination`` and ``error``. ``limits`` replace the episode's for this run (a
+        session's token budget). A policy failure becomes ``policy_error``; a sandbox failure
+        raises :class:`~harnessgrid.errors.SandboxError`; ``on_event`` is told every event
+        (:mod:`harnessgrid.events`) as it happens."""
+        limits = limits or self.limits
+        traj = self.trajectory
+        wall_limit = limits.wall_s if wall_s is None else wall_s
+        waiting = [False]  # inside policy.act: a timeout then is the backend's
+        try:
+            async with asyncio.timeout(wall_limit) as wall:
+                # The same instant on the monotonic clock, for policies: no backend wait
+                # (Retry-After, backoff, the call itself) may outlive the wall limit.
+                loop = asyncio.get_running_loop()
+                when = wall.when()
+                deadline = None if when is None else time.monotonic() + when - loop.time()
+                traj.termination = await self._turns(env, limits, waiting, deadline, on_event)
+        except TimeoutError:
+            if not waiting[0]:
+                traj.termination = "timeout"
+            else:
+                traj.termination, traj.error = "policy_error", (
+                    "the model backend did not answer within the episode's time "
+                    f"({wall_limit:g} s)")
+        except _PolicyFailure as exc:
+            traj.termination, traj.error = "policy_error", str(exc)
+
+    @timing.metered  # its own steps timed: harness CPU apart from waiting for the loop
+    async def _turns(self, env: Environment, limits: EpisodeLimits, waiting: list[bool],
+                     deadline: float | None,
+                     on_event: Callable[[Event], None] | None) -> Termination:
+        harness, state, budget, cursor = self.harness, self.state, self.budget, self.cursor
+        traj = self.trajectory
+        emit = on_event or _ignore
+        for _ in range(limits.max_turns):
+            index = cursor.index
+            if env.hooks is not None:
+                env.hooks.turn = index
+            t0, cpu0 = time.perf_counter(), timing.own_cpu()
+            view = harness.view(state, budget)
+            if budget.count(view) > budget.max_tokens:
+                return "context_overflow"
+            new_segment = not _continues(cursor.previous, view)
+            cursor.segment += new_segment
+            emit(TurnStarted(turn=index))
+            if new_segment:
+                emit(ContextRewrite(turn=index, segment=cursor.segment))
+            request = PolicyRequest(
+                messages=view, tools=harness.tools() if harness.native_tools else [],
+                native_tools=harness.native_tools, harness=harness, task=self.task,
+                state=state, new_segment=new_segment, segment=cursor.segment,
+                deadline=deadline,
+                on_text=None if on_event is None else _text_sink(emit, index))
+            try:
+                waiting[0] = True  # the wall limit expiring now is the backend's, not the agent's
+                with timing.span() as model:
+                    turn = await self.actor.act(request)
+            except asyncio.CancelledError as exc:
+                task_ = asyncio.current_task()
+                if task_ is not None and task_.cancelling():
+                    raise  # our own cancellation (the wall limit, Ctrl-C): not the policy's
+                raise _PolicyFailure(
+                    f"the policy call was cancelled on its own: {exc!r}") from exc
+            except Exception as exc:  # any policy failure (TimeoutError too) is infra
+                if isinstance(exc, _Reraised):
+                    raise exc.original from None
+                raise _PolicyFailure(f"{type(exc).__name__}: {exc}\n"
+                                     f"{traceback.format_exc(limit=3)}") from exc
+            waiting[0] = False  # not on cancellation: the wall limit must see it hit the policy
+            if not isinstance(turn, ModelTurn):  # a policy bug: keep the turns so far
+                raise _PolicyFailure(f"the policy returned {type(turn).__name__}, "
+                                     "not a ModelTurn")
+            if on_event is not None:
+                emit(_reply_event(index, turn, limits.stored_reply_bytes))
+            before = len(state.history)
+            record = TurnRecord(
+                index=index, view=list(view), assistant=turn.message(), tokens=turn.tokens,
+                finish_reason=turn.finish_reason, tokens_in=turn.tokens_in,
+                tokens_out=turn.tokens_out, new_segment=new_segment, model_s=model.busy)
+            cursor.index += 1
+            cursor.total_tokens += turn.tokens_in + turn.tokens_out
+            try:
+                with timing.turn_clock() as tools:  # filled by each tool execution
+                    outcome, _ = await play_turn(harness, state, turn, env)  # and the books
+            except asyncio.CancelledError:
+                # Cancelled mid-turn (a session's cancel()): the trajectory keeps what happened.
+                record.appended = list(state.history[before + 1:])
+                record.wall_s = time.perf_counter() - t0
+                traj.turns.append(record)
+                raise
+            wall_s = time.perf_counter() - t0
+            # Harness time is its own CPU: the model's and tools' own CPU are theirs, and the
+            # time other episodes (or threads) ran is waiting. Clamped so that the parts add up
+            # to wall.
+            spent = model.busy + tools.tools_s
+            harness_s = min(max(0.0, timing.own_cpu() - cpu0 - model.own_cpu - tools.own_cpu),
+                            max(0.0, wall_s - spent))
+            record.calls = [CallRecord(call=e.call, action=e.action, result=e.result)
+                            for e in outcome.executed]
+            record.format_error = outcome.format_error.message if outcome.format_error else None
+            record.appended = list(state.history[before + 1:])
+            record.tools_s, record.harness_s, record.wall_s = tools.tools_s, harness_s, wall_s
+            record.wait_s = max(0.0, wall_s - spent - harness_s)
+            traj.turns.append(record)
+            cursor.previous = [*view, state.history[before]]  # the assistant message as stored
+            if state.finished:
+                return "finished"
+            if state.consecutive_format_errors >= limits.max_format_errors:
+                return "format_errors"
+            if (limits.max_total_tokens is not None
+                    and cursor.total_tokens >= limits.max_total_tokens):
+                return "token_budget"
+        return "max_turns"
+
+
+def start_episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits, *,
+                  episode_id: str, mount_path: str | None = None,
+                  environment: EnvironmentRecord | None = None,
+                  environment_summary: dict[str, str] | None = None,
+                  started_at: float | None = None,
+                  product_tools: Sequence[ToolSpec] = ()) -> Episode:
+    """Set up one episode (the only place one is): present ``product_tools`` through the
+    harness (:class:`~harnessgrid.harness.ProductToolHarness`; refused by a harness that
+    cannot), start the harness on ``task``, size the context budget, open the trajectory
+    (``mount_path``: the workspace's, by default the task's; ``environment_summary``: what
+    it records of the toolchain) and bind an :class:`EpisodePolicy` to the episode."""
+    if product_tools:
+        if not (isinstance(harness, ProductToolHarness)
+                and provides(harness, ProductToolHarness)):
+            raise ConfigError(f"harness {harness.name!r} cannot present product tools",
+                              hint="use a composed harness or an adapter that supports them, "
+                                   "or pass no tools")
+        harness.add_product_tools(list(product_tools))
+    state = harness.start(task, episode_id)
+    traj = Trajectory(episode_id=episode_id, harness=harness.name, config=factor_levels(harness),
+                      task_id=task.id, suite=task.suite, policy=policy.spec,
+                      mount_path=mount_path or task.mount_path, termination="max_turns",
+                      started_at=time.time() if started_at is None else started_at,
+                      environment=environment_summary)
+    # The budget counts what the model reads: the view plus, for native tools, their schemas;
+    # it is capped by what the model can take (the policy's ``context_limit``, if any).
+    budget = context_budget(policy, harness.tools() if harness.native_tools else [],
+                            limits.max_context_tokens)
+    actor = policy.for_episode(harness, task, state) if isinstance(
+        policy, EpisodePolicy) else policy
+    return Episode(harness=harness, task=task, policy=policy, limits=limits, state=state,
+                   budget=budget, trajectory=traj, actor=actor, environment=environment,
+                   unsafe_no_sandbox=limits.unsafe_no_sandbox)
+
+
+def summarize(traj: Trajectory, state: EpisodeState) -> None:
+    """Fill the trajectory's totals (history, tokens, time split, segments) from its turns."""
+    traj.history = list(state.history)
+    traj.tokens_in = sum(t.tokens_in for t in traj.turns)
+    traj.tokens_out = sum(t.tokens_out for t in traj.turns)
+    for part in ("model_s", "tools_s", "harness_s", "wait_s"):
+        setattr(traj, part, sum(getattr(t, part) for t in traj.turns))
+    # Token policies may also restart a segment on their own (a chat template that is not
+    # append-only for this conversation); their records are then the truth.
+    token_segments = {t.tokens.segment for t in traj.turns if t.tokens is not None}
+    traj.segments = len(token_segments) or 1 + sum(t.new_segment for t in traj.turns[1:])
+
+
+def _continues(previous: list[Message] | None, view: list[Message]) -> bool:
+    """Whether ``view`` extends the previous view + the assistant message that answered it."""
+    if previous is None:
+        return True
+    return view[: len(previous)] == previous
+
+
+class _PolicyFailure(Exception):
+    """The policy raised: an infrastructure failure (API down, model crashed)."""
+
+
+def _ignore(event: Event) -> None:
+    pass
+
+
+def _reply_event(index: int, turn: ModelTurn, limit: int) -> ModelReply:
+    """The ``model_reply`` event of ``turn``, capped like the stored reply."""
+    whole = turn.message()
+    shown = cap_reply(whole, limit)
+    return ModelReply(turn=index, text=shown.content,
+                      tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                  for c in shown.tool_calls],
+                      original_bytes=None if shown is whole else stored_size(whole))
+
+
+def _text_sink(emit: Callable[[Event], None], index: int) -> Callable[[str], None]:
+    def on_text(text: str) -> None:
+        try:
+            emit(TextDelta(turn=index, text=text))
+        except Exception as exc:  # the embedder's, kept apart from the policy's
+            raise _Reraised(exc) from exc
+
+    return on_text
+
+
+class _Reraised(Exception):
+    """An exception from the embedder's own code (a streaming callback) raised inside a
+    policy call: it is the embedder's, not a policy failure, and propagates as itself."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original

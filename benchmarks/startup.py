@@ -50,7 +50,7 @@ def once(args: list[str], env: dict[str, str]) -> float:
 #: building all its tasks. Resident set (statm), not the peak: what the process holds now.
 MEMORY_PROBE = """
 import os, gc
-from harnessgrid.tasks import load_suite
+from harnessgrid.registry import load_suite
 import harnessgrid.registry
 harnessgrid.registry.get_registry()  # plugins loaded: the suite's cost is what follows
 def rss():

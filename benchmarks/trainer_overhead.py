@@ -38,7 +38,7 @@ def trl_plain(model_dir: Path, out: Path, args: argparse.Namespace) -> list[dict
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from harnessgrid.tasks import load_suite
+    from harnessgrid.registry import load_suite
 
     tasks = load_suite("grid").tasks("train")[: args.tasks * args.steps]
     data = datasets.Dataset.from_dict(

@@ -57,7 +57,7 @@ _LAZY: dict[str, str] = {
     "EpisodeLimits": "harnessgrid.runtime",
     "Task": "harnessgrid.tasks",
     "TaskSuite": "harnessgrid.tasks",
-    "load_suite": "harnessgrid.tasks",
+    "load_suite": "harnessgrid.registry",
     "Trajectory": "harnessgrid.trajectory",
     "TrajectoryStore": "harnessgrid.trajectory",
     "Action": "harnessgrid.models",
@@ -99,12 +99,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from harnessgrid.models import Action, ToolCall
     from harnessgrid.policies import make_policy
     from harnessgrid.product_tools import ProductTool, product_tool
-    from harnessgrid.registry import PluginManager, get_registry
+    from harnessgrid.registry import PluginManager, get_registry, load_suite
     from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
     from harnessgrid.schedule import Schedule
     from harnessgrid.session import AsyncSession, Reply, Session
     from harnessgrid.space import FACTORS, FactorSpace, HarnessConfig
-    from harnessgrid.tasks import Task, TaskSuite, load_suite
+    from harnessgrid.tasks import Task, TaskSuite
     from harnessgrid.tool_hooks import Approval, ToolCallRequest, allow, deny, modify
     from harnessgrid.trajectory import Trajectory, TrajectoryStore
     from harnessgrid.workspace import Workspace

@@ -35,7 +35,7 @@ from harnessgrid.space import (
 )
 
 if TYPE_CHECKING:
-    from harnessgrid.harness import ComposedHarness
+    from harnessgrid.composed_harness import ComposedHarness
 
 
 def resolve_levels(config: HarnessConfig, registry: Registry | None = None) -> dict[
@@ -293,7 +293,7 @@ def address_levels(address: str, registry: Registry | None = None) -> dict[str, 
 
 def compose(config: HarnessConfig, registry: Registry | None = None) -> ComposedHarness:
     """Build the runnable harness of ``config`` from its five registered levels."""
-    from harnessgrid.harness import ComposedHarness
+    from harnessgrid.composed_harness import ComposedHarness
 
     reg = registry or get_registry()
     levels = resolve_levels(config, reg)

@@ -68,7 +68,7 @@ class EpisodeJob(BaseModel):
     """One episode as plain specs, rebuilt by whichever process runs it.
 
     ``harness`` is anything :func:`~harnessgrid.api.resolve_harness` accepts (a code of
-    ``space``, a level list, ``adapter:NAME``); ``suite`` is a :func:`~harnessgrid.tasks.load_suite`
+    ``space``, a level list, ``adapter:NAME``); ``suite`` is a :func:`~harnessgrid.registry.load_suite`
     spec and ``task_id`` a task of it; ``task_hash``, when given, is the task's
     ``content_hash()`` as the caller saw it, checked where the job is rebuilt so that a node
     with other task files fails loudly instead of grading a different task. ``space`` maps
@@ -235,7 +235,8 @@ def _harness(job: EpisodeJob) -> Harness:
 
 
 def _task(job: EpisodeJob) -> Task:
-    from harnessgrid.tasks import load_suite, task_ids
+    from harnessgrid.registry import load_suite
+    from harnessgrid.tasks import task_ids
 
     key = json.dumps([job.suite, job.suite_options], sort_keys=True, default=str)
     if key not in _SUITES:  # a suite loads once per process; its tasks are built when used

@@ -1,9 +1,11 @@
-"""The one interface the runtime drives, and the harness composed from five factor levels.
+"""The one interface the runtime drives, its optional capabilities, and the runtime's
+bookkeeping around a turn.
 
 A :class:`Harness` builds the initial messages, declares its tools, turns a model turn into
 executed calls and observations, gives the context view for the next turn and (through its
-workflow) decides when the episode ends. :class:`ComposedHarness` does each of these by
-delegating to one factor level; an adapter implements the protocol directly.
+workflow) decides when the episode ends.
+:class:`~harnessgrid.composed_harness.ComposedHarness` does each of these by delegating to one
+factor level; an adapter implements the protocol directly.
 """
 
 from __future__ import annotations
@@ -15,34 +17,20 @@ from harnessgrid.episode import (
     ContextBudget,
     Decision,
     EpisodeState,
-    ExecutedCall,
-    PromptContext,
     TurnOutcome,
     WorkflowProtocol,
 )
 from harnessgrid.models import (
     Action,
-    FormatError,
     Message,
     ModelTurn,
     ToolCall,
-    ToolResult,
     ToolSpec,
 )
-from harnessgrid.tool_hooks import Denied, denied_result, gate
-from harnessgrid.tools import Environment, as_shell, execute
 
 if TYPE_CHECKING:
-    from harnessgrid.levels import (
-        ContextLevel,
-        FactorLevel,
-        ObservationLevel,
-        SystemPromptLevel,
-        ToolInterfaceLevel,
-        WorkflowLevel,
-    )
-    from harnessgrid.space import HarnessConfig
     from harnessgrid.tasks import Task
+    from harnessgrid.tools import Environment
     from harnessgrid.trajectory import Trajectory
 
 
@@ -186,117 +174,3 @@ async def play_turn(harness: Harness, state: EpisodeState, turn: ModelTurn,
 def task_message(task: Task) -> Message:
     """The first user message: the task statement, tagged so context levels always keep it."""
     return Message(role="user", content=task.instruction, kind="task", pinned=True)
-
-
-class ComposedHarness:
-    """A harness assembled from one level of each factor (see :func:`harnessgrid.composition`)."""
-
-    def __init__(self, config: HarnessConfig, levels: dict[str, FactorLevel],
-                 name: str | None = None) -> None:
-        self.config = config
-        # What trajectories and listings record: compose() passes the harness address, which
-        # names the same harness on every machine (see harnessgrid.composition).
-        self.name = name or config.code
-        self.system_prompt: SystemPromptLevel = levels["system_prompt"]  # type: ignore[assignment]
-        self.tool_interface: ToolInterfaceLevel = levels["tool_interface"]  # type: ignore[assignment]
-        self.observation: ObservationLevel = levels["observation"]  # type: ignore[assignment]
-        self.context: ContextLevel = levels["context"]  # type: ignore[assignment]
-        self.workflow: WorkflowLevel = levels["workflow"]  # type: ignore[assignment]
-        self.protocol = self.workflow.protocol
-        self.native_tools = self.tool_interface.native_tools
-
-    def __repr__(self) -> str:
-        return f"ComposedHarness({self.name})"
-
-    def tools(self) -> list[ToolSpec]:
-        return self.tool_interface.tools()
-
-    def factor_levels(self) -> dict[str, str]:
-        return dict(self.config.levels)
-
-    def add_product_tools(self, tools: Sequence[ToolSpec]) -> None:
-        """Present an embedding product's tools (:mod:`harnessgrid.product_tools`) through
-        this harness's tool interface, in its own syntax."""
-        self.tool_interface.add_product_tools(tools)
-
-    def system_prompt_text(self, mount_path: str) -> str:
-        return self.system_prompt.render(PromptContext(
-            mount_path=mount_path,
-            tool_section=self.tool_interface.prompt_section(),
-            workflow_section=self.workflow.prompt_section(),
-            example_call=self.tool_interface.example(
-                self._supported(Action.of("read", path="notes.txt")))))
-
-    def start(self, task: Task, episode_id: str) -> EpisodeState:
-        state = EpisodeState(episode_id=episode_id, task_id=task.id)
-        state.append(Message(role="system", content=self.system_prompt_text(task.mount_path),
-                             kind="system", pinned=True),
-                     task_message(task))
-        state.append(*self.workflow.on_start(state))
-        return state
-
-    def view(self, state: EpisodeState, budget: ContextBudget) -> list[Message]:
-        return self.context.view(state.history, budget)
-
-    def _supported(self, action: Action) -> Action:
-        """``action`` itself, or the same effect as a shell command if the interface has no
-        tool for it (``bash_only``)."""
-        return action if self.tool_interface.supports(action.kind) else as_shell(action)
-
-    def render_action(self, action: Action, call_id: str,
-                      state: EpisodeState | None = None) -> ModelTurn:
-        return self.tool_interface.render(self._supported(action), call_id)
-
-    async def step(self, state: EpisodeState, turn: ModelTurn, env: Environment) -> tuple[
-            TurnOutcome, Decision]:
-        """Parse, execute and observe one turn, then let the workflow decide (its messages
-        appended here; the runtime keeps the books)."""
-        ti, obs = self.tool_interface, self.observation
-        outcome = TurnOutcome(turn=turn)
-        try:
-            calls = ti.parse(turn)
-        except FormatError as exc:
-            outcome.format_error = exc
-            calls = []
-        message = turn.message()
-        if calls and not turn.tool_calls:
-            message = message.model_copy(update={"parsed_calls": tuple(calls)})
-        state.append(message)
-        if outcome.format_error is not None:
-            state.append(Message(role="user", content=obs.format_error(outcome.format_error),
-                                 kind="format_error"))
-        for call in calls:
-            if outcome.finish is not None:
-                state.append(ti.observation_message(call, "skipped: finish was requested"))
-                continue
-            try:
-                action = ti.to_action(call)
-            except FormatError as exc:
-                outcome.format_error = exc
-                msg = ti.observation_message(call, obs.format_error(exc))
-                state.append(msg.model_copy(update={"kind": "format_error"}))
-                continue
-            if action.kind == "finish":
-                outcome.finish = action
-                result = ToolResult(output=action.args["message"])
-            else:
-                checked = await gate(env, call, action)
-                if isinstance(checked, Denied):
-                    result = denied_result(checked)
-                    outcome.executed.append(ExecutedCall(call, action, result))
-                    state.append(ti.observation_message(call, obs.format(action, result)))
-                    continue
-                if checked is not call:  # the approval callback changed it
-                    try:
-                        call, action = checked, ti.to_action(checked)
-                    except FormatError as exc:
-                        outcome.format_error = exc
-                        msg = ti.observation_message(call, obs.format_error(exc))
-                        state.append(msg.model_copy(update={"kind": "format_error"}))
-                        continue
-                result = await execute(action, env)
-            outcome.executed.append(ExecutedCall(call, action, result))
-            state.append(ti.observation_message(call, obs.format(action, result)))
-        decision = self.workflow.on_turn(state, outcome)
-        state.append(*decision.messages)
-        return outcome, decision

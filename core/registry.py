@@ -46,6 +46,7 @@ from harnessgrid.errors import ConfigError, HarnessgridError, PluginError
 from harnessgrid.levels import FACTOR_BASES, FactorLevel
 from harnessgrid.registrations import AdapterSpec, PolicyBackend, SpaceSpec, TaskSuiteSpec
 from harnessgrid.space import FACTORS, FactorSpace
+from harnessgrid.tasks import TaskSuite
 
 ENTRY_POINT_GROUP = "harnessgrid"
 DISABLE_ENV = "HARNESSGRID_DISABLE_PLUGINS"
@@ -587,3 +588,19 @@ def get_registry() -> Registry:
 def reset_registry() -> None:
     """Forget the cached registry (after installing a plugin at run time, or in tests)."""
     get_registry.cache_clear()
+
+
+def load_suite(spec: str, **options: Any) -> TaskSuite:
+    """Load a suite by its address: ``grid-bench``, ``clawgym:/path``, ``pinchbench:/path``."""
+    name, _, argument = spec.partition(":")
+    entry = get_registry().task_suite(name)
+    if entry.takes_argument and not argument:
+        raise ConfigError(f"task suite {name!r} needs an argument", hint=f"write {name}:PATH")
+    if argument and not entry.takes_argument:
+        raise ConfigError(f"task suite {name!r} takes no argument, got {spec!r}",
+                          hint=f"write just {name}")
+    suite = entry.load(argument or None, **options)
+    if not isinstance(suite, TaskSuite):
+        raise ConfigError(f"task suite plugin {name!r} returned {type(suite).__name__}, "
+                          "not a TaskSuite")
+    return suite

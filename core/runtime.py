@@ -132,7 +132,7 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
         try:
             return await run_task_sessions(harness, task, policy, limits, episode_id=episode_id)
         except Exception as exc:  # noqa: BLE001 - never raises, as every episode
-            return crashed_episode(harness.name, task, policy, exc)
+            return crashed_episode(harness.name, task, policy, exc, episode_id=episode_id)
     limits = effective_limits(limits or EpisodeLimits(), task)
     require_sandbox(limits)
     environment, warning = resolve_episode_environment(task.environment, limits.environment)

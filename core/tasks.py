@@ -77,9 +77,8 @@ class Scores(dict[str, float]):
 def task_score(scores: Mapping[str, float]) -> float:
     """The task score of validated sub-scores: the grader's ``total`` when it gives one, else
     their mean."""
-    total = getattr(scores, "total", None)
-    if total is not None:
-        return float(total)
+    if isinstance(scores, Scores) and scores.total is not None:
+        return float(scores.total)
     return sum(scores.values()) / len(scores)
 
 
@@ -137,11 +136,11 @@ def validate_scores(scores: Any) -> Scores:
     out: dict[str, float] = {}
     for name, value in scores.items():
         out[str(name)] = _unit(value, f"sub-score {name!r}")
-    total = getattr(scores, "total", None)
-    return Scores(out, total=None if total is None else _unit(total, "the total score"),
-                  warnings=getattr(scores, "warnings", ()),
-                  grading=getattr(scores, "grading", None),
-                  partial=getattr(scores, "partial", None))
+    if not isinstance(scores, Scores):  # a plain dict: the mean, nothing else to say
+        return Scores(out)
+    return Scores(out, total=None if scores.total is None else _unit(scores.total,
+                                                                     "the total score"),
+                  warnings=scores.warnings, grading=scores.grading, partial=scores.partial)
 
 
 def _unit(value: Any, what: str) -> float:
@@ -371,22 +370,3 @@ class TaskSuite(BaseModel):
                               hint=f"`harnessgrid tasks list {self.name}` prints each task's "
                                    "address")
         return self.splits[found[0]][found[1]]
-
-
-def load_suite(spec: str, **options: Any) -> TaskSuite:
-    """Load a suite by its address: ``grid-bench``, ``clawgym:/path``, ``pinchbench:/path``."""
-    from harnessgrid.registry import get_registry
-
-    name, _, argument = spec.partition(":")
-    entry = get_registry().task_suite(name)
-    if entry.takes_argument and not argument:
-        raise ConfigError(f"task suite {name!r} needs an argument", hint=f"write {name}:PATH")
-    if argument and not entry.takes_argument:
-        raise ConfigError(f"task suite {name!r} takes no argument, got {spec!r}",
-                          hint=f"write just {name}")
-    suite = entry.load(argument or None, **options)
-    if not isinstance(suite, TaskSuite):
-        raise ConfigError(f"task suite plugin {name!r} returned {type(suite).__name__}, "
-                          "not a TaskSuite")
-    return suite
-

@@ -253,7 +253,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
 def _load_suite(spec: str, options: dict[str, Any]) -> TaskSuite:
     """A suite with the evaluation's loader options; every suite gets them all, so an option
     one of them does not take is said in the evaluation's terms."""
-    from harnessgrid.tasks import load_suite
+    from harnessgrid.registry import load_suite
 
     try:
         return load_suite(spec, **options)

@@ -29,10 +29,10 @@ from harnessgrid.plugins.adapters._claude_code_session import SCRATCH_KEY, Sessi
 from harnessgrid.plugins.adapters.claude_code import ClaudeCodeHarness
 from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import PluginManager
+from harnessgrid.registry import PluginManager, load_suite
 from harnessgrid.runtime import EpisodeLimits, run_episode
 from harnessgrid.sandbox import Sandbox
-from harnessgrid.tasks import FunctionGrader, Task, load_suite
+from harnessgrid.tasks import FunctionGrader, Task
 from harnessgrid.tools import Environment, as_shell
 from harnessgrid.workspace import Workspace
 

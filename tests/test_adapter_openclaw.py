@@ -832,7 +832,7 @@ def test_oracle_scores_one_through_the_adapter(task: Task) -> None:
 
 
 def _grid_bench() -> Any:
-    from harnessgrid.tasks import load_suite
+    from harnessgrid.registry import load_suite
 
     return load_suite("grid-bench")
 
@@ -900,7 +900,7 @@ def test_compaction_defers_when_the_compacted_session_is_near_the_trigger() -> N
 def test_compactions_and_pruning_append_on_grid_long() -> None:
     """On grid-long at a small window the turns after a compaction append to it: every new
     token segment is one compaction, at most one segment per two turns."""
-    from harnessgrid.tasks import load_suite
+    from harnessgrid.registry import load_suite
 
     compacted = 0
     for task in load_suite("grid-long").tasks("eval")[:4]:

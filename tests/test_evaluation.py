@@ -28,10 +28,9 @@ from harnessgrid.evaluation.report import Report, build_report, load_report
 from harnessgrid.evaluation.results import EvalResult
 from harnessgrid.evaluation.run import EvalConfig, evaluate
 from harnessgrid.evaluation.store import read_results
-from harnessgrid.registry import reset_registry
+from harnessgrid.registry import load_suite, reset_registry
 from harnessgrid.runtime import EpisodeLimits
 from harnessgrid.space import FactorSpace
-from harnessgrid.tasks import load_suite
 
 TESTS = Path(__file__).parent
 

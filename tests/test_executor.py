@@ -52,7 +52,7 @@ def crash_report(traj: Trajectory) -> dict[str, Any]:
 def test_the_same_crash_is_reported_the_same_by_every_backend() -> None:
     from harnessgrid.api import resolve_harness
     from harnessgrid.policies.scripted import ScriptedPolicy
-    from harnessgrid.tasks import load_suite
+    from harnessgrid.registry import load_suite
 
     reports = {}
     for name, executor in (("local", LocalExecutor(2)), ("process", ProcessExecutor(1, 1))):

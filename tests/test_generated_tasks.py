@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 import harnessgrid as hg
+from harnessgrid.composed_harness import ComposedHarness
 from harnessgrid.composition import compose
 from harnessgrid.errors import ConfigError
-from harnessgrid.harness import ComposedHarness
 from harnessgrid.plugins.tasks.generated import FAMILIES, generate, splits
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.registry import PluginManager, Registry

@@ -27,8 +27,8 @@ from servers import OpenAICompatServer, openai_text
 import harnessgrid as hg
 from harnessgrid.evaluation.results import EvalResult
 from harnessgrid.policies.scripted import ScriptedPolicy
+from harnessgrid.registry import load_suite
 from harnessgrid.runtime import run_episode
-from harnessgrid.tasks import load_suite
 
 needs_litellm = pytest.mark.skipif(importlib.util.find_spec("litellm") is None,
                                    reason="the judge needs the api extra (litellm)")

@@ -16,18 +16,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from probe_suite import UPPER_TASK
 
+from harnessgrid.composed_harness import ComposedHarness
 from harnessgrid.composition import compose
 from harnessgrid.episode import context_budget, estimate_tokens, estimate_tool_tokens
 from harnessgrid.errors import SandboxError
-from harnessgrid.harness import ComposedHarness
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import PluginManager, Registry
+from harnessgrid.registry import PluginManager, Registry, load_suite
 from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
 from harnessgrid.space import FactorSpace
-from harnessgrid.tasks import FunctionGrader, load_suite
+from harnessgrid.tasks import FunctionGrader
 from harnessgrid.trajectory import TrajectoryStore
 
 PROBE_SPACE = FactorSpace.from_levels({

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from harnessgrid.composed_harness import ComposedHarness
 from harnessgrid.composition import compose
 from harnessgrid.errors import HarnessgridError
-from harnessgrid.harness import ComposedHarness
 from harnessgrid.models import Action
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.policies.scripted import ScriptedPolicy

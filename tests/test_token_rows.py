@@ -15,8 +15,8 @@ import pytest
 
 from harnessgrid.api import resolve_harness
 from harnessgrid.policies.hf import HFPolicy
+from harnessgrid.registry import load_suite
 from harnessgrid.runtime import EpisodeLimits, run_episode
-from harnessgrid.tasks import load_suite
 from harnessgrid.token_rows import TokenRow
 from harnessgrid.trajectory import Trajectory
 

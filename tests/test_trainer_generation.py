@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from harnessgrid.api import resolve_harness
+from harnessgrid.registry import load_suite
 from harnessgrid.runtime import EpisodeLimits, run_episode
-from harnessgrid.tasks import load_suite
 from harnessgrid.trainer.config import config_from_mapping
 from harnessgrid.trainer.generation import (
     TRLServerPolicy,

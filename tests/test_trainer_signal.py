@@ -110,8 +110,8 @@ def micro_episode(policy: Any, code: str) -> Trajectory:
 
     from harnessgrid.api import resolve_policy
     from harnessgrid.plugins.micro import micro_harness
+    from harnessgrid.registry import load_suite
     from harnessgrid.runtime import EpisodeLimits, run_episode
-    from harnessgrid.tasks import load_suite
 
     task = next(t for t in load_suite("micro").tasks("train") if "Delete" in t.instruction)
     return asyncio.run(run_episode(micro_harness(code), task, resolve_policy(policy),

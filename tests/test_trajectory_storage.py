@@ -22,9 +22,10 @@ from harnessgrid.plugins.adapters.claude_code import ClaudeCodeHarness
 from harnessgrid.plugins.adapters.openclaw import OpenClawHarness
 from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.policies.scripted import ScriptedPolicy
+from harnessgrid.registry import load_suite
 from harnessgrid.runtime import EpisodeLimits, run_episode
 from harnessgrid.space import FactorSpace
-from harnessgrid.tasks import Task, load_suite
+from harnessgrid.tasks import Task
 from harnessgrid.trajectory import (
     VIEW_DELTA,
     Trajectory,

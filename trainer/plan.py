@@ -115,7 +115,7 @@ class TrainingPlan:
 
     @staticmethod
     def _load_tasks(config: ExperimentConfig) -> list[Task]:
-        from harnessgrid.tasks import load_suite
+        from harnessgrid.registry import load_suite
 
         tasks = list(load_suite(config.suite).tasks(config.split))
         if not tasks:

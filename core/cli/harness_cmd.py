@@ -46,7 +46,7 @@ def sample_observations(harness: Any) -> list[dict[str, Any]] | None:
     """Each sample result as the harness's observation level renders it, and the message it
     goes back in (a ``tool`` message for native tools, else ``user``). ``None`` for an adapter,
     whose shell builds observations inside its own step."""
-    from harnessgrid.harness import ComposedHarness
+    from harnessgrid.composed_harness import ComposedHarness
     from harnessgrid.tools import as_shell
 
     if not isinstance(harness, ComposedHarness):

@@ -57,7 +57,7 @@ def loader_options(options: list[str], judge: str | None = None) -> dict[str, An
 
 def open_suite(spec: str, options: list[str], judge: str | None = None) -> TaskSuite:
     """Load ``spec`` with ``--option`` pairs (and ``--judge``) as loader options."""
-    from harnessgrid.tasks import load_suite
+    from harnessgrid.registry import load_suite
 
     return load_suite(spec, **loader_options(options, judge))
 

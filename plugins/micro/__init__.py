@@ -41,7 +41,7 @@ from harnessgrid.space import FACTORS, FactorSpace, HarnessConfig
 from . import contexts, interfaces, observations, prompts, workflows
 
 if TYPE_CHECKING:
-    from harnessgrid.harness import ComposedHarness
+    from harnessgrid.composed_harness import ComposedHarness
 
 __all__ = ["MICRO_LEVELS", "MICRO_SPACE", "build_micro_model", "micro_address", "micro_config",
            "micro_corpus", "micro_harness"]

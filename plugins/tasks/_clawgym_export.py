@@ -91,7 +91,7 @@ CONTENT_HASH = {content_hash!r}
 
 
 def grade(transcript, workspace_path):
-    from harnessgrid.tasks import load_suite
+    from harnessgrid.registry import load_suite
 
     task = load_suite(SUITE).get(TASK_ID)
     if task.content_hash() != CONTENT_HASH:
@@ -126,7 +126,7 @@ _SUITES_LOCK = threading.Lock()
 def _named_suite(name: str) -> TaskSuite:
     """Load a named suite once per process: graders run in parallel worker threads, and
     building a generated suite is seconds of CPU that must not be repeated per task."""
-    from harnessgrid.tasks import load_suite
+    from harnessgrid.registry import load_suite
 
     with _SUITES_LOCK:
         if name not in _SUITES:

@@ -96,7 +96,7 @@ def episode_jobs(n: int) -> tuple[Any, list[Any]]:
 
 
 def limits(turns: int) -> Any:
-    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.engine.runtime import EpisodeLimits
 
     return EpisodeLimits(max_turns=turns, max_format_errors=turns + 1, unsafe_no_sandbox=True)
 
@@ -118,7 +118,7 @@ def run_mode(policy: Any, args: argparse.Namespace, concurrent: bool) -> tuple[f
                                                    for i in range(n))))
             return [await act_episode(policy, i, turns) for i in range(n)]
     else:
-        from harnessgrid.runtime import run_episode, run_episodes
+        from harnessgrid.engine.runtime import run_episode, run_episodes
 
         harness, tasks = episode_jobs(n)
 
@@ -155,7 +155,7 @@ def main() -> int:
     import torch
     import transformers
 
-    from harnessgrid.tiny_model import build_tiny_model
+    from harnessgrid.policies.tiny_model import build_tiny_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

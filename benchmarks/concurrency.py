@@ -229,8 +229,8 @@ def policy(scheme: str, url: str) -> tuple[str, dict[str, Any]]:
 
 
 def jobs(scheme: str, url: str, n: int, turns: int) -> list[Any]:
-    from harnessgrid.ray_episodes import EpisodeJob
-    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.engine.ray_episodes import EpisodeJob
+    from harnessgrid.engine.runtime import EpisodeLimits
 
     spec, options = policy(scheme, url)
     limits = EpisodeLimits(max_turns=turns, wall_s=300)
@@ -240,23 +240,12 @@ def jobs(scheme: str, url: str, n: int, turns: int) -> list[Any]:
 
 def in_process(batch: list[Any], concurrency: int,
                done: Callable[[int, Any], None]) -> None:
-    """Run ``batch``, ``concurrency`` at once on one event loop; ``done(index, trajectory)`` is
-    called on the loop as each episode ends (when it ends, not when a consumer gets to it)."""
-    from harnessgrid.ray_episodes import arun_job
-    from harnessgrid.sandbox_pool import PoolsByKey
+    """Run ``batch``, ``concurrency`` at once on one event loop, the way ``run_episodes`` and
+    ``eval`` do (:class:`~harnessgrid.engine.executor.LocalExecutor`, pooled sandboxes);
+    ``done(index, trajectory)`` is called on the loop as each episode ends."""
+    from harnessgrid.engine.executor import LocalExecutor, collect
 
-    async def run_all() -> None:
-        sem = asyncio.Semaphore(concurrency)
-
-        async def one(i: int) -> None:
-            async with sem:
-                done(i, await arun_job(batch[i], pool=pools))
-
-        # Pre-started sandboxes, recycled between episodes, as in a worker (and run_episodes).
-        async with PoolsByKey(concurrency) as pools:
-            await asyncio.gather(*(one(i) for i in range(len(batch))))
-
-    _LOOP.run_until_complete(run_all())
+    _LOOP.run_until_complete(collect(LocalExecutor(concurrency), batch, on_done=done))
 
 
 #: One event loop for every in-process run, as in a long evaluation: the policies' pooled
@@ -265,7 +254,7 @@ _LOOP = asyncio.new_event_loop()
 
 
 def measure(scheme: str, concurrency: int, workers: int, url: str, turns: int) -> Run:
-    from harnessgrid.evaluation.workers import worker_episodes
+    from harnessgrid.engine.workers import worker_episodes
 
     warm = jobs(scheme, url, concurrency, 1)
     real = jobs(scheme, url, max(8, 2 * concurrency), turns)
@@ -314,8 +303,7 @@ BUCKETS = (
     ("model client", ("litellm", "openai", "raw_http", "httpx", "httpcore", "aiohttp", "h11", "anyio",
                       "/ssl.py", "tiktoken", "tokenizers", "yarl", "multidict", "aiohappyeyeballs",
                       "/http/")),
-    ("sandbox", ("harnessgrid/sandbox", "core/sandbox", "core/tools", "harnessgrid/tools",
-                 "core/workspace", "harnessgrid/workspace", "core/scratch", "/subprocess.py",
+    ("sandbox", ("harnessgrid/sandboxing/", "core/sandboxing/", "/subprocess.py",
                  "/shutil.py", "/tempfile.py")),
     ("pydantic", ("pydantic",)),
     ("event loop", ("/asyncio/", "/selectors.py", "concurrent/futures", "/threading.py",

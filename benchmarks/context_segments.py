@@ -42,11 +42,11 @@ from dataclasses import dataclass
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before harnessgrid: offline
 
 import harnessgrid as hg
-from harnessgrid.api import resolve_harness
+from harnessgrid.engine.api import resolve_harness
+from harnessgrid.engine.runtime import EpisodeLimits, run_episodes
 from harnessgrid.episode import estimate_tokens
 from harnessgrid.harness import Harness
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.runtime import EpisodeLimits, run_episodes
 from harnessgrid.tasks import Task
 
 HARNESSES = ("S0-T0-O0-C0-W0", "S0-T0-O0-C1-W0", "S0-T0-O0-C2-W0", "S0-T2-O0-C1-W0",

@@ -255,11 +255,11 @@ class HarnessgridSide:
     """harnessgrid's runtime with the scripted oracle through the bash_only harness."""
 
     def __init__(self, max_turns: int) -> None:
-        from harnessgrid.composition import compose
         from harnessgrid.errors import ConfigError
         from harnessgrid.models import Action
+        from harnessgrid.plugin_system.composition import compose
+        from harnessgrid.plugin_system.registry import PluginManager
         from harnessgrid.policies.scripted import ScriptedPolicy
-        from harnessgrid.registry import PluginManager
         from harnessgrid.space import FactorSpace
         from harnessgrid.tasks import Task
 
@@ -282,7 +282,7 @@ class HarnessgridSide:
                          suite="episode-throughput")
 
     def limits(self, sandbox: bool) -> Any:
-        from harnessgrid.runtime import EpisodeLimits
+        from harnessgrid.engine.runtime import EpisodeLimits
 
         return EpisodeLimits(max_turns=self.max_turns, unsafe_no_sandbox=not sandbox)
 
@@ -315,7 +315,7 @@ class HarnessgridSide:
 def run_harnessgrid(side: HarnessgridSide, tasks: Sequence[BenchTask], concurrency: int,
                     sandbox: bool, pooled: bool = True, recycle: bool = True
                     ) -> tuple[float, list[EpisodeRun]]:
-    from harnessgrid.runtime import episode_pool, run_episode, run_episodes
+    from harnessgrid.engine.runtime import episode_pool, run_episode, run_episodes
 
     hg_tasks = [side.task(t) for t in tasks]  # building Task values is not timed (nor is mini's)
     limits = side.limits(sandbox)
@@ -462,7 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"!! no python3 on {COMMAND_PATH}; commands use the caller's PATH, so the "
               "unsandboxed modes may start a different python3 than the sandbox",
               file=sys.stderr)
-    from harnessgrid.sandbox import check_bwrap
+    from harnessgrid.sandboxing.sandbox import check_bwrap
 
     warnings.filterwarnings("ignore", message="harnessgrid: running shell commands WITHOUT",
                             category=RuntimeWarning)

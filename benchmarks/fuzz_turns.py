@@ -69,9 +69,9 @@ async def fuzz_spec(spec: str, seed: int, budget: int, tally: Tally) -> None:
     from probe_suite import UPPER_TASK
     from test_hostile_turns import HostilePolicy, hostile_turns
 
-    from harnessgrid.api import resolve_harness
-    from harnessgrid.runtime import EpisodeLimits, run_episode
-    from harnessgrid.trajectory import Trajectory, trajectory_line
+    from harnessgrid.engine.api import resolve_harness
+    from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+    from harnessgrid.engine.trajectory import Trajectory, trajectory_line
 
     harness = resolve_harness(spec)
     rng = random.Random(f"{seed}:{spec}")

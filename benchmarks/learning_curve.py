@@ -80,10 +80,10 @@ def run_config(algorithm: str, seed: int, model: str, out: Path, args: argparse.
 def held_out(policy_dir: Path, out: Path, eval_tasks: int) -> dict[str, float | None]:
     """Pass@1 and the share of well-formed turns over the 18 held-out in-space micro
     configurations, greedy decoding."""
+    from harnessgrid.engine.runtime import EpisodeLimits
     from harnessgrid.evaluation.aggregate import per_run
     from harnessgrid.evaluation.run import EvalConfig, evaluate
     from harnessgrid.plugins.micro import MICRO_SPACE
-    from harnessgrid.runtime import EpisodeLimits
     from harnessgrid.trainer.demo import well_formed_share
 
     config = EvalConfig(policy=f"hf:{policy_dir}",

@@ -42,9 +42,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harnessgrid.sandbox import Sandbox, check_bwrap
-from harnessgrid.sandbox_pool import SandboxPool
-from harnessgrid.workspace import Workspace
+from harnessgrid.sandboxing.sandbox import Sandbox, check_bwrap
+from harnessgrid.sandboxing.sandbox_pool import SandboxPool
+from harnessgrid.sandboxing.workspace import Workspace
 
 #: The files each measured episode's workspace gets (like a small task's).
 TASK_FILES = {"README.md": "# task\n", "data.txt": "row\n" * 120, "src/util.py": "x = 1\n"}

@@ -50,9 +50,9 @@ def once(args: list[str], env: dict[str, str]) -> float:
 #: building all its tasks. Resident set (statm), not the peak: what the process holds now.
 MEMORY_PROBE = """
 import os, gc
-from harnessgrid.registry import load_suite
-import harnessgrid.registry
-harnessgrid.registry.get_registry()  # plugins loaded: the suite's cost is what follows
+from harnessgrid.plugin_system.registry import load_suite
+import harnessgrid.plugin_system.registry
+harnessgrid.plugin_system.registry.get_registry()  # plugins loaded: the suite's cost is what follows
 def rss():
     gc.collect()
     with open("/proc/self/statm") as fh:

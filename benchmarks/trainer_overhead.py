@@ -38,7 +38,7 @@ def trl_plain(model_dir: Path, out: Path, args: argparse.Namespace) -> list[dict
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from harnessgrid.registry import load_suite
+    from harnessgrid.plugin_system.registry import load_suite
 
     tasks = load_suite("grid").tasks("train")[: args.tasks * args.steps]
     data = datasets.Dataset.from_dict(
@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=48)
     args = parser.parse_args()
-    from harnessgrid.tiny_model import build_tiny_model
+    from harnessgrid.policies.tiny_model import build_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = build_tiny_model(Path(tmp) / "model")

@@ -41,38 +41,43 @@ _LAZY: dict[str, str] = {
     "orthogonal_design": "harnessgrid.designs",
     "nearly_orthogonal_design": "harnessgrid.designs",
     "holdout": "harnessgrid.designs",
-    "Schedule": "harnessgrid.schedule",
-    "get_registry": "harnessgrid.registry",
-    "PluginManager": "harnessgrid.registry",
-    "registry_space": "harnessgrid.composition",
-    "harness_space": "harnessgrid.composition",
-    "resolve_config": "harnessgrid.composition",
-    "compose": "harnessgrid.composition",
-    "run_agent": "harnessgrid.api",
-    "arun_agent": "harnessgrid.api",
-    "resolve_harness": "harnessgrid.api",
-    "resolve_policy": "harnessgrid.api",
-    "run_episode": "harnessgrid.runtime",
-    "run_episodes": "harnessgrid.runtime",
-    "EpisodeLimits": "harnessgrid.runtime",
+    "Schedule": "harnessgrid.designs.schedule",
+    "get_registry": "harnessgrid.plugin_system.registry",
+    "PluginManager": "harnessgrid.plugin_system.registry",
+    "registry_space": "harnessgrid.plugin_system.composition",
+    "harness_space": "harnessgrid.plugin_system.composition",
+    "resolve_config": "harnessgrid.plugin_system.composition",
+    "compose": "harnessgrid.plugin_system.composition",
+    "run_agent": "harnessgrid.engine.api",
+    "arun_agent": "harnessgrid.engine.api",
+    "resolve_harness": "harnessgrid.engine.api",
+    "resolve_policy": "harnessgrid.engine.api",
+    "run_episode": "harnessgrid.engine.runtime",
+    "run_episodes": "harnessgrid.engine.runtime",
+    "EpisodeLimits": "harnessgrid.engine.runtime",
+    "EpisodeJob": "harnessgrid.engine.executor",
+    "LocalExecutor": "harnessgrid.engine.executor",
+    "ProcessExecutor": "harnessgrid.engine.executor",
+    "RayExecutor": "harnessgrid.engine.executor",
+    "collect": "harnessgrid.engine.executor",
     "Task": "harnessgrid.tasks",
     "TaskSuite": "harnessgrid.tasks",
-    "load_suite": "harnessgrid.registry",
-    "Trajectory": "harnessgrid.trajectory",
-    "TrajectoryStore": "harnessgrid.trajectory",
+    "load_suite": "harnessgrid.plugin_system.registry",
+    "Trajectory": "harnessgrid.engine.trajectory",
+    "TrajectoryStore": "harnessgrid.engine.trajectory",
     "Action": "harnessgrid.models",
     "make_policy": "harnessgrid.policies",
-    "Workspace": "harnessgrid.workspace",
-    "Session": "harnessgrid.session",
-    "AsyncSession": "harnessgrid.session",
-    "Reply": "harnessgrid.session",
+    "Workspace": "harnessgrid.sandboxing.workspace",
+    "Session": "harnessgrid.engine.session",
+    "AsyncSession": "harnessgrid.engine.session",
+    "Reply": "harnessgrid.engine.session",
     "ProductTool": "harnessgrid.product_tools",
     "product_tool": "harnessgrid.product_tools",
-    "ToolCallRequest": "harnessgrid.tool_hooks",
-    "Approval": "harnessgrid.tool_hooks",
-    "allow": "harnessgrid.tool_hooks",
-    "deny": "harnessgrid.tool_hooks",
-    "modify": "harnessgrid.tool_hooks",
+    "ToolCallRequest": "harnessgrid.sandboxing.tool_hooks",
+    "Approval": "harnessgrid.sandboxing.tool_hooks",
+    "allow": "harnessgrid.sandboxing.tool_hooks",
+    "deny": "harnessgrid.sandboxing.tool_hooks",
+    "modify": "harnessgrid.sandboxing.tool_hooks",
     "ToolCall": "harnessgrid.models",
 }
 
@@ -83,8 +88,6 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from harnessgrid.api import arun_agent, resolve_harness, resolve_policy, run_agent
-    from harnessgrid.composition import compose, harness_space, registry_space, resolve_config
     from harnessgrid.designs import (
         Design,
         first_order_design,
@@ -95,16 +98,30 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         random_design,
         single_design,
     )
+    from harnessgrid.designs.schedule import Schedule
+    from harnessgrid.engine.api import arun_agent, resolve_harness, resolve_policy, run_agent
+    from harnessgrid.engine.executor import (
+        EpisodeJob,
+        LocalExecutor,
+        ProcessExecutor,
+        RayExecutor,
+        collect,
+    )
+    from harnessgrid.engine.runtime import EpisodeLimits, run_episode, run_episodes
+    from harnessgrid.engine.session import AsyncSession, Reply, Session
+    from harnessgrid.engine.trajectory import Trajectory, TrajectoryStore
     from harnessgrid.errors import ConfigError, HarnessgridError
     from harnessgrid.models import Action, ToolCall
+    from harnessgrid.plugin_system.composition import (
+        compose,
+        harness_space,
+        registry_space,
+        resolve_config,
+    )
+    from harnessgrid.plugin_system.registry import PluginManager, get_registry, load_suite
     from harnessgrid.policies import make_policy
     from harnessgrid.product_tools import ProductTool, product_tool
-    from harnessgrid.registry import PluginManager, get_registry, load_suite
-    from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
-    from harnessgrid.schedule import Schedule
-    from harnessgrid.session import AsyncSession, Reply, Session
+    from harnessgrid.sandboxing.tool_hooks import Approval, ToolCallRequest, allow, deny, modify
+    from harnessgrid.sandboxing.workspace import Workspace
     from harnessgrid.space import FACTORS, FactorSpace, HarnessConfig
     from harnessgrid.tasks import Task, TaskSuite
-    from harnessgrid.tool_hooks import Approval, ToolCallRequest, allow, deny, modify
-    from harnessgrid.trajectory import Trajectory, TrajectoryStore
-    from harnessgrid.workspace import Workspace

@@ -215,7 +215,7 @@ class Decision:
 
     ``messages`` are what the verdict adds after the turn's observations (a re-prompt, a plan
     reminder). The harness's ``step`` appends them to the history (a workflow level returns
-    them, :class:`~harnessgrid.composed_harness.ComposedHarness` appends them); the runtime never
+    them, :class:`~harnessgrid.plugin_system.composed_harness.ComposedHarness` appends them); the runtime never
     does: when ``step`` returns they are in the history already."""
 
     finished: bool = False

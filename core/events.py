@@ -1,4 +1,4 @@
-"""Events a session streams while it runs (:meth:`harnessgrid.session.AsyncSession.stream`).
+"""Events a session streams while it runs (:meth:`harnessgrid.engine.session.AsyncSession.stream`).
 
 Each event is a small pydantic model with a ``type`` tag, serialisable with
 ``event.model_dump(mode="json")``: enough to drive a UI (a chat view, a tool-call log, a

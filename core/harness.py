@@ -4,7 +4,7 @@ bookkeeping around a turn.
 A :class:`Harness` builds the initial messages, declares its tools, turns a model turn into
 executed calls and observations, gives the context view for the next turn and (through its
 workflow) decides when the episode ends.
-:class:`~harnessgrid.composed_harness.ComposedHarness` does each of these by delegating to one
+:class:`~harnessgrid.plugin_system.composed_harness.ComposedHarness` does each of these by delegating to one
 factor level; an adapter implements the protocol directly.
 """
 
@@ -29,9 +29,9 @@ from harnessgrid.models import (
 )
 
 if TYPE_CHECKING:
+    from harnessgrid.engine.trajectory import Trajectory
+    from harnessgrid.sandboxing.tools import Environment
     from harnessgrid.tasks import Task
-    from harnessgrid.tools import Environment
-    from harnessgrid.trajectory import Trajectory
 
 
 @runtime_checkable
@@ -97,7 +97,7 @@ class LeveledHarness(Protocol):
 class TranscriptHarness(Protocol):
     """A harness that emulates a real product and writes that product's own session
     transcript; graders written for the product read exactly that instead of
-    :meth:`Trajectory.transcript <harnessgrid.trajectory.Trajectory.transcript>`."""
+    :meth:`Trajectory.transcript <harnessgrid.engine.trajectory.Trajectory.transcript>`."""
 
     def session_events(self, traj: Trajectory) -> list[dict[str, Any]]: ...
 

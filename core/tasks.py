@@ -12,15 +12,20 @@ but never a pass, since the part that was not assessed could have failed it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Protocol, overload, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SkipValidation, field_validator
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action
+
+if TYPE_CHECKING:
+    from harnessgrid.sandboxing.environments import EnvironmentRecord
 
 BEHAVIOURS: tuple[str, ...] = ("state_tracking", "workflow_compliance", "error_recovery",
                                "observation_reading", "tool_selection", "planning")
@@ -85,9 +90,49 @@ def task_score(scores: Mapping[str, float]) -> float:
 @runtime_checkable
 class Grader(Protocol):
     """Scores a finished episode from the final workspace (a copy) and the transcript (a list of
-    OpenClaw-style session events, see :mod:`harnessgrid.trajectory`)."""
+    OpenClaw-style session events, see :mod:`harnessgrid.engine.trajectory`)."""
 
     def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]: ...
+
+
+@dataclass(frozen=True)
+class GradingContext:
+    """The sandbox settings of the episode being graded, for graders that run code.
+
+    ``environment`` is the environment the episode ran in (None: none), to mount in the
+    grader's sandbox too; ``unsafe_no_sandbox`` says the episode ran unsandboxed (no
+    bubblewrap on this host), so the grader's commands run as plain subprocesses as well. The
+    default is what a grader called outside any episode gets: sandboxed, no environment.
+    """
+
+    environment: EnvironmentRecord | None = None
+    unsafe_no_sandbox: bool = False
+
+
+@runtime_checkable
+class ContextGrader(Protocol):
+    """A grader that wants the episode's :class:`GradingContext` (one that starts a sandbox).
+
+    The runtime calls ``grade_in`` instead of ``grade``; ``grade`` remains the plain
+    :class:`Grader` entry point for callers outside an episode (it should
+    mean ``grade_in`` with the default context: sandboxed, no environment)."""
+
+    def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]: ...
+
+    def grade_in(self, workspace: Path, transcript: list[dict[str, Any]],
+                 context: GradingContext) -> dict[str, float]: ...
+
+
+def grader_call(grader: Grader, context: GradingContext) -> Callable[
+        [Path, list[dict[str, Any]]], dict[str, float]]:
+    """How to call ``grader`` for an episode graded in ``context``: ``grade_in`` with the
+    context for a :class:`ContextGrader` (one whose class declares it, as for the harness
+    capabilities: :func:`harnessgrid.harness.provides`), else the plain ``grade``."""
+    from harnessgrid.harness import provides
+
+    if isinstance(grader, ContextGrader) and provides(grader, ContextGrader):
+        return functools.partial(grader.grade_in, context=context)
+    return grader.grade
 
 
 @runtime_checkable
@@ -116,9 +161,9 @@ class FunctionGrader:
     """A grader from a plain function — for trusted, in-process checks of generated tasks.
 
     The function runs on the host over a copy of the final workspace whose symlinks out of it
-    are neutralized; it must read files only through :func:`harnessgrid.grading_io.read_text`
+    are neutralized; it must read files only through :func:`harnessgrid.sandboxing.grading_io.read_text`
     (or ``read_bytes``): regular files inside the workspace, no link followed, at most
-    :data:`harnessgrid.grading_io.MAX_GRADED_FILE_BYTES` — never ``Path.read_text``."""
+    :data:`harnessgrid.sandboxing.grading_io.MAX_GRADED_FILE_BYTES` — never ``Path.read_text``."""
 
     def __init__(self, fn: Callable[[Path, list[dict[str, Any]]], Mapping[str, float]]) -> None:
         self.fn = fn
@@ -184,12 +229,12 @@ class Task(BaseModel):
     suite: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
     environment: str | None = None
-    """The named environment (:mod:`harnessgrid.environments`) the task's suite runs in, e.g.
+    """The named environment (:mod:`harnessgrid.sandboxing.environments`) the task's suite runs in, e.g.
     ``clawgym``; ``--env`` overrides it."""
     followups: tuple[str, ...] = ()
     """Further user messages, each sent once the agent has answered the previous one, in the
     same conversation and workspace (a PinchBench multi-session task's later sessions); the
-    task is graded once, after the last. :func:`harnessgrid.task_sessions.run_task_episode`
+    task is graded once, after the last. :func:`harnessgrid.engine.task_sessions.run_task_episode`
     runs them."""
 
     def content_hash(self) -> str:

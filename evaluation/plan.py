@@ -10,10 +10,10 @@ Settings follow the paper:
 - ``train``: the training design itself (in-distribution, a diagnostic): the orthogonal array
   unless the design's configurations are given (``train_harnesses``).
 
-Harnesses are named as everywhere else (:func:`harnessgrid.composition.resolve_config`): a
+Harnesses are named as everywhere else (:func:`harnessgrid.plugin_system.composition.resolve_config`): a
 code (numbers name the paper's built-in levels, a plugin level is named: ``S0-T0-O=diffstat-C0-
 W=checklist``), ``NAME:CODE`` for a plugin's named space, or a level list. Each is stored under
-its harness address (:func:`harnessgrid.composition.harness_address`), which names the same
+its harness address (:func:`harnessgrid.plugin_system.composition.harness_address`), which names the same
 harness on every machine, so a results file reads the same whatever plugins are installed
 later. Without an explicit ``space`` the designs (held-out, ``train``, ``all``) are over the
 paper's 3^5 grid; with one (the micro demo's), its configurations are recorded by address too
@@ -59,7 +59,7 @@ def split_harnesses(text: str | Sequence[str] | None) -> list[str]:
     harnesses. A level list ends after its fifth factor, at an item that is no ``factor=level``
     (a code, even one naming a level: ``S0-T0-O=diffstat-C0-W0``), or where a factor repeats;
     ``;`` also separates harnesses."""
-    from harnessgrid.composition import LEVEL_LIST_START
+    from harnessgrid.plugin_system.composition import LEVEL_LIST_START
     from harnessgrid.space import FACTORS
 
     if text is None:
@@ -140,7 +140,7 @@ def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = Non
 
 def _addresses(configs: Iterable[HarnessConfig]) -> list[str]:
     """How results record configurations: by harness address, the same on every machine."""
-    from harnessgrid.composition import harness_address
+    from harnessgrid.plugin_system.composition import harness_address
 
     return [harness_address(c) for c in configs]
 
@@ -155,7 +155,7 @@ def _explicit(space: FactorSpace, names: FactorSpace | None,
               harnesses: Sequence[str]) -> list[str]:
     """Explicit configurations (read in ``names`` when given) as their addresses; ``all``:
     every configuration of ``space``."""
-    from harnessgrid.composition import resolve_config
+    from harnessgrid.plugin_system.composition import resolve_config
 
     if list(harnesses) == ["all"]:
         return _addresses(space)
@@ -167,7 +167,7 @@ def _explicit(space: FactorSpace, names: FactorSpace | None,
 
 
 def _one_harness(names: FactorSpace | None, spec: str) -> str:
-    from harnessgrid.composition import resolve_config
+    from harnessgrid.plugin_system.composition import resolve_config
 
     if spec.startswith(ADAPTER_PREFIX):
         check_adapters([spec.removeprefix(ADAPTER_PREFIX)])
@@ -184,7 +184,7 @@ def check_recorded_harnesses(out_dir: str | Path, results: Iterable[EvalResult],
     levels than the results say they ran (their ``levels``). Mixing or reporting them would
     silently attribute results to another harness, so this raises, naming each such id and
     how the same harness is written now."""
-    from harnessgrid.composition import address_levels
+    from harnessgrid.plugin_system.composition import address_levels
 
     recorded: dict[str, dict[str, str] | None] = {r.harness: r.levels for r in results}
     for ids in (manifest.settings.values() if manifest is not None else ()):
@@ -221,7 +221,7 @@ def _written(levels: dict[str, str]) -> str:
 
 def check_adapters(names: Sequence[str]) -> list[str]:
     """The adapter names, each checked against the registry (one error lists all missing)."""
-    from harnessgrid.registry import get_registry
+    from harnessgrid.plugin_system.registry import get_registry
 
     registered = get_registry().adapters
     names = [n.removeprefix(ADAPTER_PREFIX) for n in names]

@@ -12,10 +12,10 @@ Jobs are ordered run by run, so an interrupted evaluation holds whole runs first
 harness is built for every episode (adapters may keep per-session state); the policy is shared,
 as every built-in policy keeps its per-episode state in the episode.
 
-Where the episodes run is an executor (:mod:`harnessgrid.executor`), and only that differs:
+Where the episodes run is an executor (:mod:`harnessgrid.engine.executor`), and only that differs:
 this event loop (``concurrency`` at once), N local processes with ``EvalConfig(workers=N)``
-(:mod:`harnessgrid.evaluation.workers`), or a Ray cluster with ``EvalConfig(ray="HOST:PORT")``
-(:mod:`harnessgrid.ray_episodes`), whose workers rebuild harness, task and policy from their
+(:mod:`harnessgrid.engine.workers`), or a Ray cluster with ``EvalConfig(ray="HOST:PORT")``
+(:mod:`harnessgrid.engine.ray_episodes`), whose workers rebuild harness, task and policy from their
 specs. This process commits every trajectory through the same store as it comes back, so the
 stored results are the same whichever ran them, and resume the same way.
 """
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harnessgrid.engine.runtime import EpisodeLimits
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.manifest import (
     Manifest,
@@ -54,12 +55,11 @@ from harnessgrid.evaluation.results import EvalResult, ResultKey, tag_trajectory
 from harnessgrid.evaluation.store import EvalStore
 from harnessgrid.paths import require_output_dir
 from harnessgrid.policies.scripted import check_policy_fits
-from harnessgrid.runtime import EpisodeLimits
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import Task, TaskSuite, check_graders_ready
 
 if TYPE_CHECKING:
-    from harnessgrid.executor import EpisodeJob, Executor
+    from harnessgrid.engine.executor import EpisodeJob, Executor
     from harnessgrid.policies import Policy
 
 
@@ -86,7 +86,7 @@ class EvalConfig(BaseModel):
     limit: int | None = Field(default=None, ge=1)
     split: str | None = None
     concurrency: int = Field(default=4, ge=1)  # local episodes at once (not with ``ray``)
-    #: Local worker processes sharing ``concurrency`` (:mod:`harnessgrid.evaluation.workers`),
+    #: Local worker processes sharing ``concurrency`` (:mod:`harnessgrid.engine.workers`),
     #: for when one process's CPU is the limit; 1 runs every episode in this process. Not part
     #: of a run's identity.
     workers: int = 1
@@ -179,9 +179,9 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     ``config.ray``, whose workers build the policy from its spec); ``progress`` shows a rich
     progress bar with an ETA on stderr.
     """
-    from harnessgrid.api import resolve_harness, resolve_policy
-    from harnessgrid.registry import get_registry
-    from harnessgrid.runtime import require_sandbox
+    from harnessgrid.engine.api import resolve_harness, resolve_policy
+    from harnessgrid.engine.runtime import require_sandbox
+    from harnessgrid.plugin_system.registry import get_registry
 
     started = time.perf_counter()
     _check_workers(config, policy)
@@ -224,7 +224,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
         if config.ray is None:
             require_sandbox(config.limits)
         else:  # connect before touching the directory: a wrong address leaves nothing behind
-            from harnessgrid.ray_episodes import ray_cluster
+            from harnessgrid.engine.ray_episodes import ray_cluster
 
             resources = stack.enter_context(ray_cluster(config.ray))
             if progress:
@@ -253,7 +253,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
 def _load_suite(spec: str, options: dict[str, Any]) -> TaskSuite:
     """A suite with the evaluation's loader options; every suite gets them all, so an option
     one of them does not take is said in the evaluation's terms."""
-    from harnessgrid.registry import load_suite
+    from harnessgrid.plugin_system.registry import load_suite
 
     try:
         return load_suite(spec, **options)
@@ -267,7 +267,7 @@ def _load_suite(spec: str, options: dict[str, Any]) -> TaskSuite:
 
 
 def _check_workers(config: EvalConfig, policy: Policy | None) -> None:
-    from harnessgrid.evaluation.workers import check_workers
+    from harnessgrid.engine.workers import check_workers
 
     check_workers(config.workers, config.concurrency)
     if config.workers > 1 and config.ray is not None:
@@ -283,7 +283,7 @@ def _check_workers(config: EvalConfig, policy: Policy | None) -> None:
 
 def _executor(config: EvalConfig) -> Executor:
     """Where the episodes run: the one thing ``ray`` and ``workers`` change."""
-    from harnessgrid.executor import LocalExecutor, ProcessExecutor, RayExecutor
+    from harnessgrid.engine.executor import LocalExecutor, ProcessExecutor, RayExecutor
 
     if config.ray is not None:
         return RayExecutor(config.ray)
@@ -297,7 +297,7 @@ def _episode_jobs(planned: Sequence[Planned], config: EvalConfig,
     """The planned episodes as jobs any executor runs: specs that another process rebuilds
     (a worker process, a Ray node; a harness id is an address that needs no space to
     resolve), bound to the task and policy objects for a run in this process."""
-    from harnessgrid.executor import EpisodeJob
+    from harnessgrid.engine.executor import EpisodeJob
 
     tasks = {(key.suite, task.id): task for key, task in planned}
     hashes = {where: task.content_hash() for where, task in tasks.items()}  # once per task

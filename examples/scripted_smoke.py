@@ -12,8 +12,8 @@ import asyncio
 import time
 
 import harnessgrid as hg
+from harnessgrid.engine.runtime import run_episodes
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.runtime import run_episodes
 
 
 def main() -> None:

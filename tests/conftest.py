@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harnessgrid.registry import reset_registry
+from harnessgrid.plugin_system.registry import reset_registry
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests' helper modules (servers, plugin_dist)
 
@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from harnessgrid.scratch import remove_tree
+    from harnessgrid.sandboxing.scratch import remove_tree
 
     remove_tree(Path(_ENV_STORE))
 
@@ -40,7 +40,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture
 def env_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty environment store of this test's own."""
-    from harnessgrid.environments import ENV_DIR_VARIABLE
+    from harnessgrid.sandboxing.environments import ENV_DIR_VARIABLE
 
     root = tmp_path / "envs"
     monkeypatch.setenv(ENV_DIR_VARIABLE, str(root))
@@ -71,6 +71,6 @@ def on_sys_path() -> Iterator[Callable[[Path], None]]:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The offline tiny chat model (built once per test session)."""
-    from harnessgrid.tiny_model import build_tiny_model
+    from harnessgrid.policies.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))

@@ -19,9 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
 from harnessgrid.episode import ContextBudget, Decision, TurnOutcome, estimate_tokens
 from harnessgrid.harness import Harness, play_turn
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall
+from harnessgrid.plugin_system.registry import PluginManager, load_suite
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.plugins.adapters._claude_code_compact import SUMMARY_SECTIONS
 from harnessgrid.plugins.adapters._claude_code_files import READ_REMINDER
@@ -29,12 +31,10 @@ from harnessgrid.plugins.adapters._claude_code_session import SCRATCH_KEY, Sessi
 from harnessgrid.plugins.adapters.claude_code import ClaudeCodeHarness
 from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import PluginManager, load_suite
-from harnessgrid.runtime import EpisodeLimits, run_episode
-from harnessgrid.sandbox import Sandbox
+from harnessgrid.sandboxing.sandbox import Sandbox
+from harnessgrid.sandboxing.tools import Environment, as_shell
+from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import FunctionGrader, Task
-from harnessgrid.tools import Environment, as_shell
-from harnessgrid.workspace import Workspace
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 W = "/workspace"
@@ -804,7 +804,7 @@ def test_oracle_scores_one_on_the_examples(task: Task) -> None:
 
 def test_oracle_on_a_sample_of_grid_bench() -> None:
     """Every 10th ``grid-bench`` task."""
-    from harnessgrid.runtime import run_episodes
+    from harnessgrid.engine.runtime import run_episodes
 
     tasks = list(load_suite("grid-bench").tasks())[::10]
     trajs = asyncio.run(run_episodes([(ClaudeCodeHarness(), t) for t in tasks], ScriptedPolicy(),
@@ -903,7 +903,7 @@ def test_after_a_compaction_the_turns_append_on_grid_long() -> None:
 
 def test_bash_timeout_cannot_lift_the_configured_limit(episode: Callable[..., Episode]) -> None:
     """Found: ``Bash``'s ``timeout`` replaced the per-command limit (12 s under 5 s)."""
-    from harnessgrid.sandbox import SandboxLimits
+    from harnessgrid.sandboxing.sandbox import SandboxLimits
 
     ep = episode()
     ep.sandbox.limits = SandboxLimits(wall_s=1.0)

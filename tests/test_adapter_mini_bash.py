@@ -11,18 +11,18 @@ from typing import Any, TypeVar
 
 import pytest
 
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError
 from harnessgrid.harness import Harness
 from harnessgrid.models import Action, ModelTurn
+from harnessgrid.plugin_system.registry import PluginManager
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.plugins.adapters.mini_bash import SENTINEL, MiniBashHarness
 from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import PluginManager
-from harnessgrid.runtime import EpisodeLimits, run_episode
 from harnessgrid.tasks import FunctionGrader, Task
-from harnessgrid.trajectory import Trajectory
 
 T = TypeVar("T")
 

@@ -15,9 +15,12 @@ from typing import Any, TypeVar
 
 import pytest
 
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode, run_episodes
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import ContextBudget, EpisodeState
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall
+from harnessgrid.plugin_system.registry import PluginManager
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.plugins.adapters._openclaw_context import (
     HARD_CLEAR_PLACEHOLDER,
@@ -30,10 +33,7 @@ from harnessgrid.plugins.adapters.openclaw import VERSION, OpenClawHarness
 from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import PluginManager
-from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
 from harnessgrid.tasks import FunctionGrader, Task
-from harnessgrid.trajectory import Trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openclaw"
 ADAPTERS = ["harnessgrid.plugins.adapters.openclaw", "harnessgrid.plugins.adapters.mini_bash"]
@@ -832,7 +832,7 @@ def test_oracle_scores_one_through_the_adapter(task: Task) -> None:
 
 
 def _grid_bench() -> Any:
-    from harnessgrid.registry import load_suite
+    from harnessgrid.plugin_system.registry import load_suite
 
     return load_suite("grid-bench")
 
@@ -850,12 +850,12 @@ def test_oracle_scores_one_on_a_grid_bench_sample() -> None:
 def test_harness_show_describes_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
     """``harnessgrid harness show adapter:openclaw`` (the registry is the test's own until the
     adapter joins BUILTIN_PLUGINS)."""
-    import harnessgrid.registry
+    import harnessgrid.plugin_system.registry
     from harnessgrid.cli.harness_cmd import describe
 
     registry = PluginManager(builtins=[*BUILTIN_PLUGINS, *ADAPTERS],
                              load_external=False).registry()
-    monkeypatch.setattr(harnessgrid.registry, "get_registry", lambda: registry)
+    monkeypatch.setattr(harnessgrid.plugin_system.registry, "get_registry", lambda: registry)
     info = describe("adapter:openclaw", None)
     assert info["harness"] == "adapter:openclaw"
     assert info["native_tools"]
@@ -900,7 +900,7 @@ def test_compaction_defers_when_the_compacted_session_is_near_the_trigger() -> N
 def test_compactions_and_pruning_append_on_grid_long() -> None:
     """On grid-long at a small window the turns after a compaction append to it: every new
     token segment is one compaction, at most one segment per two turns."""
-    from harnessgrid.registry import load_suite
+    from harnessgrid.plugin_system.registry import load_suite
 
     compacted = 0
     for task in load_suite("grid-long").tasks("eval")[:4]:
@@ -917,7 +917,7 @@ def test_compactions_and_pruning_append_on_grid_long() -> None:
 
 def test_exec_timeout_cannot_lift_the_configured_limit() -> None:
     """Found: ``exec timeout`` above the configured limit (or NaN) replaced it."""
-    from harnessgrid.sandbox import SandboxLimits
+    from harnessgrid.sandboxing.sandbox import SandboxLimits
 
     traj = play([call("exec", command="sleep 3; echo never", timeout=12)],
                 sandbox=SandboxLimits(wall_s=1.0))

@@ -19,10 +19,10 @@ from harnessgrid.plugins.adapters._js import js_len, js_prefix, js_suffix
 from harnessgrid.plugins.adapters.claude_code import ClaudeCodeHarness
 from harnessgrid.plugins.adapters.openclaw import VERSION as OC_VERSION
 from harnessgrid.plugins.adapters.openclaw import OpenClawHarness
-from harnessgrid.sandbox import Sandbox
+from harnessgrid.sandboxing.sandbox import Sandbox
+from harnessgrid.sandboxing.tools import Environment
+from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import Task
-from harnessgrid.tools import Environment
-from harnessgrid.workspace import Workspace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CC = json.loads((FIXTURES / "claude_code" / "outputs-1.0.98.json").read_text())
@@ -136,7 +136,7 @@ def test_openclaw_schemas_describe_what_the_real_ones_describe() -> None:
 def test_openclaw_modified_call_merges_over_the_original() -> None:
     """OpenClaw's before_tool_call result is ``{...params, ...hookResult.params}``: parameters
     the hook leaves out keep the model's values."""
-    from harnessgrid.tool_hooks import Approval, ToolCallRequest, ToolHooks, modify
+    from harnessgrid.sandboxing.tool_hooks import Approval, ToolCallRequest, ToolHooks, modify
 
     def only_path(request: ToolCallRequest) -> Approval:
         return modify(request.call.model_copy(update={"arguments": {"path": "safe.txt"}}))

@@ -24,9 +24,8 @@ from harnessgrid.plugins.adapters.mini_bash import REJECTED as MB_REJECTED
 from harnessgrid.plugins.adapters.mini_bash import SYSTEM_PROMPT, MiniBashHarness
 from harnessgrid.plugins.adapters.openclaw import OpenClawHarness
 from harnessgrid.product_tools import ProductTool, product_tools
-from harnessgrid.sandbox import Sandbox
-from harnessgrid.tasks import Task
-from harnessgrid.tool_hooks import (
+from harnessgrid.sandboxing.sandbox import Sandbox
+from harnessgrid.sandboxing.tool_hooks import (
     Approval,
     ToolCallRequest,
     ToolHooks,
@@ -34,8 +33,9 @@ from harnessgrid.tool_hooks import (
     deny,
     modify,
 )
-from harnessgrid.tools import Environment
-from harnessgrid.workspace import Workspace
+from harnessgrid.sandboxing.tools import Environment
+from harnessgrid.sandboxing.workspace import Workspace
+from harnessgrid.tasks import Task
 
 W = "/workspace"
 Harness = ClaudeCodeHarness | OpenClawHarness | MiniBashHarness

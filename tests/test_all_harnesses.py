@@ -10,12 +10,12 @@ import pytest
 from probe_suite import EDIT_TASK, UPPER_TASK
 
 import harnessgrid as hg
-from harnessgrid.composition import compose
+from harnessgrid.engine.runtime import run_episodes
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.models import Action, FormatError, ToolResult
+from harnessgrid.plugin_system.composition import compose
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.runtime import run_episodes
 from harnessgrid.space import FactorSpace
-from harnessgrid.trajectory import Trajectory
 
 SPACE = FactorSpace.default()
 # Two hand-written tasks covering every abstract action, plus generated grid-bench tasks from

@@ -1,7 +1,7 @@
 """Issue 11, item 5: tool work a model drives runs in the host process, where the episode's wall
 limit cannot interrupt it, so its cost must be bounded by construction: regexes (search, Grep)
 and globs match under a time budget with the ``regex`` engine, brace patterns expand to at most
-:data:`~harnessgrid.safe_search.MAX_BRACE_PATTERNS` patterns, and mini-bash finds its blocks in
+:data:`~harnessgrid.sandboxing.safe_search.MAX_BRACE_PATTERNS` patterns, and mini-bash finds its blocks in
 one linear pass.
 
 Each pathological case runs in a child process killed after a generous time: ``re`` holds the
@@ -24,15 +24,15 @@ from typing import Any
 
 import pytest
 
-from harnessgrid import safe_search
 from harnessgrid.plugins.adapters.mini_bash import bash_blocks
-from harnessgrid.workspace import Workspace, WorkspaceError
+from harnessgrid.sandboxing import safe_search
+from harnessgrid.sandboxing.workspace import Workspace, WorkspaceError
 
 _PRELUDE = """
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-from harnessgrid import safe_search
-from harnessgrid.workspace import Workspace, WorkspaceError
+from harnessgrid.sandboxing import safe_search
+from harnessgrid.sandboxing.workspace import Workspace, WorkspaceError
 safe_search.MATCH_BUDGET_S = 3600.0  # calls that must finish; a hang is the child's timeout
 def tiny_budget(call, *args, **kwargs):  # for inputs no machine matches in hours
     safe_search.MATCH_BUDGET_S = 0.5
@@ -72,8 +72,8 @@ def test_search_past_its_budget_is_a_tool_error_naming_the_limit() -> None:
     got = bounded("""
         import asyncio
         from harnessgrid.models import Action
-        from harnessgrid.sandbox import Sandbox
-        from harnessgrid.tools import Environment, execute
+        from harnessgrid.sandboxing.sandbox import Sandbox
+        from harnessgrid.sandboxing.tools import Environment, execute
         ws = Workspace.create({"f.txt": ("a" * 64 + "!\\n") * 50})
         env = Environment(workspace=ws, sandbox=Sandbox(ws))
         result = tiny_budget(asyncio.run,

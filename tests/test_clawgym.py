@@ -25,15 +25,15 @@ from typing import Any
 import pytest
 
 import harnessgrid as hg
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError
 from harnessgrid.harness import Harness
 from harnessgrid.models import Action
 from harnessgrid.plugins.tasks import clawgym
 from harnessgrid.plugins.tasks._clawgym_export import RegeneratedGrader
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.runtime import EpisodeLimits, run_episode
 from harnessgrid.tasks import UNKNOWN_CATEGORY, GraderError, Task, TaskSuite, task_score
-from harnessgrid.trajectory import Trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clawgym"
 A = Action.of
@@ -432,7 +432,7 @@ def test_a_script_check_without_reward_is_the_mean_of_what_it_prints(tmp_path: P
 ])
 def test_check_output_rule(printed: str, expected: dict[str, float], total: float) -> None:
     from harnessgrid.plugins.tasks._sandboxed_grader import check_output_scores
-    from harnessgrid.sandbox import CommandResult
+    from harnessgrid.sandboxing.sandbox import CommandResult
 
     result = CommandResult(stdout=printed + "\n", stderr="", exit_code=0, timed_out=False,
                            truncated=False, duration_s=0.0)

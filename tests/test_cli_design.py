@@ -131,7 +131,7 @@ def test_with_a_third_party_level(tmp_path: Path,
 
 
 def test_without_a_registry_levels_are_taken_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "harnessgrid.registry", None)  # import fails
+    monkeypatch.setitem(sys.modules, "harnessgrid.plugin_system.registry", None)  # import fails
     rows = as_json("design", "show", "--kind", "first-order", "--with", "workflow:custom")
     assert [r["workflow"] for r in rows] == ["react", "plan_execute", "verify_recover", "custom"]  # type: ignore[index]
 

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from harnessgrid.episode import ContextBudget, estimate_tokens
 from harnessgrid.levels import ContextLevel
 from harnessgrid.models import Message, ToolCall
+from harnessgrid.plugin_system.registry import PluginManager
 from harnessgrid.plugins.factors.context._common import split_turns
 from harnessgrid.plugins.factors.context.compact import CompactContext
 from harnessgrid.plugins.factors.context.full import FullContext
 from harnessgrid.plugins.factors.context.window import WindowContext
-from harnessgrid.registry import PluginManager
 
 SYSTEM = Message(role="system", content="You are an agent. " * 20, kind="system", pinned=True)
 TASK = Message(role="user", content="Fix the bug in calc.py.", kind="task", pinned=True)

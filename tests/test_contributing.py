@@ -36,7 +36,7 @@ import harnessgrid
 from harnessgrid import hookspecs
 from harnessgrid.errors import HarnessgridError
 from harnessgrid.models import Action
-from harnessgrid.sandbox import CommandResult, SandboxLimits
+from harnessgrid.sandboxing.sandbox import CommandResult, SandboxLimits
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "CONTRIBUTING.md"
@@ -196,7 +196,7 @@ def test_page_templates_pass_against_the_installed_package(
 
 def test_page_and_examples_register_through_entry_points(
         docs_installed: tuple[Path, dict[str, list[str]]]) -> None:
-    from harnessgrid.registry import get_registry
+    from harnessgrid.plugin_system.registry import get_registry
 
     reg = get_registry()
     assert not reg.problems, reg.problems
@@ -229,8 +229,8 @@ def test_hookspec_space_example_names_codes(
 def test_hookspec_suite_and_policy_examples_work(
         docs_installed: tuple[Path, dict[str, list[str]]]) -> None:
     import harnessgrid as hg
+    from harnessgrid.engine.runtime import EpisodeLimits
     from harnessgrid.policies.scripted import ScriptedPolicy
-    from harnessgrid.runtime import EpisodeLimits
 
     harness = hg.resolve_harness("S1-T1-O1-C1-W2")
     for task in hg.load_suite("hello-suite").tasks():
@@ -250,7 +250,7 @@ def test_hookspec_suite_and_policy_examples_work(
 def test_hookspec_adapter_example_rejects_options(
         docs_installed: tuple[Path, dict[str, list[str]]]) -> None:
     from harnessgrid.errors import ConfigError
-    from harnessgrid.registry import get_registry
+    from harnessgrid.plugin_system.registry import get_registry
 
     spec = get_registry().adapter("plain-bash")
     assert spec.create().name == "adapter:plain-bash"
@@ -311,8 +311,8 @@ class ScriptedSandbox:
 async def _drive(harness: Any, workspace: Any) -> list[str]:
     """Every message a harness adds while answering the hostile results and actions."""
     from harnessgrid.harness import play_turn
+    from harnessgrid.sandboxing.tools import Environment
     from harnessgrid.tasks import Task
-    from harnessgrid.tools import Environment
 
     task = Task(id="hostile", instruction="Do something.", mount_path=workspace.mount_path)
     state = harness.start(task, "ep-hostile")
@@ -345,7 +345,7 @@ def _harnesses() -> Iterator[tuple[str, Callable[[], Any]]]:
     """Every registered level, each composed with built-in levels for the other factors, in
     each tool interface; and every registered adapter."""
     import harnessgrid as hg
-    from harnessgrid.registry import get_registry
+    from harnessgrid.plugin_system.registry import get_registry
 
     reg = get_registry()
     base = {"system_prompt": "minimal", "tool_interface": "function_calling",
@@ -371,7 +371,7 @@ def test_levels_and_adapters_survive_hostile_tool_results(
     """Totality through real harnesses: whatever a tool returns, every harness answers with
     observations that encode as UTF-8, stay bounded and (for composed harnesses) repeat
     exactly; nothing raises."""
-    from harnessgrid.workspace import Workspace
+    from harnessgrid.sandboxing.workspace import Workspace
 
     problems: list[str] = []
     names: list[str] = []

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from cli_in_process import hg_cli
 
-from harnessgrid.env_needs import python_needs, shell_commands, task_needs
-from harnessgrid.environments import build_venv
 from harnessgrid.plugins.tasks import clawgym, pinchbench
+from harnessgrid.sandboxing.env_needs import python_needs, shell_commands, task_needs
+from harnessgrid.sandboxing.environments import build_venv
 
 # --- the scan --------------------------------------------------------------------------------
 

@@ -21,8 +21,14 @@ from pathlib import Path
 import pytest
 from cli_in_process import hg_cli
 
-from harnessgrid.api import resolve_harness
-from harnessgrid.environments import (
+from harnessgrid.engine.api import resolve_harness
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.trajectory import Trajectory
+from harnessgrid.errors import ConfigError, HarnessgridError
+from harnessgrid.models import Action
+from harnessgrid.plugins.tasks import clawgym
+from harnessgrid.policies.scripted import ScriptedPolicy
+from harnessgrid.sandboxing.environments import (
     BUILTIN_REQUIREMENTS,
     ENV_DIR_VARIABLE,
     MARKER,
@@ -33,16 +39,9 @@ from harnessgrid.environments import (
     remove_environment,
     venv_digest,
 )
-from harnessgrid.errors import ConfigError, HarnessgridError
-from harnessgrid.grading import ContextGrader, GradingContext
-from harnessgrid.models import Action
-from harnessgrid.plugins.tasks import clawgym
-from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.runtime import EpisodeLimits, run_episode
-from harnessgrid.sandbox import Sandbox
-from harnessgrid.tasks import Task
-from harnessgrid.trajectory import Trajectory
-from harnessgrid.workspace import Workspace
+from harnessgrid.sandboxing.sandbox import Sandbox
+from harnessgrid.sandboxing.workspace import Workspace
+from harnessgrid.tasks import ContextGrader, GradingContext, Task
 
 A = Action.of
 MOUNT = clawgym.DEFAULT_MOUNT
@@ -144,8 +143,8 @@ def test_builtin_environments_hold_what_their_suites_tasks_name() -> None:
     """ClawGym tasks name requests, flask and openpyxl besides the data stack; PinchBench tasks
     hand the agent spreadsheets (python, pandas, openpyxl) and declare an environment of their
     own. Every built-in list is pinned (the digest, and what graders see, must not drift)."""
-    from harnessgrid.environments import BUILTIN_SYSTEM_TOOLS, normalise_requirements
     from harnessgrid.plugins.tasks import pinchbench
+    from harnessgrid.sandboxing.environments import BUILTIN_SYSTEM_TOOLS, normalise_requirements
 
     def names(env: str) -> set[str]:
         lines = normalise_requirements(BUILTIN_REQUIREMENTS[env]).splitlines()
@@ -165,7 +164,7 @@ def test_build_says_which_system_tools_a_venv_cannot_carry(
     """A built-in environment may need a program that is no Python package (ClawGym's ruby):
     ``env build`` names each one the host lacks and how to provide it, instead of building a
     venv that silently cannot run those tasks; ``env show`` lists them with their state."""
-    from harnessgrid import environments
+    from harnessgrid.sandboxing import environments
 
     monkeypatch.setitem(environments.BUILTIN_REQUIREMENTS, "toolbox", "")
     monkeypatch.setitem(environments.BUILTIN_SYSTEM_TOOLS, "toolbox", ("sh", "hg-absent-tool"))
@@ -277,7 +276,7 @@ def minimal_rootfs(top: Path, release: str) -> Path:
     loads (copied from this host), and an os-release of its own."""
     import shutil
 
-    from harnessgrid.environments import base_interpreter
+    from harnessgrid.sandboxing.environments import base_interpreter
 
     libs = subprocess.run(["ldd", base_interpreter(), "/bin/sh"], capture_output=True,
                           text=True, check=True).stdout
@@ -305,7 +304,7 @@ def minimal_rootfs(top: Path, release: str) -> Path:
 
 
 def test_rootfs_replaces_the_host_system(env_dir: Path, tmp_path: Path) -> None:
-    from harnessgrid.environments import add_rootfs
+    from harnessgrid.sandboxing.environments import add_rootfs
 
     record = add_rootfs("mini", minimal_rootfs(tmp_path / "fs", "ID=hgtest\n"))
     assert get_environment("mini") == record

@@ -13,9 +13,11 @@ import pytest
 from probe_suite import UPPER_TASK
 
 import harnessgrid as hg
-from harnessgrid import episode_run
+from harnessgrid.engine import episode_run
+from harnessgrid.engine.episode_run import Episode, EpisodePolicy
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import ContextBudget, Decision, EpisodeState, TurnOutcome, WorkflowProtocol
-from harnessgrid.episode_run import Episode, EpisodePolicy
 from harnessgrid.harness import (
     InterruptibleHarness,
     LeveledHarness,
@@ -28,15 +30,13 @@ from harnessgrid.harness import (
     task_message,
 )
 from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolSpec
+from harnessgrid.plugin_system.registry import PluginManager
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.plugins.adapters.openclaw import OpenClawHarness
 from harnessgrid.policies import Policy, PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import PluginManager
-from harnessgrid.runtime import EpisodeLimits, run_episode
+from harnessgrid.sandboxing.tools import Environment
 from harnessgrid.tasks import FunctionGrader, Task, check_graders_ready
-from harnessgrid.tools import Environment
-from harnessgrid.trajectory import Trajectory
 
 REPROMPT = Message(role="user", content="Say something, or call sh.", kind="format_error")
 
@@ -139,8 +139,8 @@ def test_play_turn_keeps_the_books_for_code_that_steps_a_harness_itself() -> Non
 def test_built_in_steps_keep_no_books(spec: str) -> None:
     """``step`` alone leaves turn, format-error count and finished as they were: a format
     error, then a finish."""
-    from harnessgrid.sandbox import Sandbox
-    from harnessgrid.workspace import Workspace
+    from harnessgrid.sandboxing.sandbox import Sandbox
+    from harnessgrid.sandboxing.workspace import Workspace
 
     harness = hg.resolve_harness(spec)
     state = harness.start(TASK, "ep")
@@ -256,7 +256,7 @@ def test_check_graders_ready_calls_only_a_declared_check() -> None:
 
 def test_the_oracle_is_bound_to_its_episode_not_read_from_requests() -> None:
     registry = PluginManager(builtins=BUILTIN_PLUGINS, load_external=False).registry()
-    from harnessgrid.composition import compose
+    from harnessgrid.plugin_system.composition import compose
     from harnessgrid.space import FactorSpace
 
     harness = compose(FactorSpace.default().parse("S1-T0-O0-C0-W0"), registry)

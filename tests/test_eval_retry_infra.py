@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from servers import OpenAICompatServer, http_error, openai_text
 
+from harnessgrid.engine.runtime import EpisodeLimits
 from harnessgrid.evaluation.report import load_report
 from harnessgrid.evaluation.results import EvalResult
 from harnessgrid.evaluation.run import EvalConfig, evaluate
@@ -35,7 +36,6 @@ from harnessgrid.evaluation.store import (
 from harnessgrid.models import ModelTurn
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.runtime import EpisodeLimits
 
 pytestmark = pytest.mark.filterwarnings("ignore:Items? .*ReadOnly. qualifier:UserWarning")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from plugin_dist import make_plugin_dist  # tests/ is on sys.path (conftest.py)
 
+from harnessgrid.engine.runtime import EpisodeLimits
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.aggregate import Stat, per_run
 from harnessgrid.evaluation.plan import resolve_settings, select_tasks
@@ -28,8 +29,7 @@ from harnessgrid.evaluation.report import Report, build_report, load_report
 from harnessgrid.evaluation.results import EvalResult
 from harnessgrid.evaluation.run import EvalConfig, evaluate
 from harnessgrid.evaluation.store import read_results
-from harnessgrid.registry import load_suite, reset_registry
-from harnessgrid.runtime import EpisodeLimits
+from harnessgrid.plugin_system.registry import load_suite, reset_registry
 from harnessgrid.space import FactorSpace
 
 TESTS = Path(__file__).parent
@@ -39,7 +39,7 @@ EVAL_PLUGIN = '''
 import asyncio
 
 from harnessgrid import hookimpl
-from harnessgrid.composition import compose
+from harnessgrid.plugin_system.composition import compose
 from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.registrations import AdapterSpec, PolicyBackend, TaskSuiteSpec

@@ -34,10 +34,10 @@ import pytest
 from plugin_dist import make_plugin_dist
 from test_evaluation_store import CLI
 
+from harnessgrid.engine.ray_episodes import EpisodeJob, EpisodeLostError, arun_job
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.results import ResultKey
 from harnessgrid.evaluation.store import RESULTS, TRAJECTORIES, read_results
-from harnessgrid.ray_episodes import EpisodeJob, EpisodeLostError, arun_job
 
 #: Ray on loopback only, no token file written to ~/.ray, no usage report.
 RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
@@ -267,7 +267,7 @@ def test_ray_episodes_yields_each_job_once(cluster: tuple[Any, dict[str, str]],
                                            worker: Any) -> None:
     """The primitive the trainer reuses: identical jobs (a GRPO group) are told apart by their
     index, each yielded exactly once, with at most ``max_in_flight`` submitted at a time."""
-    from harnessgrid.ray_episodes import ray_cluster, ray_episodes
+    from harnessgrid.engine.ray_episodes import ray_cluster, ray_episodes
 
     head, _ = cluster
     job = EpisodeJob(harness="S1-T0-O2-C1-W0", suite="examples", task_id="upper",
@@ -290,7 +290,7 @@ def test_ray_episodes_yields_each_job_once(cluster: tuple[Any, dict[str, str]],
 
 def test_a_ray_worker_keeps_a_sandbox_pool_and_reports_crashes_as_locally(
         cluster: tuple[Any, dict[str, str]]) -> None:
-    """The Ray backend of harnessgrid.executor: a worker's sequential episodes run on the
+    """The Ray backend of harnessgrid.engine.executor: a worker's sequential episodes run on the
     sandboxes of its pool (each prints its sandbox server's start time: four episodes see at
     most the pool's two sandboxes, where a start each would show four), and a crashing
     episode comes back exactly as the in-process executor reports it."""
@@ -299,9 +299,9 @@ def test_a_ray_worker_keeps_a_sandbox_pool_and_reports_crashes_as_locally(
     from servers import OpenAICompatServer, openai_text
     from test_executor import CRASHING, SANDBOX_START, crash_report
 
-    from harnessgrid.executor import LocalExecutor, RayExecutor, collect
-    from harnessgrid.ray_episodes import ray_cluster
-    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.engine.executor import LocalExecutor, RayExecutor, collect
+    from harnessgrid.engine.ray_episodes import ray_cluster
+    from harnessgrid.engine.runtime import EpisodeLimits
 
     head, _ = cluster
     with OpenAICompatServer([openai_text(SANDBOX_START) for _ in range(4)]) as server:
@@ -341,7 +341,7 @@ def test_a_process_builds_a_composed_harness_once_and_each_adapter_fresh() -> No
     """A worker's jobs share one composed harness per (address, space) - it holds no episode
     state - and each get a fresh adapter (adapters keep per-session state); a job whose
     space differs gets its own harness."""
-    from harnessgrid.executor import _harness
+    from harnessgrid.engine.executor import _harness
 
     job = EpisodeJob(harness="S1-T2-O0-C1-W0", suite="examples", task_id="upper",
                      policy="scripted")

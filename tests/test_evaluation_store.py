@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from test_evaluation import ORIGINAL, config, install_plugin, plugin  # noqa: F401 (fixture)
 
+from harnessgrid.engine.runtime import EpisodeLimits
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.manifest import read_manifest
 from harnessgrid.evaluation.report import load_report
 from harnessgrid.evaluation.results import ResultKey
 from harnessgrid.evaluation.run import evaluate
 from harnessgrid.evaluation.store import RESULTS, TRAJECTORIES, EvalStore, read_results
-from harnessgrid.runtime import EpisodeLimits
 
 #: `harnessgrid` with the eval and report commands registered (if core does not yet).
 CLI = """

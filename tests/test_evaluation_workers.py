@@ -25,13 +25,13 @@ from plugin_dist import make_plugin_dist
 from test_evaluation_store import CLI, lines
 from typer.testing import CliRunner
 
+from harnessgrid.engine.runtime import EpisodeLimits
+from harnessgrid.engine.workers import check_workers, shares
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.results import ResultKey
 from harnessgrid.evaluation.run import EvalConfig, evaluate
 from harnessgrid.evaluation.store import RESULTS, TRAJECTORIES, read_results
-from harnessgrid.evaluation.workers import check_workers, shares
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.runtime import EpisodeLimits
 
 HARNESSES = ("S0-T0-O0-C0-W0", "S1-T1-O1-C1-W1", "S2-T2-O2-C2-W2")
 VOLATILE = {"episode_id", "traj_offset", "finished_at", "wall_s", "model_s", "tools_s",
@@ -222,8 +222,8 @@ def test_a_workers_episodes_run_on_recycled_sandboxes() -> None:
     most the pool's two sandboxes (with a start per episode they would see four)."""
     from servers import OpenAICompatServer, openai_text
 
-    from harnessgrid.evaluation.workers import worker_episodes
-    from harnessgrid.ray_episodes import EpisodeJob
+    from harnessgrid.engine.ray_episodes import EpisodeJob
+    from harnessgrid.engine.workers import worker_episodes
 
     reply = "Looking.\n```bash\ncut -d' ' -f22 /proc/1/stat\n```"
     with OpenAICompatServer([openai_text(reply) for _ in range(4)]) as server:

@@ -1,4 +1,4 @@
-"""One job type and one executor interface for every fan-out (:mod:`harnessgrid.executor`).
+"""One job type and one executor interface for every fan-out (:mod:`harnessgrid.engine.executor`).
 
 - the same crash is reported identically by every backend that runs here (in-process from
   specs, in-process from live objects through ``run_episodes``, a worker process);
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from servers import OpenAICompatServer, openai_text
 
-from harnessgrid.executor import (
+from harnessgrid.engine.executor import (
     EpisodeJob,
     Executor,
     LocalExecutor,
@@ -28,8 +28,8 @@ from harnessgrid.executor import (
     collect,
     lost_episode,
 )
-from harnessgrid.runtime import EpisodeLimits, run_episodes
-from harnessgrid.trajectory import Trajectory
+from harnessgrid.engine.runtime import EpisodeLimits, run_episodes
+from harnessgrid.engine.trajectory import Trajectory
 
 #: A job every backend runs and that raises out of the runtime: an ``--env`` that does not
 #: exist is refused when the episode starts (a ConfigError, as a plugin bug would raise).
@@ -50,9 +50,9 @@ def crash_report(traj: Trajectory) -> dict[str, Any]:
 
 
 def test_the_same_crash_is_reported_the_same_by_every_backend() -> None:
-    from harnessgrid.api import resolve_harness
+    from harnessgrid.engine.api import resolve_harness
+    from harnessgrid.plugin_system.registry import load_suite
     from harnessgrid.policies.scripted import ScriptedPolicy
-    from harnessgrid.registry import load_suite
 
     reports = {}
     for name, executor in (("local", LocalExecutor(2)), ("process", ProcessExecutor(1, 1))):
@@ -108,8 +108,8 @@ def test_sequential_episodes_reuse_pooled_sandboxes(executor: Executor) -> None:
 def test_a_ray_workers_loop_keeps_its_pool_between_tasks_and_closes_it_when_idle() -> None:
     """What a Ray worker process does with its tasks, without Ray: each task runs on the
     worker's one loop, whose pool serves the next task, until it has been idle a while."""
-    from harnessgrid.executor import rebuild
-    from harnessgrid.ray_episodes import _WorkerLoop
+    from harnessgrid.engine.executor import rebuild
+    from harnessgrid.engine.ray_episodes import _WorkerLoop
 
     worker = _WorkerLoop()
     with OpenAICompatServer([openai_text(SANDBOX_START) for _ in range(3)]) as server:

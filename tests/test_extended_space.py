@@ -24,7 +24,9 @@ import pytest
 from plugin_dist import write_dist_info
 
 import harnessgrid as hg
-from harnessgrid.composition import (
+from harnessgrid.errors import ConfigError
+from harnessgrid.evaluation.plan import resolve_settings, split_harnesses
+from harnessgrid.plugin_system.composition import (
     config_in,
     harness_address,
     level_order,
@@ -32,8 +34,6 @@ from harnessgrid.composition import (
     registry_space,
     resolve_config,
 )
-from harnessgrid.errors import ConfigError
-from harnessgrid.evaluation.plan import resolve_settings, split_harnesses
 from harnessgrid.space import DEFAULT_LEVELS, FACTORS, FactorSpace, stable_code
 
 TESTS = Path(__file__).parent

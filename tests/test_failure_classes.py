@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from harnessgrid.sandbox import Sandbox, sandbox_available
-from harnessgrid.workspace import Workspace
+from harnessgrid.sandboxing.sandbox import Sandbox, sandbox_available
+from harnessgrid.sandboxing.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap")
 
@@ -68,7 +68,7 @@ def test_backend_failures_are_policy_errors(exc: BaseException | None) -> None:
     from probe_suite import UPPER_TASK
     from test_runtime import harness, registry
 
-    from harnessgrid.runtime import EpisodeLimits, run_episode
+    from harnessgrid.engine.runtime import EpisodeLimits, run_episode
 
     reg = registry.__wrapped__()  # type: ignore[attr-defined]
     traj = asyncio.run(run_episode(harness(reg), UPPER_TASK, _Raising(exc),  # type: ignore[arg-type]
@@ -92,8 +92,8 @@ def test_retry_after_beyond_the_wall_limit_is_a_policy_error_at_once() -> None:
     from probe_suite import UPPER_TASK
     from servers import OpenAICompatServer, http_error, openai_text
 
+    from harnessgrid.engine.runtime import EpisodeLimits, run_episode
     from harnessgrid.policies import make_policy
-    from harnessgrid.runtime import EpisodeLimits, run_episode
 
     pytest.importorskip("openai")
     limited = http_error(429, retry_after_ms=None, headers={"retry-after": "60"})
@@ -135,8 +135,8 @@ def test_a_stray_cancellation_fails_one_episode_not_the_batch(tmp_path: object) 
 
     from probe_suite import UPPER_TASK
 
-    from harnessgrid.runtime import run_episodes
-    from harnessgrid.trajectory import TrajectoryStore
+    from harnessgrid.engine.runtime import run_episodes
+    from harnessgrid.engine.trajectory import TrajectoryStore
 
     store = TrajectoryStore(Path(str(tmp_path)) / "trajectories.jsonl")
     jobs = [(_probe_harness(), UPPER_TASK) for _ in range(3)]

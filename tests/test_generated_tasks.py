@@ -22,18 +22,18 @@ from typing import Any
 import pytest
 
 import harnessgrid as hg
-from harnessgrid.composed_harness import ComposedHarness
-from harnessgrid.composition import compose
+from harnessgrid.engine.runtime import run_episode, run_episodes
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError
+from harnessgrid.plugin_system.composed_harness import ComposedHarness
+from harnessgrid.plugin_system.composition import compose
+from harnessgrid.plugin_system.registry import PluginManager, Registry
 from harnessgrid.plugins.tasks.generated import FAMILIES, generate, splits
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import PluginManager, Registry
-from harnessgrid.runtime import run_episode, run_episodes
+from harnessgrid.sandboxing.tools import as_shell
+from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import BEHAVIOURS, Task, TaskSuite, task_ids
-from harnessgrid.tools import as_shell
-from harnessgrid.trajectory import Trajectory
-from harnessgrid.workspace import Workspace
 
 PROBE_SPACE = FactorSpace.from_levels({
     "system_prompt": ["probe"], "tool_interface": ["probe", "probe_text"],

@@ -1,7 +1,7 @@
 """Issue 11, item 4: in-process graders run on the host, so what the agent leaves in the
 workspace must not lead them there. A symlink planted by the agent (to a host file, a host
 directory, /dev/zero) is neutralized in the grading copy, and graders read through
-:mod:`harnessgrid.grading_io`: regular files inside the workspace only, with a size cap."""
+:mod:`harnessgrid.sandboxing.grading_io`: regular files inside the workspace only, with a size cap."""
 
 from __future__ import annotations
 
@@ -17,20 +17,20 @@ from typing import Any
 import pytest
 from shell_agent import ShellAgent
 
-from harnessgrid.grading_io import (
+from harnessgrid.engine.runtime import run_episode
+from harnessgrid.engine.trajectory import Trajectory
+from harnessgrid.plugins.adapters.mini_bash import SENTINEL, MiniBashHarness
+from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
+from harnessgrid.plugins.tasks.generated.common import text
+from harnessgrid.sandboxing.grading_io import (
     DANGLING_TARGET,
     MAX_GRADED_FILE_BYTES,
     neutralize_links,
     read_bytes,
     read_text,
 )
-from harnessgrid.plugins.adapters.mini_bash import SENTINEL, MiniBashHarness
-from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
-from harnessgrid.plugins.tasks.generated.common import text
-from harnessgrid.runtime import run_episode
-from harnessgrid.scratch import remove_tree
+from harnessgrid.sandboxing.scratch import remove_tree
 from harnessgrid.tasks import FunctionGrader, Task
-from harnessgrid.trajectory import Trajectory
 
 
 def Agent(*commands: str) -> ShellAgent:  # reads as the class it makes
@@ -90,7 +90,7 @@ _DEV_ZERO_EPISODE = textwrap.dedent("""
     from test_grader_attacks import Agent
     from harnessgrid.plugins.adapters.mini_bash import MiniBashHarness
     from harnessgrid.plugins.tasks.examples import UPPER_TASK
-    from harnessgrid.runtime import run_episode
+    from harnessgrid.engine.runtime import run_episode
     traj = asyncio.run(run_episode(MiniBashHarness(), UPPER_TASK, Agent("ln -s /dev/zero out.txt")))
     print(json.dumps({"score": traj.score, "grade_error": traj.grade_error,
                       "termination": traj.termination}))

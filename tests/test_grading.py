@@ -1,8 +1,8 @@
 """Graders are told their episode's sandbox settings explicitly (issue 29, item 3).
 
-A grader that runs code in a sandbox declares :class:`~harnessgrid.grading.ContextGrader`
+A grader that runs code in a sandbox declares :class:`~harnessgrid.tasks.ContextGrader`
 (``grade_in(workspace, transcript, context)``) and gets the graded episode's
-:class:`~harnessgrid.grading.GradingContext`: its environment, and whether it ran unsandboxed.
+:class:`~harnessgrid.tasks.GradingContext`: its environment, and whether it ran unsandboxed.
 Nothing travels implicitly: episodes graded at the same time in one event loop each get their
 own settings, and a ``Sandbox(ws)`` that nobody told otherwise is sandboxed and bare wherever
 it is built. Plain graders keep the two-argument ``grade(workspace, transcript)`` contract.
@@ -17,9 +17,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from harnessgrid.api import resolve_harness
-from harnessgrid.environments import EnvironmentRecord, build_venv
-from harnessgrid.grading import ContextGrader, GradingContext, grade_episode, grader_call
+from harnessgrid.engine.api import resolve_harness
+from harnessgrid.engine.grading import grade_episode
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.models import Action
 from harnessgrid.plugins.tasks import clawgym, pinchbench
 from harnessgrid.plugins.tasks._clawgym_export import RegeneratedGrader
@@ -29,11 +30,10 @@ from harnessgrid.plugins.tasks.generated import scripts  # noqa: F401 - register
 from harnessgrid.plugins.tasks.generated.base import FAMILIES, SandboxedFunctionGrader, rng_for
 from harnessgrid.plugins.tasks.generated.common import run_sandboxed
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.runtime import EpisodeLimits, run_episode
-from harnessgrid.sandbox import Sandbox
-from harnessgrid.tasks import FunctionGrader, Task
-from harnessgrid.trajectory import Trajectory
-from harnessgrid.workspace import Workspace
+from harnessgrid.sandboxing.environments import EnvironmentRecord, build_venv
+from harnessgrid.sandboxing.sandbox import Sandbox
+from harnessgrid.sandboxing.workspace import Workspace
+from harnessgrid.tasks import ContextGrader, FunctionGrader, GradingContext, Task, grader_call
 
 CLAWGYM_MOUNT = clawgym.DEFAULT_MOUNT
 SANDBOX_UID_BASE = 2_000_000_000  # sandboxed commands run as this + a slot

@@ -25,10 +25,10 @@ from cli_in_process import hg_cli
 from servers import OpenAICompatServer, openai_text
 
 import harnessgrid as hg
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.evaluation.results import EvalResult
+from harnessgrid.plugin_system.registry import load_suite
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import load_suite
-from harnessgrid.runtime import run_episode
 
 needs_litellm = pytest.mark.skipif(importlib.util.find_spec("litellm") is None,
                                    reason="the judge needs the api extra (litellm)")
@@ -296,7 +296,7 @@ def test_scripted_on_tasks_without_a_plan_is_refused(
 def test_null_sends_nothing_so_any_reply_checks_fail_it(tmp_path: Path) -> None:
     task = load_suite(f"pinchbench:{suite_dir(tmp_path / 'pb', REPLIED)}").get(
         "task_02_replied")
-    from harnessgrid.api import resolve_harness
+    from harnessgrid.engine.api import resolve_harness
 
     for address in ("adapter:openclaw", "S0-T0-O0-C0-W0"):
         traj = asyncio.run(run_episode(resolve_harness(address), task,

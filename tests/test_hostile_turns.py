@@ -19,18 +19,18 @@ from typing import Any
 import pytest
 from probe_suite import UPPER_TASK
 
-from harnessgrid.api import resolve_harness
-from harnessgrid.harness import Harness
-from harnessgrid.models import MAX_ARGUMENT_DEPTH, Action, Message, ModelTurn, ToolCall
-from harnessgrid.policies import PolicyRequest
-from harnessgrid.runtime import EpisodeLimits, run_episode
-from harnessgrid.trajectory import (
+from harnessgrid.engine.api import resolve_harness
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.trajectory import (
     Trajectory,
     TrajectoryStore,
     TurnRecord,
     trajectory_line,
 )
-from harnessgrid.workspace import Workspace
+from harnessgrid.harness import Harness
+from harnessgrid.models import MAX_ARGUMENT_DEPTH, Action, Message, ModelTurn, ToolCall
+from harnessgrid.policies import PolicyRequest
+from harnessgrid.sandboxing.workspace import Workspace
 
 SURROGATES = "a\ud800b\udfffc"
 NUL = "x\x00y"

@@ -26,7 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import harnessgrid as hg
-from harnessgrid.composition import compose
+from harnessgrid.engine.runtime import run_episodes
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import ContextBudget, estimate_tokens
 from harnessgrid.levels import FACTOR_BASES
 from harnessgrid.models import (
@@ -38,6 +39,8 @@ from harnessgrid.models import (
     ToolCall,
     ToolResult,
 )
+from harnessgrid.plugin_system.composition import compose
+from harnessgrid.plugin_system.registry import get_registry
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.plugins.micro import (
     MICRO_LEVELS,
@@ -51,10 +54,7 @@ from harnessgrid.plugins.micro import (
 from harnessgrid.plugins.micro.contexts import MicroDigest, MicroWindow
 from harnessgrid.plugins.micro.tasks import EVAL_SIZE, TRAIN_PER_FAMILY, WORDS, micro_suite
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import get_registry
-from harnessgrid.runtime import run_episodes
 from harnessgrid.tasks import Task
-from harnessgrid.trajectory import Trajectory
 
 SUITE = micro_suite()
 FAMILIES = sorted({str(t.metadata["family"]) for t in SUITE.tasks()})
@@ -428,7 +428,7 @@ def test_default_build_is_unchanged(tiny_model_dir: Path, tmp_path: Path) -> Non
     existed (digests pinned from the earlier builder), and the same cache key."""
     import hashlib
 
-    from harnessgrid.tiny_model import VOCAB_SIZE, build_tiny_model
+    from harnessgrid.policies.tiny_model import VOCAB_SIZE, build_tiny_model
 
     data = json.loads((tiny_model_dir / "tokenizer.json").read_text())
     vocab, merges = data["model"]["vocab"], data["model"]["merges"]

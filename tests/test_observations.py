@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from harnessgrid.levels import ObservationLevel
 from harnessgrid.models import ACTION_ARGS, Action, FormatError, ToolResult
+from harnessgrid.plugin_system.registry import PluginManager
 from harnessgrid.plugins.factors.observation import annotated, raw, structured
 from harnessgrid.plugins.factors.observation.annotated import AnnotatedObservation
 from harnessgrid.plugins.factors.observation.raw import RawObservation
 from harnessgrid.plugins.factors.observation.structured import StructuredObservation
-from harnessgrid.registry import PluginManager
 
 MODULES = [f"harnessgrid.plugins.factors.observation.{m}"
            for m in ("raw", "structured", "annotated")]

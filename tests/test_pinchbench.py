@@ -17,13 +17,13 @@ import pytest
 from servers import Canned, OpenAICompatServer, http_error, openai_text
 
 import harnessgrid as hg
+from harnessgrid.engine.runtime import run_episode
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action, ModelTurn
 from harnessgrid.plugins.tasks import clawgym, pinchbench
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.runtime import run_episode
 from harnessgrid.tasks import Task, TaskSuite
-from harnessgrid.trajectory import Trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pinchbench"
 A = Action.of
@@ -424,8 +424,8 @@ def test_multi_session_task_runs_each_session_then_grades_once(tmp_path: Path,
     """As upstream's runner: each session's prompt is a further user message in the same
     conversation and workspace (``Session.send``), and the task is graded once, on the final
     workspace and the whole transcript."""
-    from harnessgrid.api import resolve_harness
-    from harnessgrid.task_sessions import run_task_episode
+    from harnessgrid.engine.api import resolve_harness
+    from harnessgrid.engine.task_sessions import run_task_episode
 
     task = pinchbench.load(str(write(tmp_path, "task_23_three_sessions.md",
                                      SESSIONS_TASK))).tasks()[0]

@@ -23,14 +23,14 @@ from plugin_dist import make_plugin_dist
 
 import harnessgrid as hg
 from harnessgrid.errors import ConfigError, PluginError
-from harnessgrid.policies import make_policy
-from harnessgrid.registry import (
+from harnessgrid.plugin_system.registry import (
     PluginConflictError,
     PluginContributionError,
     PluginManager,
     PluginWarning,
     get_registry,
 )
+from harnessgrid.policies import make_policy
 from harnessgrid.space import FactorSpace
 
 AddPath = Callable[[Path], None]

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from plugin_dist import FOURTH_OBSERVATION_LEVEL, make_plugin_dist
 
-from harnessgrid.composition import registry_space, resolve_levels
 from harnessgrid.errors import ConfigError, PluginError
-from harnessgrid.plugin_template import check_plugin_name
-from harnessgrid.registry import PluginManager, PluginWarning, get_registry
+from harnessgrid.plugin_system.composition import registry_space, resolve_levels
+from harnessgrid.plugin_system.plugin_template import check_plugin_name
+from harnessgrid.plugin_system.registry import PluginManager, PluginWarning, get_registry
 from harnessgrid.space import FACTORS, FactorSpace
 
 AddPath = Callable[[Path], None]

@@ -16,19 +16,19 @@ from hypothesis import strategies as st
 from pydantic import Field
 from test_tool_interfaces import error_of
 
-from harnessgrid.composition import compose, resolve_config
 from harnessgrid.errors import ConfigError
 from harnessgrid.levels import ToolInterfaceLevel
 from harnessgrid.models import Action, FormatError, ModelTurn, ToolCall
+from harnessgrid.plugin_system.composition import compose, resolve_config
 from harnessgrid.plugins.factors.tool_interface.bash_only import BashOnly
 from harnessgrid.plugins.factors.tool_interface.function_calling import FunctionCalling
 from harnessgrid.plugins.factors.tool_interface.xml_tags import XmlTags
 from harnessgrid.product_tools import ProductTool
-from harnessgrid.sandbox import Sandbox
+from harnessgrid.sandboxing.sandbox import Sandbox
+from harnessgrid.sandboxing.tool_hooks import ToolHooks
+from harnessgrid.sandboxing.tools import Environment, as_shell
+from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import Task
-from harnessgrid.tool_hooks import ToolHooks
-from harnessgrid.tools import Environment, as_shell
-from harnessgrid.workspace import Workspace
 
 CALLS: list[dict[str, Any]] = []  # what the host function was called with, newest last
 

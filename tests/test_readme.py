@@ -22,7 +22,7 @@ import pytest
 from servers import Canned, OpenAICompatServer, RecordedRequest, openai_text, openai_tool_call
 
 import harnessgrid as hg
-from harnessgrid.sandbox import sandbox_available
+from harnessgrid.sandboxing.sandbox import sandbox_available
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)

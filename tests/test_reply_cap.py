@@ -17,13 +17,9 @@ import pytest
 from probe_suite import UPPER_TASK
 
 import harnessgrid as hg
-from harnessgrid.api import resolve_harness
-from harnessgrid.events import ModelReply
-from harnessgrid.models import Action, Message, ModelTurn, TokenRecord, ToolCall
-from harnessgrid.policies import PolicyRequest
-from harnessgrid.runtime import EpisodeLimits, run_episode
-from harnessgrid.sandbox import sandbox_available
-from harnessgrid.trajectory import (
+from harnessgrid.engine.api import resolve_harness
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.trajectory import (
     STORED_REPLY_BYTES,
     Trajectory,
     TrajectoryStore,
@@ -31,7 +27,11 @@ from harnessgrid.trajectory import (
     cap_reply,
     trajectory_line,
 )
-from harnessgrid.workspace import Workspace
+from harnessgrid.events import ModelReply
+from harnessgrid.models import Action, Message, ModelTurn, TokenRecord, ToolCall
+from harnessgrid.policies import PolicyRequest
+from harnessgrid.sandboxing.sandbox import sandbox_available
+from harnessgrid.sandboxing.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap")
 

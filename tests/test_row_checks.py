@@ -89,7 +89,10 @@ def run_config(model: Path | str, out: Path, **overrides: Any) -> ExperimentConf
 
 
 def test_the_tiny_model_renders_tools_and_calls_and_has_sane_eos(tiny_model_dir: Path) -> None:
-    from harnessgrid.chat_template_check import inspect_template, require_trainable_template
+    from harnessgrid.policies.chat_template_check import (
+        inspect_template,
+        require_trainable_template,
+    )
 
     report = inspect_template(tokenizer_of(tiny_model_dir))
     assert report.tools_rendered
@@ -103,7 +106,10 @@ def test_the_tiny_model_renders_tools_and_calls_and_has_sane_eos(tiny_model_dir:
 
 def test_a_template_that_drops_tools_and_calls_is_refused_for_native_tools(
         text_only_dir: Path) -> None:
-    from harnessgrid.chat_template_check import inspect_template, require_trainable_template
+    from harnessgrid.policies.chat_template_check import (
+        inspect_template,
+        require_trainable_template,
+    )
 
     tokenizer = tokenizer_of(text_only_dir)
     report = inspect_template(tokenizer)
@@ -124,7 +130,10 @@ def test_a_template_that_drops_tools_and_calls_is_refused_for_native_tools(
 
 
 def test_an_eos_that_opens_turns_is_refused_whatever_the_harness(bad_eos_dir: Path) -> None:
-    from harnessgrid.chat_template_check import inspect_template, require_trainable_template
+    from harnessgrid.policies.chat_template_check import (
+        inspect_template,
+        require_trainable_template,
+    )
 
     tokenizer = tokenizer_of(bad_eos_dir)
     report = inspect_template(tokenizer)
@@ -144,8 +153,8 @@ def test_an_eos_that_opens_turns_is_refused_whatever_the_harness(bad_eos_dir: Pa
 
 def test_an_eos_written_only_as_the_leading_bos_is_accepted(tiny_model_dir: Path,
                                                             tmp_path: Path) -> None:
-    from harnessgrid.chat_template_check import require_trainable_template
-    from harnessgrid.tiny_model import CHAT_TEMPLATE
+    from harnessgrid.policies.chat_template_check import require_trainable_template
+    from harnessgrid.policies.tiny_model import CHAT_TEMPLATE
 
     model = make_variant(tiny_model_dir, tmp_path / "bos", template="{{ bos_token }}"
                          + CHAT_TEMPLATE, eos="<|endoftext|>")
@@ -160,7 +169,7 @@ def test_an_eos_written_only_as_the_leading_bos_is_accepted(tiny_model_dir: Path
 
 
 def test_a_missing_pad_falls_back_to_the_bad_eos(broken_dir: Path) -> None:
-    from harnessgrid.chat_template_check import inspect_template
+    from harnessgrid.policies.chat_template_check import inspect_template
 
     report = inspect_template(tokenizer_of(broken_dir))
     assert report.pad_token is None
@@ -170,7 +179,7 @@ def test_a_missing_pad_falls_back_to_the_bad_eos(broken_dir: Path) -> None:
 
 def test_a_tokenizer_without_a_chat_template_is_refused(tiny_model_dir: Path,
                                                         tmp_path: Path) -> None:
-    from harnessgrid.chat_template_check import require_trainable_template
+    from harnessgrid.policies.chat_template_check import require_trainable_template
 
     bare = make_variant(tiny_model_dir, tmp_path / "bare")
     (bare / "chat_template.jinja").unlink()
@@ -199,7 +208,7 @@ def forced_row(tokenizer: Any, native_tools: bool) -> tuple[list[int], list[int]
 
 def test_rows_that_train_only_end_of_turn_tokens_are_refused(tiny_model_dir: Path,
                                                              text_only_dir: Path) -> None:
-    from harnessgrid.chat_template_check import require_trainable_rows, untrainable_rows
+    from harnessgrid.policies.chat_template_check import require_trainable_rows, untrainable_rows
 
     good = tokenizer_of(tiny_model_dir)
     row = forced_row(good, native_tools=True)
@@ -331,7 +340,7 @@ def smollm2_gguf() -> Path:
 
 @pytest.mark.slow
 def test_smollm2_gguf_is_reported_and_refused(tmp_path: Path) -> None:
-    from harnessgrid.chat_template_check import require_trainable_rows
+    from harnessgrid.policies.chat_template_check import require_trainable_rows
     from harnessgrid.trainer.plan import TrainingPlan
     from harnessgrid.trainer.row_checks import check_model_for_run
 

@@ -16,19 +16,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from probe_suite import UPPER_TASK
 
-from harnessgrid.composed_harness import ComposedHarness
-from harnessgrid.composition import compose
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode, run_episodes
+from harnessgrid.engine.trajectory import TrajectoryStore
 from harnessgrid.episode import context_budget, estimate_tokens, estimate_tool_tokens
 from harnessgrid.errors import SandboxError
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall, ToolSpec
+from harnessgrid.plugin_system.composed_harness import ComposedHarness
+from harnessgrid.plugin_system.composition import compose
+from harnessgrid.plugin_system.registry import PluginManager, Registry, load_suite
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import PluginManager, Registry, load_suite
-from harnessgrid.runtime import EpisodeLimits, run_episode, run_episodes
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import FunctionGrader
-from harnessgrid.trajectory import TrajectoryStore
 
 PROBE_SPACE = FactorSpace.from_levels({
     "system_prompt": ["probe"], "tool_interface": ["probe", "probe_text"],
@@ -199,7 +199,7 @@ def test_sandbox_failure_is_infrastructure(registry: Registry,
 
     # A real crash of the sandbox server is exercised in test_sandbox.py; here only the
     # runtime's classification is under test, so the failure is injected.
-    monkeypatch.setattr("harnessgrid.sandbox.Sandbox.run", broken_run)
+    monkeypatch.setattr("harnessgrid.sandboxing.sandbox.Sandbox.run", broken_run)
     traj = run(run_episode(harness(registry), UPPER_TASK, ScriptedPolicy()))
     assert traj.termination == "sandbox_error"
     assert traj.score is None
@@ -268,11 +268,11 @@ def test_store_skips_a_torn_last_line(tmp_path: Path, registry: Registry) -> Non
 
 def test_graders_follow_the_episodes_sandbox_choice(registry: Registry) -> None:
     """A grader that runs code in a Sandbox of its own is told the episode's
-    unsafe_no_sandbox (:class:`~harnessgrid.grading.ContextGrader`), so hosts without
+    unsafe_no_sandbox (:class:`~harnessgrid.tasks.ContextGrader`), so hosts without
     bubblewrap can grade code-running tasks when the user opted in."""
-    from harnessgrid.grading import GradingContext
-    from harnessgrid.sandbox import Sandbox
-    from harnessgrid.workspace import Workspace
+    from harnessgrid.sandboxing.sandbox import Sandbox
+    from harnessgrid.sandboxing.workspace import Workspace
+    from harnessgrid.tasks import GradingContext
 
     seen: list[bool] = []
 
@@ -320,7 +320,7 @@ def test_missing_bubblewrap_is_one_clear_error(registry: Registry,
     """Without a working bwrap the runtime refuses up front with the install hint (instead of
     one sandbox_error per episode), unless the user opted out of the sandbox. The missing
     binary is simulated: bwrap is installed on this machine."""
-    monkeypatch.setattr("harnessgrid.runtime.check_bwrap",
+    monkeypatch.setattr("harnessgrid.engine.runtime.check_bwrap",
                         lambda: "bubblewrap (bwrap) is not installed or not on PATH")
     for call in (lambda: run_episode(harness(registry), UPPER_TASK, ScriptedPolicy()),
                  lambda: run_episodes([(harness(registry), UPPER_TASK)], ScriptedPolicy())):

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from harnessgrid import sandbox as sandbox_module
 from harnessgrid.errors import HarnessgridError, SandboxError
-from harnessgrid.sandbox import Sandbox, SandboxLimits, check_bwrap, sandbox_available
-from harnessgrid.workspace import PathEscapeError, Workspace
+from harnessgrid.sandboxing import sandbox as sandbox_module
+from harnessgrid.sandboxing.sandbox import Sandbox, SandboxLimits, check_bwrap, sandbox_available
+from harnessgrid.sandboxing.workspace import PathEscapeError, Workspace
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason=f"no sandbox: {check_bwrap()}")
 

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from shell_agent import ShellAgent
 
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
 from harnessgrid.plugins.adapters.mini_bash import MiniBashHarness
 from harnessgrid.plugins.tasks.examples import UPPER_TASK
-from harnessgrid.runtime import EpisodeLimits, run_episode
-from harnessgrid.sandbox import Sandbox, SandboxLimits, check_bwrap, sandbox_available
-from harnessgrid.scratch import mounted_tmpfs, walk_fd
-from harnessgrid.workspace import Workspace
+from harnessgrid.sandboxing.sandbox import Sandbox, SandboxLimits, check_bwrap, sandbox_available
+from harnessgrid.sandboxing.scratch import mounted_tmpfs, walk_fd
+from harnessgrid.sandboxing.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason=f"no sandbox: {check_bwrap()}")
 

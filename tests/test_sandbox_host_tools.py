@@ -14,7 +14,7 @@ import pytest
 from test_sandbox import FAST, IS_ROOT, _gone, processes_of
 
 from harnessgrid.errors import HarnessgridError
-from harnessgrid.sandbox import (
+from harnessgrid.sandboxing.sandbox import (
     HostTools,
     Sandbox,
     SandboxLimits,
@@ -23,7 +23,7 @@ from harnessgrid.sandbox import (
     check_bwrap,
     sandbox_available,
 )
-from harnessgrid.workspace import Workspace
+from harnessgrid.sandboxing.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason=f"no sandbox: {check_bwrap()}")
 

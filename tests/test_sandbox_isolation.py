@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from harnessgrid._sandbox_seccomp import KEYRING_SYSCALLS, no_keyrings_filter
-from harnessgrid.sandbox import Sandbox, SandboxLimits, check_bwrap, sandbox_available
-from harnessgrid.workspace import Workspace
+from harnessgrid.sandboxing._sandbox_seccomp import KEYRING_SYSCALLS, no_keyrings_filter
+from harnessgrid.sandboxing.sandbox import Sandbox, SandboxLimits, check_bwrap, sandbox_available
+from harnessgrid.sandboxing.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason=f"no sandbox: {check_bwrap()}")
 
@@ -189,8 +189,8 @@ def test_a_crashed_in_place_session_is_handed_back_before_the_uid_is_leased_agai
         [sys.executable, "-c", (
             "import sys, time\n"
             "from pathlib import Path\n"
-            "from harnessgrid.sandbox import Sandbox\n"
-            "from harnessgrid.workspace import Workspace\n"
+            "from harnessgrid.sandboxing.sandbox import Sandbox\n"
+            "from harnessgrid.sandboxing.workspace import Workspace\n"
             "ws = Workspace.open(Path(sys.argv[1]), in_place=True)\n"
             "sb = Sandbox(ws); sb.start_sync(); sb.run_sync('touch during.txt')\n"
             "print('holding', flush=True); time.sleep(600)\n"), str(project)],

@@ -1,4 +1,4 @@
-"""Pre-started sandboxes (``harnessgrid.sandbox_pool``) with real bubblewrap sandboxes and the
+"""Pre-started sandboxes (``harnessgrid.sandboxing.sandbox_pool``) with real bubblewrap sandboxes and the
 scripted oracle through the built-in ``bash_only`` harness: a pooled sandbox serves one episode
 at a time, is recycled (reset) for the next one, which finds nothing of the previous episode -
 files, /tmp, IPC objects, processes, workspace attributes, quota use -, is closed instead when
@@ -14,19 +14,19 @@ from typing import Any
 
 import pytest
 
-from harnessgrid.composed_harness import ComposedHarness
-from harnessgrid.composition import compose
+from harnessgrid.engine.runtime import EpisodeLimits, episode_pool, run_episode, run_episodes
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import HarnessgridError
 from harnessgrid.models import Action
+from harnessgrid.plugin_system.composed_harness import ComposedHarness
+from harnessgrid.plugin_system.composition import compose
+from harnessgrid.plugin_system.registry import PluginManager
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import PluginManager
-from harnessgrid.runtime import EpisodeLimits, episode_pool, run_episode, run_episodes
-from harnessgrid.sandbox import Sandbox, sandbox_available
-from harnessgrid.sandbox_pool import PoolKey, PoolsByKey, SandboxPool
+from harnessgrid.sandboxing.sandbox import Sandbox, sandbox_available
+from harnessgrid.sandboxing.sandbox_pool import PoolKey, PoolsByKey, SandboxPool
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import Task
-from harnessgrid.trajectory import Trajectory
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap")
 
@@ -272,7 +272,7 @@ def test_pool_size_and_reuse_must_be_counts() -> None:
 def test_failed_starts_send_every_waiter_to_a_fresh_start() -> None:
     """Pre-starting fails (an environment whose directory is gone): no acquisition hangs,
     each returns its workspace without a sandbox, for the episode to start (and report) one."""
-    from harnessgrid.environments import EnvironmentRecord
+    from harnessgrid.sandboxing.environments import EnvironmentRecord
 
     gone = EnvironmentRecord(name="gone", kind="venv", digest="0", path="/nonexistent/hg-venv")
 
@@ -336,7 +336,7 @@ def test_a_recycled_sandbox_leaves_nothing_of_the_previous_episode() -> None:
     3 MB file, an xattr, odd times and mode on the workspace root. The pool recycles its
     sandbox (the same server) for episode B, which finds none of it, has the whole quota to
     itself, and gets its own task's files."""
-    from harnessgrid.sandbox import SandboxLimits
+    from harnessgrid.sandboxing.sandbox import SandboxLimits
 
     async def main() -> tuple[list[Any], SandboxPool]:
         key = PoolKey(limits=SandboxLimits(workspace_mb=5))
@@ -496,8 +496,8 @@ def test_graded_episodes_are_graded_then_recycled(bash_harness: ComposedHarness)
     """A graded episode whose sandbox is idle at the end is graded on its final workspace with
     the sandbox still up, then the sandbox is recycled; the next episode (graded too) sees
     nothing of it. An episode cut short mid-command (its wall limit) is closed instead."""
-    from harnessgrid.grading_io import read_text
-    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.sandboxing.grading_io import read_text
     from harnessgrid.tasks import FunctionGrader
 
     def grader(root: Any, transcript: Any) -> dict[str, float]:

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harnessgrid.designs import orthogonal_design
+from harnessgrid.designs.schedule import Schedule, ScheduleItem, _Permutation
 from harnessgrid.errors import ConfigError
-from harnessgrid.schedule import Schedule, ScheduleItem, _Permutation
 from harnessgrid.space import FactorSpace
 
 SPACE = FactorSpace.default()
@@ -146,7 +146,7 @@ def test_random_access_equals_sequential(i: int, k: int, per_step: int, seed: in
 
 def test_same_schedule_in_another_process() -> None:
     script = ("import json\nfrom harnessgrid.designs import orthogonal_design\n"
-              "from harnessgrid.schedule import Schedule\n"
+              "from harnessgrid.designs.schedule import Schedule\n"
               "from harnessgrid.space import FactorSpace\n"
               "oa = orthogonal_design(FactorSpace.default())\n"
               f"s = Schedule(oa, {TASKS!r}, k=2, tasks_per_step=4, seed=5)\n"

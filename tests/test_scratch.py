@@ -1,5 +1,5 @@
 """Temporary directories never outlive an evaluation: Ctrl-C removes them at once, and after a
-``kill -9`` the next process removes what the dead one left (:mod:`harnessgrid.scratch`).
+``kill -9`` the next process removes what the dead one left (:mod:`harnessgrid.sandboxing.scratch`).
 
 The evaluations are real ``harnessgrid eval`` processes with a policy plugin (installed as an
 entry point) that waits forever, so episodes are in flight when the signal arrives."""
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from plugin_dist import write_dist_info
 
-from harnessgrid.scratch import ScratchDir, scratch_dir, sweep_stale
-from harnessgrid.workspace import Workspace
+from harnessgrid.sandboxing.scratch import ScratchDir, scratch_dir, sweep_stale
+from harnessgrid.sandboxing.workspace import Workspace
 
 HANGING_POLICY = '''
 import asyncio
@@ -87,7 +87,7 @@ def test_workspaces_of_a_killed_eval_are_removed_by_the_next_process(tmp_path: P
     assert sweep_stale(tmp, "hg-ws-") == 0  # once per process and place: this one swept it
     out = subprocess.run(
         [sys.executable, "-c", "import sys; from pathlib import Path; "
-         "from harnessgrid.workspace import Workspace; "
+         "from harnessgrid.sandboxing.workspace import Workspace; "
          "Workspace.create({'a.txt': 'x'}, base_dir=Path(sys.argv[1])).cleanup()", str(tmp)],
         capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

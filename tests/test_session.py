@@ -19,6 +19,8 @@ import pytest
 from servers import OpenAICompatServer, openai_text, openai_tool_call
 
 import harnessgrid as hg
+from harnessgrid.engine.runtime import EpisodeLimits
+from harnessgrid.engine.session import CANCELLED_CALL
 from harnessgrid.episode import EpisodeState
 from harnessgrid.errors import ConfigError
 from harnessgrid.events import (
@@ -38,9 +40,7 @@ from harnessgrid.plugins.adapters.claude_code import (
     NOT_STARTED,
 )
 from harnessgrid.policies import PolicyRequest
-from harnessgrid.runtime import EpisodeLimits
-from harnessgrid.sandbox import SandboxLimits, sandbox_available
-from harnessgrid.session import CANCELLED_CALL
+from harnessgrid.sandboxing.sandbox import SandboxLimits, sandbox_available
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap")
 

@@ -25,7 +25,6 @@ import pytest
 from plugin_dist import make_plugin_dist
 
 import harnessgrid as hg
-from harnessgrid.composition import harness_address, registry_space, resolve_config
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.manifest import Manifest, write_manifest
 from harnessgrid.evaluation.plan import resolve_settings, split_harnesses
@@ -33,8 +32,14 @@ from harnessgrid.evaluation.report import load_report
 from harnessgrid.evaluation.results import EvalResult
 from harnessgrid.evaluation.run import EvalConfig, evaluate
 from harnessgrid.evaluation.store import EvalStore
+from harnessgrid.plugin_system.composition import harness_address, registry_space, resolve_config
+from harnessgrid.plugin_system.registry import (
+    DISABLE_ENV,
+    PluginWarning,
+    get_registry,
+    reset_registry,
+)
 from harnessgrid.plugins.micro import MICRO_LEVELS, MICRO_SPACE, micro_address
-from harnessgrid.registry import DISABLE_ENV, PluginWarning, get_registry, reset_registry
 from harnessgrid.space import DEFAULT_LEVELS, FACTORS, FactorSpace
 
 TESTS = Path(__file__).parent

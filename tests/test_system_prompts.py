@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from harnessgrid.episode import PromptContext
 from harnessgrid.levels import SystemPromptLevel
+from harnessgrid.plugin_system.registry import PluginManager
 from harnessgrid.plugins.factors.system_prompt.guidelines import GuidelinesPrompt
 from harnessgrid.plugins.factors.system_prompt.minimal import MinimalPrompt
 from harnessgrid.plugins.factors.system_prompt.stepwise import StepwisePrompt
-from harnessgrid.registry import PluginManager
 
 MODULES = [f"harnessgrid.plugins.factors.system_prompt.{m}"
            for m in ("minimal", "guidelines", "stepwise")]

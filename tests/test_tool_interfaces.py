@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from harnessgrid.levels import ToolInterfaceLevel
 from harnessgrid.models import ACTION_ARGS, Action, FormatError, ModelTurn, ToolCall
+from harnessgrid.plugin_system.registry import PluginManager
 from harnessgrid.plugins.factors.tool_interface.bash_only import BashOnly
 from harnessgrid.plugins.factors.tool_interface.function_calling import FunctionCalling
 from harnessgrid.plugins.factors.tool_interface.xml_tags import XmlTags
-from harnessgrid.registry import PluginManager
-from harnessgrid.tools import as_shell
+from harnessgrid.sandboxing.tools import as_shell
 
 MODULES = [f"harnessgrid.plugins.factors.tool_interface.{m}"
            for m in ("function_calling", "xml_tags", "bash_only")]
@@ -375,10 +375,10 @@ def test_oracle_solves_a_task_through_every_interface_and_observation() -> None:
 
     from probe_suite import UPPER_TASK
 
-    from harnessgrid.composition import compose
+    from harnessgrid.engine.runtime import run_episode
+    from harnessgrid.plugin_system.composition import compose
     from harnessgrid.plugins import BUILTIN_PLUGINS
     from harnessgrid.policies.scripted import ScriptedPolicy
-    from harnessgrid.runtime import run_episode
     from harnessgrid.space import FactorSpace
 
     observations = [f"harnessgrid.plugins.factors.observation.{m}"

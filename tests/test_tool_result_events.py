@@ -22,10 +22,10 @@ from test_session import (
 )
 
 import harnessgrid as hg
+from harnessgrid.engine.session import CANCELLED_CALL
 from harnessgrid.events import ToolResultEvent
 from harnessgrid.models import Action
-from harnessgrid.sandbox import sandbox_available
-from harnessgrid.session import CANCELLED_CALL
+from harnessgrid.sandboxing.sandbox import sandbox_available
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap")
 

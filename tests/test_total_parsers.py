@@ -35,18 +35,18 @@ from nested_inputs import (
 )
 
 import harnessgrid as hg
-from harnessgrid.api import resolve_harness
+from harnessgrid.engine.api import resolve_harness
+from harnessgrid.engine.runtime import EpisodeLimits
 from harnessgrid.models import MAX_ARGUMENT_DEPTH, Action, FormatError, ModelTurn, ToolCall
 from harnessgrid.plugins.factors.tool_interface.bash_only import BashOnly
 from harnessgrid.plugins.factors.tool_interface.function_calling import FunctionCalling
 from harnessgrid.plugins.factors.tool_interface.xml_tags import XmlTags, parse_calls
 from harnessgrid.product_tools import ProductTool, product_tools
-from harnessgrid.runtime import EpisodeLimits
-from harnessgrid.sandbox import Sandbox, sandbox_available
+from harnessgrid.sandboxing.sandbox import Sandbox, sandbox_available
+from harnessgrid.sandboxing.tool_hooks import ToolHooks, run_product_tool, sandbox_tool_call
+from harnessgrid.sandboxing.tools import Environment
+from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import Task
-from harnessgrid.tool_hooks import ToolHooks, run_product_tool, sandbox_tool_call
-from harnessgrid.tools import Environment
-from harnessgrid.workspace import Workspace
 
 ORDERS: list[Any] = []  # what the product function was called with
 
@@ -165,8 +165,8 @@ def test_an_api_reply_with_nested_arguments_decodes_to_a_format_error() -> None:
 
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: _label(p))
 def test_token_policies_chatml_parsing_never_raises(payload: str) -> None:
+    from harnessgrid.policies.tiny_model import ToolCallParseError, parse_chatml_tool_calls
     from harnessgrid.policies.token import parse_tool_calls
-    from harnessgrid.tiny_model import ToolCallParseError, parse_chatml_tool_calls
 
     for arguments in (payload, json.dumps(payload)):
         text = f'<tool_call>{{"name": "read", "arguments": {arguments}}}</tool_call>'

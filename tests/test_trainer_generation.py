@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from harnessgrid.api import resolve_harness
-from harnessgrid.registry import load_suite
-from harnessgrid.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.api import resolve_harness
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.plugin_system.registry import load_suite
 from harnessgrid.trainer.config import config_from_mapping
 from harnessgrid.trainer.generation import (
     TRLServerPolicy,

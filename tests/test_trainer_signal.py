@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from harnessgrid.token_rows import TokenRow
+from harnessgrid.engine.token_rows import TokenRow
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.trainer.advantages import EpisodeOutcome
 from harnessgrid.trainer.batches import TrainRow
 from harnessgrid.trainer.config import config_from_mapping
 from harnessgrid.trainer.signal import flat_groups, no_signal_message, signal_tokens
-from harnessgrid.trajectory import Trajectory
 
 
 def row(mask: tuple[int, ...], truncated: tuple[int, ...] = ()) -> TokenRow:
@@ -108,10 +108,10 @@ class Finisher:
 def micro_episode(policy: Any, code: str) -> Trajectory:
     import asyncio
 
-    from harnessgrid.api import resolve_policy
+    from harnessgrid.engine.api import resolve_policy
+    from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+    from harnessgrid.plugin_system.registry import load_suite
     from harnessgrid.plugins.micro import micro_harness
-    from harnessgrid.registry import load_suite
-    from harnessgrid.runtime import EpisodeLimits, run_episode
 
     task = next(t for t in load_suite("micro").tasks("train") if "Delete" in t.instruction)
     return asyncio.run(run_episode(micro_harness(code), task, resolve_policy(policy),

@@ -14,25 +14,25 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from harnessgrid.composition import compose
-from harnessgrid.episode import estimate_tokens
-from harnessgrid.harness import Harness
-from harnessgrid.models import Message, ToolCall
-from harnessgrid.plugins.adapters.claude_code import ClaudeCodeHarness
-from harnessgrid.plugins.adapters.openclaw import OpenClawHarness
-from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
-from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import load_suite
-from harnessgrid.runtime import EpisodeLimits, run_episode
-from harnessgrid.space import FactorSpace
-from harnessgrid.tasks import Task
-from harnessgrid.trajectory import (
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.trajectory import (
     VIEW_DELTA,
     Trajectory,
     TrajectoryStore,
     TurnRecord,
     view_deltas,
 )
+from harnessgrid.episode import estimate_tokens
+from harnessgrid.harness import Harness
+from harnessgrid.models import Message, ToolCall
+from harnessgrid.plugin_system.composition import compose
+from harnessgrid.plugin_system.registry import load_suite
+from harnessgrid.plugins.adapters.claude_code import ClaudeCodeHarness
+from harnessgrid.plugins.adapters.openclaw import OpenClawHarness
+from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
+from harnessgrid.policies.scripted import ScriptedPolicy
+from harnessgrid.space import FactorSpace
+from harnessgrid.tasks import Task
 
 
 def msg(role: str, content: str, **kw: Any) -> Message:

@@ -9,7 +9,7 @@ import functools
 
 import pytest
 
-from harnessgrid.composition import compose
+from harnessgrid.engine.runtime import EpisodeLimits, run_episode
 from harnessgrid.episode import (
     Decision,
     EpisodeState,
@@ -20,13 +20,13 @@ from harnessgrid.episode import (
 )
 from harnessgrid.levels import WorkflowLevel
 from harnessgrid.models import Action, FormatError, ModelTurn, ToolCall, ToolResult
+from harnessgrid.plugin_system.composition import compose
+from harnessgrid.plugin_system.registry import PluginManager, Registry
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.plugins.factors.workflow.plan_execute import PlanExecuteWorkflow
 from harnessgrid.plugins.factors.workflow.react import ReactWorkflow
 from harnessgrid.plugins.factors.workflow.verify_recover import VerifyRecoverWorkflow
 from harnessgrid.policies.scripted import ScriptedPolicy
-from harnessgrid.registry import PluginManager, Registry
-from harnessgrid.runtime import EpisodeLimits, run_episode
 from harnessgrid.space import FactorSpace
 
 OK = ToolResult(output="fine")

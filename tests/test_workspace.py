@@ -10,7 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessgrid.errors import HarnessgridError
-from harnessgrid.workspace import MAX_READ_BYTES, PathEscapeError, Workspace, WorkspaceError
+from harnessgrid.sandboxing.workspace import (
+    MAX_READ_BYTES,
+    PathEscapeError,
+    Workspace,
+    WorkspaceError,
+)
 
 
 @pytest.fixture

@@ -399,8 +399,8 @@ def run_condition(condition: Condition, seed: int, model: Path, model_fingerprin
     """Warm start, GRPO and evaluation of one (condition, seed) in ``out``, each stage reused,
     resumed or redone (see the module docstring). Runs in a worker process of its own (one
     CPU thread)."""
+    from harnessgrid.engine.runtime import EpisodeLimits
     from harnessgrid.evaluation.run import EvalConfig
-    from harnessgrid.runtime import EpisodeLimits
 
     stages = stages or Stages()
     stages.prepare_worker()
@@ -464,7 +464,7 @@ def run_condition(condition: Condition, seed: int, model: Path, model_fingerprin
 
 def well_formed_share(eval_dir: Path, results: Sequence[Any]) -> float | None:
     """The share of the model's turns that spoke the harness's protocol over ``results``'
-    episodes (:meth:`~harnessgrid.trajectory.Trajectory.well_formed_turns`)."""
+    episodes (:meth:`~harnessgrid.engine.trajectory.Trajectory.well_formed_turns`)."""
     from harnessgrid.evaluation.store import load_trajectory
 
     turns = ok = 0

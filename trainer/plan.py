@@ -16,9 +16,9 @@ from harnessgrid.trainer.rollout import RolloutJob, plan_step
 
 if TYPE_CHECKING:
     from harnessgrid.designs import Design
+    from harnessgrid.designs.schedule import Schedule
+    from harnessgrid.engine.runtime import EpisodeLimits
     from harnessgrid.harness import Harness
-    from harnessgrid.runtime import EpisodeLimits
-    from harnessgrid.schedule import Schedule
     from harnessgrid.space import FactorSpace, HarnessConfig
     from harnessgrid.tasks import Task
     from harnessgrid.trainer.config import ExperimentConfig
@@ -29,7 +29,7 @@ __all__ = ["TrainingPlan", "build_design"]
 def build_space(config: ExperimentConfig) -> FactorSpace:
     """The run's space: ``config.space`` (or the default one) plus ``FACTOR:LEVEL`` additions;
     every level must be registered (a typo fails here, naming it)."""
-    from harnessgrid.composition import validate_space
+    from harnessgrid.plugin_system.composition import validate_space
     from harnessgrid.space import FactorSpace
 
     space = (FactorSpace.from_levels({f: list(v) for f, v in config.space.items()})
@@ -70,8 +70,8 @@ def build_design(config: ExperimentConfig, space: FactorSpace) -> Design:
 def single_config(config: ExperimentConfig, space: FactorSpace) -> HarnessConfig:
     """``harness:`` of ``design: single`` as a configuration of the run's space. With an explicit
     ``space:`` its codes are that space's; otherwise codes are read as every command reads them
-    (:func:`harnessgrid.composition.resolve_config`), and level lists work in both."""
-    from harnessgrid.composition import config_in, resolve_config
+    (:func:`harnessgrid.plugin_system.composition.resolve_config`), and level lists work in both."""
+    from harnessgrid.plugin_system.composition import config_in, resolve_config
 
     assert config.harness is not None
     if config.space:
@@ -84,8 +84,8 @@ class TrainingPlan:
 
     def __init__(self, config: ExperimentConfig, tasks: list[Task] | None = None) -> None:
         from harnessgrid.designs import single_design
-        from harnessgrid.runtime import EpisodeLimits
-        from harnessgrid.schedule import Schedule
+        from harnessgrid.designs.schedule import Schedule
+        from harnessgrid.engine.runtime import EpisodeLimits
 
         self.config = config
         self.space = build_space(config)
@@ -109,13 +109,13 @@ class TrainingPlan:
 
     @staticmethod
     def _check_adapter(spec: str) -> None:
-        from harnessgrid.registry import get_registry
+        from harnessgrid.plugin_system.registry import get_registry
 
         get_registry().adapter(spec.removeprefix("adapter:"))  # raises, naming the known ones
 
     @staticmethod
     def _load_tasks(config: ExperimentConfig) -> list[Task]:
-        from harnessgrid.registry import load_suite
+        from harnessgrid.plugin_system.registry import load_suite
 
         tasks = list(load_suite(config.suite).tasks(config.split))
         if not tasks:
@@ -133,7 +133,7 @@ class TrainingPlan:
                          adapter=self.adapter)
 
     def make_harness(self, spec: str) -> Harness:
-        from harnessgrid.api import resolve_harness
+        from harnessgrid.engine.api import resolve_harness
 
         return resolve_harness(spec, self.space)
 

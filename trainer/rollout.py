@@ -2,7 +2,7 @@
 concurrently on the live model.
 
 Everything an episode depends on is derived from the step, never from a clock or a global
-random stream: the pairs come from the :class:`~harnessgrid.schedule.Schedule` (random access
+random stream: the pairs come from the :class:`~harnessgrid.designs.schedule.Schedule` (random access
 by step), and each episode's id -- hence every per-turn sampling seed of the token policies,
 ``derive_seed(seed, f"{episode_id}/{turn}")`` -- is a hash of (seed, step, position, task,
 harness, rollout index). So a resumed run redoes exactly the batch it would have rolled out.
@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harnessgrid.executor import EpisodeJob
+    from harnessgrid.designs.schedule import Schedule
+    from harnessgrid.engine.executor import EpisodeJob
+    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
-    from harnessgrid.runtime import EpisodeLimits
-    from harnessgrid.schedule import Schedule
     from harnessgrid.tasks import Task
-    from harnessgrid.trajectory import Trajectory
 
 __all__ = ["RolloutJob", "episode_id_for", "episode_job", "plan_step", "run_rollouts",
            "run_rollouts_on_ray"]
@@ -81,13 +81,13 @@ async def run_rollouts(jobs: Sequence[RolloutJob], tasks: Mapping[str, Task], po
                        on_done: Callable[[RolloutJob, Trajectory], None] | None = None,
                        ) -> list[Trajectory]:
     """Run ``jobs`` in this process on the live ``policy`` (at most ``concurrency`` at once,
-    :class:`~harnessgrid.executor.LocalExecutor`), in job order.
+    :class:`~harnessgrid.engine.executor.LocalExecutor`), in job order.
 
     A fresh harness per episode (adapters keep per-session state). An episode that raises out
     of the runtime (a harness or plugin bug) becomes an ``internal_error`` trajectory with the
     job's episode id, excluded from training like every infrastructure failure."""
-    from harnessgrid.executor import LocalExecutor, collect
-    from harnessgrid.runtime import require_sandbox
+    from harnessgrid.engine.executor import LocalExecutor, collect
+    from harnessgrid.engine.runtime import require_sandbox
 
     require_sandbox(limits)
     episodes = [episode_job(job, tasks[job.task_id], policy=policy.spec, limits=limits).bind(
@@ -104,12 +104,12 @@ def run_rollouts_on_ray(jobs: Sequence[RolloutJob], tasks: Mapping[str, Task], *
                         suite: str, space: dict[str, list[str]], address: str | None,
                         ) -> list[Trajectory]:
     """Run ``jobs`` as Ray tasks (``rollout_backend: ray``,
-    :class:`~harnessgrid.executor.RayExecutor`), in job order.
+    :class:`~harnessgrid.engine.executor.RayExecutor`), in job order.
 
     Each episode is rebuilt on a worker node from plain specs, with the job's episode id, so
     it samples exactly as it would locally; ``policy`` must be a spec every node can load (the
     trainer passes an ``hf:`` snapshot of the current weights)."""
-    from harnessgrid.executor import RayExecutor, collect
+    from harnessgrid.engine.executor import RayExecutor, collect
 
     episodes = [episode_job(job, tasks[job.task_id], policy=policy, limits=limits,
                             policy_options=dict(policy_options), suite=suite, space=space)
@@ -121,9 +121,9 @@ def episode_job(job: RolloutJob, task: Task, *, policy: str, limits: EpisodeLimi
                 policy_options: dict[str, object] | None = None, suite: str | None = None,
                 space: dict[str, list[str]] | None = None) -> EpisodeJob:
     """The episode a rollout runs: a :class:`RolloutJob` is the schedule's record of it (its
-    GRPO group, its anchor), the :class:`~harnessgrid.executor.EpisodeJob` what any executor
+    GRPO group, its anchor), the :class:`~harnessgrid.engine.executor.EpisodeJob` what any executor
     runs, with the rollout's derived episode id."""
-    from harnessgrid.executor import EpisodeJob
+    from harnessgrid.engine.executor import EpisodeJob
 
     return EpisodeJob(harness=job.harness, suite=suite or task.suite, task_id=job.task_id,
                       # checked where the job is rebuilt: another process, given the suite

@@ -1,4 +1,4 @@
-"""The training run's side of :mod:`harnessgrid.chat_template_check`: which of the run's
+"""The training run's side of :mod:`harnessgrid.policies.chat_template_check`: which of the run's
 harnesses need the chat template to render tools, and the demonstration rows of SFT.
 
 Called by :func:`~harnessgrid.trainer.run.train` and
@@ -11,7 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harnessgrid.chat_template_check import require_trainable_rows, require_trainable_template
+from harnessgrid.policies.chat_template_check import (
+    require_trainable_rows,
+    require_trainable_template,
+)
 
 if TYPE_CHECKING:
     from harnessgrid.trainer.plan import TrainingPlan

@@ -93,7 +93,7 @@ def resolve_model_path(spec: str) -> str:
     else as given."""
     if not spec.startswith("tiny:"):
         return spec
-    from harnessgrid.tiny_model import SIZES, build_tiny_model
+    from harnessgrid.policies.tiny_model import SIZES, build_tiny_model
 
     size = spec.removeprefix("tiny:")
     cache = Path(os.environ.get("HARNESSGRID_CACHE", Path.home() / ".cache" / "harnessgrid"))
@@ -285,7 +285,7 @@ def train(config: ExperimentConfig, *, resume: bool = False,
         from harnessgrid.trainer.sft import train_sft
 
         return train_sft(config, resume=resume, on_log=on_log)
-    from harnessgrid.runtime import require_sandbox
+    from harnessgrid.engine.runtime import require_sandbox
     from harnessgrid.trainer.grpo import HarnessTrainer
     from harnessgrid.trainer.plan import TrainingPlan
 

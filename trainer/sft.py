@@ -49,12 +49,12 @@ from harnessgrid.trainer.checkpoints import CompleteCheckpoints
 from harnessgrid.trainer.labelled_head import labelled_positions_only
 
 if TYPE_CHECKING:
+    from harnessgrid.engine.token_rows import TokenRow
+    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.policies import Policy
-    from harnessgrid.token_rows import TokenRow
     from harnessgrid.trainer.config import ExperimentConfig
     from harnessgrid.trainer.plan import TrainingPlan
     from harnessgrid.trainer.run import TrainResult
-    from harnessgrid.trajectory import Trajectory
 
 __all__ = ["HarnessSFTTrainer", "collect_demonstrations", "demonstration_rows", "train_sft"]
 
@@ -240,8 +240,8 @@ def train_sft(config: ExperimentConfig, *, resume: bool = False,
     """Collect, export and train (module docstring)."""
     import datasets
 
+    from harnessgrid.engine.runtime import require_sandbox
     from harnessgrid.errors import ConfigError
-    from harnessgrid.runtime import require_sandbox
     from harnessgrid.trainer.plan import TrainingPlan
     from harnessgrid.trainer.row_checks import check_demonstration_rows, check_model_for_run
     from harnessgrid.trainer.run import (

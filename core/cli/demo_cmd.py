@@ -36,7 +36,7 @@ def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full 
         raise ConfigError("--quick and --full exclude each other", hint="choose one")
     require_output_dir(out, "--out")  # before any import or line that implies it will work
     require_training_extras()
-    from harnessgrid.runtime import EpisodeLimits, require_sandbox
+    from harnessgrid.engine.runtime import EpisodeLimits, require_sandbox
     from harnessgrid.trainer.demo import PROFILES, format_table, run_demo, spread_words
 
     require_sandbox(EpisodeLimits())

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from harnessgrid.designs import Design, Variant
-    from harnessgrid.schedule import Pairing
+    from harnessgrid.designs.schedule import Pairing
     from harnessgrid.space import FactorSpace, HarnessConfig
 
 design_app = typer.Typer(help="Designs over the harness factor space: show, check, hold out.",
@@ -72,7 +72,7 @@ def _space_from_options(with_levels: list[str] | None) -> FactorSpace:
         if registered is None and level not in space.factor(factor).levels:
             space = space.extend(factor, level)
     if registered is not None:
-        from harnessgrid.composition import registry_space
+        from harnessgrid.plugin_system.composition import registry_space
 
         space = registry_space(with_levels or [])
     return space
@@ -81,7 +81,7 @@ def _space_from_options(with_levels: list[str] | None) -> FactorSpace:
 def _registered_levels() -> dict[str, set[str]] | None:
     """``{factor: level names}`` from the plugin registry, or ``None`` when there is none."""
     try:
-        from harnessgrid.registry import get_registry
+        from harnessgrid.plugin_system.registry import get_registry
     except ImportError:
         return None
     table: Any = getattr(get_registry(), "factor_levels", None)
@@ -100,7 +100,7 @@ def _config(space: FactorSpace, spec: str) -> HarnessConfig:
     """``--config``: a code (read where every command reads codes) or a level list, as a
     configuration of the design's space."""
     try:
-        from harnessgrid.composition import config_in, resolve_config
+        from harnessgrid.plugin_system.composition import config_in, resolve_config
     except ImportError:  # no registry: codes of the design's own space
         return space.parse(spec)
     return config_in(resolve_config(spec), space)
@@ -114,7 +114,7 @@ def _codes(space: FactorSpace) -> Callable[[HarnessConfig], str]:
     if space.extends_paper:
         return lambda c: c.code
     try:
-        from harnessgrid.composition import harness_address
+        from harnessgrid.plugin_system.composition import harness_address
     except ImportError:
         return lambda c: c.code
     return harness_address
@@ -282,7 +282,7 @@ def preview(steps: Annotated[int, typer.Option("--steps", help="Steps to show.")
             config: Config = None, variant: VariantOpt = "min_aberration",
             with_levels: With = None, as_json: Json = False) -> None:
     """The (task, configuration) pairs of the first training steps."""
-    from harnessgrid.schedule import Schedule
+    from harnessgrid.designs.schedule import Schedule
     from harnessgrid.space import FactorSpace
 
     if steps < 1 or n_tasks < 1:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from harnessgrid.env_needs import Gap
-    from harnessgrid.environments import EnvironmentRecord
+    from harnessgrid.sandboxing.env_needs import Gap
+    from harnessgrid.sandboxing.environments import EnvironmentRecord
 
 env_app = typer.Typer(help="Sandbox environments: read-only toolchains (a Python venv or a "
                            "rootfs) mounted into every sandbox of an episode.",
@@ -36,7 +36,11 @@ def build(name: str = typer.Argument(..., help="Environment name (e.g. clawgym).
     the same requirements on the same Python and platform are built once. A built-in list's
     programs that no venv can hold (ClawGym's ruby) are named when the host lacks them. With
     --check, exit status 1 when a suite's tasks call something it lacks (it is built anyway)."""
-    from harnessgrid.environments import build_venv, builtin_system_tools, read_requirements
+    from harnessgrid.sandboxing.environments import (
+        build_venv,
+        builtin_system_tools,
+        read_requirements,
+    )
 
     text = read_requirements(requirements, name)
     log = None if quiet else (lambda msg: typer.echo(msg, err=True))
@@ -72,18 +76,18 @@ def check_(suite: str = typer.Argument(..., help="A suite address: clawgym:PATH,
 
 def _check_suite(suite: str, env: str | None, option: list[str]) -> list[Gap]:
     from harnessgrid.cli.tasks_cmd import open_suite
-    from harnessgrid.env_needs import check_tasks
+    from harnessgrid.sandboxing.env_needs import check_tasks
 
     if env is not None and env.lower() != "none":
-        from harnessgrid.environments import get_environment
+        from harnessgrid.sandboxing.environments import get_environment
 
         get_environment(env)  # a missing one is a usage error, named with its build command
     return check_tasks(open_suite(suite, option).tasks(), env)
 
 
 def _print_gaps(gaps: list[Gap], as_json: bool) -> None:
-    from harnessgrid.env_needs import as_json as gaps_json
-    from harnessgrid.env_needs import render
+    from harnessgrid.sandboxing.env_needs import as_json as gaps_json
+    from harnessgrid.sandboxing.env_needs import render
 
     if as_json:
         typer.echo(gaps_json(gaps))
@@ -95,7 +99,7 @@ def _print_gaps(gaps: list[Gap], as_json: bool) -> None:
 def _say_missing_system_tools(record: EnvironmentRecord) -> None:
     """On stderr, even with --quiet: the environment is built, but the tasks that call these
     programs cannot run until the host (or a rootfs) provides them."""
-    from harnessgrid.environments import missing_system_tools, system_tool_hint
+    from harnessgrid.sandboxing.environments import missing_system_tools, system_tool_hint
 
     for tool in missing_system_tools(record):
         typer.echo(f"warning: {record.name}'s tasks call {tool}, which a venv cannot carry "
@@ -109,7 +113,7 @@ def add(name: str = typer.Argument(..., help="Environment name."),
                                     "exported OCI image); its /usr, /bin, /lib* and /etc "
                                     "replace the host's in the sandbox.")) -> None:
     """Name an existing root file system as an environment (used in place, not copied)."""
-    from harnessgrid.environments import add_rootfs
+    from harnessgrid.sandboxing.environments import add_rootfs
 
     record = add_rootfs(name, rootfs)
     typer.echo(f"{record.name}: rootfs {record.digest} at {record.path}")
@@ -118,7 +122,7 @@ def add(name: str = typer.Argument(..., help="Environment name."),
 @env_app.command("list")
 def list_(as_json: bool = AS_JSON) -> None:
     """The named environments and where they live."""
-    from harnessgrid.environments import env_root, is_built, list_environments
+    from harnessgrid.sandboxing.environments import env_root, is_built, list_environments
 
     records = list_environments()
     if as_json:
@@ -138,7 +142,7 @@ def list_(as_json: bool = AS_JSON) -> None:
 def show(name: str = typer.Argument(..., help="Environment name."),
          as_json: bool = AS_JSON) -> None:
     """What an environment is, what it was built from, and whether it is usable."""
-    from harnessgrid.environments import get_environment, missing_system_tools
+    from harnessgrid.sandboxing.environments import get_environment, missing_system_tools
 
     record = get_environment(name)
     if as_json:
@@ -159,7 +163,7 @@ def show(name: str = typer.Argument(..., help="Environment name."),
 @env_app.command("remove")
 def remove(name: str = typer.Argument(..., help="Environment name.")) -> None:
     """Forget an environment; its venv is deleted unless another name uses it."""
-    from harnessgrid.environments import remove_environment
+    from harnessgrid.sandboxing.environments import remove_environment
 
     record = remove_environment(name)
     typer.echo(f"removed {record.name} ({record.kind} {record.digest})")

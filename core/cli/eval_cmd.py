@@ -104,9 +104,9 @@ def eval_command(
     """
     from harnessgrid.cli.run_cmd import parse_options
     from harnessgrid.cli.tasks_cmd import loader_options
+    from harnessgrid.engine.runtime import EpisodeLimits
     from harnessgrid.evaluation.plan import split_harnesses, split_list
     from harnessgrid.evaluation.run import EvalConfig, evaluate
-    from harnessgrid.runtime import EpisodeLimits
 
     suite_list = split_list(suites)
     if not suite_list:
@@ -122,7 +122,7 @@ def eval_command(
         limits=EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
                              unsafe_no_sandbox=unsafe_no_sandbox, environment=env))
     if env is not None and env.lower() != "none":
-        from harnessgrid.environments import get_environment
+        from harnessgrid.sandboxing.environments import get_environment
 
         get_environment(env)  # missing: one usage error, not one failed episode per task
     try:

@@ -46,8 +46,8 @@ def sample_observations(harness: Any) -> list[dict[str, Any]] | None:
     """Each sample result as the harness's observation level renders it, and the message it
     goes back in (a ``tool`` message for native tools, else ``user``). ``None`` for an adapter,
     whose shell builds observations inside its own step."""
-    from harnessgrid.composed_harness import ComposedHarness
-    from harnessgrid.tools import as_shell
+    from harnessgrid.plugin_system.composed_harness import ComposedHarness
+    from harnessgrid.sandboxing.tools import as_shell
 
     if not isinstance(harness, ComposedHarness):
         return None
@@ -67,8 +67,8 @@ def sample_observations(harness: Any) -> list[dict[str, Any]] | None:
 def describe(spec: str, task_ref: str | None) -> dict[str, Any]:
     """The system prompt, first messages, tools, a rendered sample turn and sample
     observations of a harness."""
-    from harnessgrid.api import resolve_harness
     from harnessgrid.cli.run_cmd import find_task
+    from harnessgrid.engine.api import resolve_harness
     from harnessgrid.harness import factor_levels
     from harnessgrid.models import Action
     from harnessgrid.tasks import Task
@@ -100,8 +100,8 @@ def environment_info(name: str | None) -> dict[str, Any] | None:
     """The task's declared environment as episodes will mount it, or why they cannot."""
     if not name:
         return None
-    from harnessgrid.environments import get_environment
     from harnessgrid.errors import ConfigError
+    from harnessgrid.sandboxing.environments import get_environment
 
     try:
         record = get_environment(name)

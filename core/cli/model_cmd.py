@@ -22,7 +22,7 @@ def tiny(out_dir: Path = typer.Argument(..., help="Where to write the model and 
     use it anywhere as ``hf:OUT_DIR``."""
     from harnessgrid.errors import ConfigError
     from harnessgrid.paths import require_output_dir
-    from harnessgrid.tiny_model import SIZES, build_tiny_model
+    from harnessgrid.policies.tiny_model import SIZES, build_tiny_model
 
     if size not in SIZES:
         raise ConfigError(f"unknown tiny-model size {size!r}", hint=f"sizes: {', '.join(SIZES)}")
@@ -56,8 +56,8 @@ def check(path: str = typer.Argument(..., help="A checkpoint directory, a .gguf 
     context length; exits 2, saying why, when a training run would refuse it."""
     import json
 
-    from harnessgrid.chat_template_check import inspect_template
     from harnessgrid.errors import ConfigError
+    from harnessgrid.policies.chat_template_check import inspect_template
 
     tokenizer, config, shown = _load_for_check(path, gguf_file)
     report = inspect_template(tokenizer, config)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from harnessgrid.registry import Registry
+    from harnessgrid.plugin_system.registry import Registry
 
 plugins_app = typer.Typer(help="Inspect registered plugins, or start a new one.",
                           no_args_is_help=True)
@@ -72,7 +72,7 @@ def list_plugins(
     from rich.console import Console
 
     from harnessgrid.cli.output import print_table
-    from harnessgrid.registry import PluginWarning, get_registry
+    from harnessgrid.plugin_system.registry import PluginWarning, get_registry
 
     with warnings.catch_warnings():  # listed below, with the rest
         warnings.simplefilter("ignore", PluginWarning)
@@ -206,7 +206,7 @@ def new_plugin(
     observation level, a test of it and a README. `pip install -e NAME` and `pytest NAME`
     then work, and `harnessgrid plugins list` shows observation:NAME."""
     from harnessgrid.paths import require_output_dir
-    from harnessgrid.plugin_template import write_plugin_package
+    from harnessgrid.plugin_system.plugin_template import write_plugin_package
 
     require_output_dir(directory if directory is not None else Path.cwd() / name,
                        "--dir" if directory is not None else "the plugin folder (./NAME)")

@@ -11,8 +11,8 @@ import typer
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
+    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.tasks import Task
-    from harnessgrid.trajectory import Trajectory
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
@@ -140,17 +140,17 @@ def run(
     """
     import asyncio
 
-    from harnessgrid.api import arun_agent, resolve_harness, resolve_policy
-    from harnessgrid.runtime import EpisodeLimits
-    from harnessgrid.task_sessions import run_task_episode
-    from harnessgrid.trajectory import TrajectoryStore
+    from harnessgrid.engine.api import arun_agent, resolve_harness, resolve_policy
+    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.task_sessions import run_task_episode
+    from harnessgrid.engine.trajectory import TrajectoryStore
 
     if (task is None) == (instruction is None):
         raise ConfigError("give either --task SUITE/ID or --instruction TEXT (with --workspace)")
     limits = EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
                            unsafe_no_sandbox=unsafe_no_sandbox, environment=env)
     if env is not None and env.lower() != "none":
-        from harnessgrid.environments import get_environment
+        from harnessgrid.sandboxing.environments import get_environment
 
         get_environment(env)  # a missing one is a usage error now, not an episode error later
     options = parse_options(policy_opt)

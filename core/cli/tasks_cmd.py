@@ -26,10 +26,10 @@ import typer
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
+    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
-    from harnessgrid.runtime import EpisodeLimits
     from harnessgrid.tasks import BrokenTask, Task, TaskSuite
-    from harnessgrid.trajectory import Trajectory
 
 tasks_app = typer.Typer(help="Task suites: list, show, validate and export tasks.",
                         no_args_is_help=True)
@@ -57,7 +57,7 @@ def loader_options(options: list[str], judge: str | None = None) -> dict[str, An
 
 def open_suite(spec: str, options: list[str], judge: str | None = None) -> TaskSuite:
     """Load ``spec`` with ``--option`` pairs (and ``--judge``) as loader options."""
-    from harnessgrid.registry import load_suite
+    from harnessgrid.plugin_system.registry import load_suite
 
     return load_suite(spec, **loader_options(options, judge))
 
@@ -118,7 +118,7 @@ def broken_row(address: str, broken: BrokenTask) -> dict[str, Any]:
 
 def _list_suites(as_json: bool) -> None:
     from harnessgrid.cli.output import print_table
-    from harnessgrid.registry import get_registry
+    from harnessgrid.plugin_system.registry import get_registry
 
     specs = get_registry().task_suites.values()
     suites = [{"name": s.name, "address": f"{s.name}:PATH" if s.takes_argument else s.name,
@@ -251,9 +251,9 @@ class TaskCheck:
 async def _episode(harness: Harness, task: Task, empty: bool,
                    limits: EpisodeLimits) -> tuple[Trajectory, Any]:
     """One episode on a workspace we keep (for regrading), and that workspace."""
+    from harnessgrid.engine.runtime import run_episode
     from harnessgrid.policies.scripted import ScriptedPolicy
-    from harnessgrid.runtime import run_episode
-    from harnessgrid.workspace import Workspace
+    from harnessgrid.sandboxing.workspace import Workspace
 
     ws = Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
     traj = await run_episode(harness, task, ScriptedPolicy(empty=empty), limits, workspace=ws)
@@ -264,7 +264,7 @@ async def _regrade(task: Task, ws: Any, traj: Trajectory, timeout_s: float) -> s
     """Grade ``ws`` again (on a fresh copy) and describe the outcome like the first grading."""
     import asyncio
 
-    from harnessgrid.scratch import scratch_dir
+    from harnessgrid.sandboxing.scratch import scratch_dir
 
     assert task.grader is not None
     with scratch_dir("hg-regrade-") as tmp:
@@ -377,9 +377,9 @@ def validate(suite: str = typer.Argument(..., help="Suite address."),
     from rich.console import Console
     from rich.progress import Progress
 
-    from harnessgrid.api import resolve_harness
     from harnessgrid.cli.output import print_table
-    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.engine.api import resolve_harness
+    from harnessgrid.engine.runtime import EpisodeLimits
 
     loaded = open_suite(suite, option, judge)
     every = loaded.tasks(split)

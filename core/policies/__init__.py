@@ -39,9 +39,9 @@ class PolicyRequest:
     ``harness``, ``task`` and ``state`` are the episode's, for policies that key their own
     records by it (token policies keep a token conversation per episode state) and for test
     policies; the scripted oracle does not read them: the episode binds it before the first
-    turn (:class:`harnessgrid.episode_run.EpisodePolicy`).
+    turn (:class:`harnessgrid.engine.episode_run.EpisodePolicy`).
 
-    ``on_text``, when set (a streaming session, :mod:`harnessgrid.session`), is called with
+    ``on_text``, when set (a streaming session, :mod:`harnessgrid.engine.session`), is called with
     each piece of the reply's text as the backend produces it; a policy that cannot stream
     may ignore it (the whole text then arrives with the turn; ``vllm:`` does). The returned
     turn is the same whether or not it streamed. A backend failure before the first piece is
@@ -82,7 +82,7 @@ class TokenCounter(Protocol):
 
 def make_policy(spec: str, options: Mapping[str, Any] | None = None) -> Policy:
     """Create a policy from its spec string through the plugin registry."""
-    from harnessgrid.registry import get_registry
+    from harnessgrid.plugin_system.registry import get_registry
 
     scheme, _, rest = spec.partition(":")
     backend = get_registry().policy(scheme)

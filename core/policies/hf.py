@@ -75,7 +75,7 @@ _HINT = ("hf: takes a local checkpoint directory (config.json, weights, tokenize
          "Hugging Face hub name such as Qwen/Qwen3-4B-Instruct-2507; offline "
          "(HF_HUB_OFFLINE=1) a hub model loads only if it is already in the cache "
          "(`hf download <name>` on a machine with network). For tests, "
-         "harnessgrid.tiny_model.build_tiny_model(dir) writes a small local checkpoint.")
+         "harnessgrid.policies.tiny_model.build_tiny_model(dir) writes a small local checkpoint.")
 
 
 class HFPolicy(TokenPolicy):

@@ -60,7 +60,7 @@ def check_policy_fits(spec: str, tasks: Sequence[Task]) -> None:
 
 class ScriptedPolicy:
     """Plays ``task.plan`` (``empty``: the null policy, which sends nothing). It is an
-    :class:`~harnessgrid.episode_run.EpisodePolicy`: before the first turn each episode binds
+    :class:`~harnessgrid.engine.episode_run.EpisodePolicy`: before the first turn each episode binds
     it to its harness, task and state (:meth:`for_episode`: a copy of the policy that knows
     them), and the oracle's position is kept in the episode state, so one instance serves any
     number of concurrent episodes."""

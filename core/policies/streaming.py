@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harnessgrid.tiny_model import split_tool_calls
+from harnessgrid.policies.tiny_model import split_tool_calls
 
 #: ``on_text``: called with each piece of the reply's text.
 OnText = Callable[[str], None]

@@ -64,7 +64,11 @@ from harnessgrid.models import Message, ModelTurn, TokenRecord, ToolCall, ToolSp
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.batching import GenerationBatcher, GenerationRequest, GenerationStats
 from harnessgrid.policies.streaming import TextSink, TokenTextStream
-from harnessgrid.tiny_model import ToolCallParseError, parse_chatml_tool_calls, split_tool_calls
+from harnessgrid.policies.tiny_model import (
+    ToolCallParseError,
+    parse_chatml_tool_calls,
+    split_tool_calls,
+)
 
 __all__ = [
     "Generate",

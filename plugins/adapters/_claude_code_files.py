@@ -35,7 +35,7 @@ from harnessgrid.models import ToolResult
 from harnessgrid.plugins.adapters._claude_code_session import Session
 from harnessgrid.plugins.adapters._claude_code_tools import READ_MAX_BYTES, READ_MAX_TOKENS
 from harnessgrid.plugins.adapters._js import js_len, js_prefix
-from harnessgrid.workspace import Workspace, WorkspaceError
+from harnessgrid.sandboxing.workspace import Workspace, WorkspaceError
 
 _LINE_BREAK = re.compile(r"\r?\n")
 SNIPPET_CONTEXT = 4  # cli.js ``z0B``: lines shown before and after an edit

@@ -31,10 +31,10 @@ from harnessgrid import safe_json
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import ToolCall, ToolResult, ToolSpec
 from harnessgrid.plugins.adapters._claude_code_shell import cap_error
-from harnessgrid.tool_hooks import Denied, deny, run_product_tool
+from harnessgrid.sandboxing.tool_hooks import Denied, deny, run_product_tool
 
 if TYPE_CHECKING:
-    from harnessgrid.tools import Environment
+    from harnessgrid.sandboxing.tools import Environment
 
 SERVER = "product"
 REJECTED = ("The user doesn't want to proceed with this tool use. The tool use was rejected "

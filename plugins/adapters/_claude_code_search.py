@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harnessgrid import safe_search
 from harnessgrid.models import ToolResult
 from harnessgrid.plugins.adapters._claude_code_files import Target, ToolError, confine, target
 from harnessgrid.plugins.adapters._claude_code_session import Session
@@ -29,9 +28,15 @@ from harnessgrid.plugins.adapters._claude_code_tools import (
     GLOB_MAX_RESULTS,
     LS_MAX_CHARS,
 )
-from harnessgrid.safe_search import BoundedPattern, compile_bounded
-from harnessgrid.safe_search import expand_braces as _expand_braces
-from harnessgrid.workspace import MAX_LINE_CHARS, MAX_READ_BYTES, Workspace, WorkspaceError
+from harnessgrid.sandboxing import safe_search
+from harnessgrid.sandboxing.safe_search import BoundedPattern, compile_bounded
+from harnessgrid.sandboxing.safe_search import expand_braces as _expand_braces
+from harnessgrid.sandboxing.workspace import (
+    MAX_LINE_CHARS,
+    MAX_READ_BYTES,
+    Workspace,
+    WorkspaceError,
+)
 
 _TYPES: dict[str, tuple[str, ...]] = {
     "py": ("*.py", "*.pyi"), "js": ("*.js", "*.jsx", "*.mjs", "*.cjs"), "ts": ("*.ts", "*.tsx"),
@@ -55,7 +60,7 @@ def cut_output(text: str, limit: int = BASH_MAX_OUTPUT_CHARS) -> tuple[str, bool
 
 def expand_braces(pattern: str) -> list[str]:
     """``a.{ts,tsx}`` → ``a.ts``, ``a.tsx`` (nested and repeated groups too); more than
-    :data:`harnessgrid.safe_search.MAX_BRACE_PATTERNS` patterns is a tool error, not an exponential expansion."""
+    :data:`harnessgrid.sandboxing.safe_search.MAX_BRACE_PATTERNS` patterns is a tool error, not an exponential expansion."""
     try:
         return _expand_braces(pattern)
     except WorkspaceError as exc:

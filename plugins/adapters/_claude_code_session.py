@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harnessgrid.workspace import Workspace, WorkspaceError
+from harnessgrid.sandboxing.workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
     from harnessgrid.episode import ContextBudget, EpisodeState

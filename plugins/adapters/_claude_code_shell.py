@@ -29,7 +29,7 @@ from harnessgrid.models import ToolResult
 from harnessgrid.plugins.adapters._claude_code_files import ToolError
 from harnessgrid.plugins.adapters._claude_code_search import cut_output
 from harnessgrid.plugins.adapters._claude_code_session import Session
-from harnessgrid.workspace import Workspace, WorkspaceError
+from harnessgrid.sandboxing.workspace import Workspace, WorkspaceError
 
 from harnessgrid.plugins.adapters._claude_code_tools import (  # isort: skip
     BASH_DEFAULT_TIMEOUT_MS,
@@ -37,7 +37,7 @@ from harnessgrid.plugins.adapters._claude_code_tools import (  # isort: skip
 )
 
 if TYPE_CHECKING:  # the sandbox module (and asyncio) load when an episode runs, not before
-    from harnessgrid.sandbox import HostTools, Sandbox
+    from harnessgrid.sandboxing.sandbox import HostTools, Sandbox
 
 CWD_MARK = "__HG_CLAUDE_CODE_CWD__="
 # The command arrives on fd 3 (a here-document); read whole, fd closed, then evaluated, so it

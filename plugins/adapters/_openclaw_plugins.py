@@ -31,10 +31,10 @@ from harnessgrid import safe_json
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action, ToolResult, ToolSpec
 from harnessgrid.plugins.adapters._openclaw_tools import TOOL_NAME_ALIASES, thrown_text
-from harnessgrid.tool_hooks import run_product_tool
+from harnessgrid.sandboxing.tool_hooks import run_product_tool
 
 if TYPE_CHECKING:
-    from harnessgrid.tools import Environment
+    from harnessgrid.sandboxing.tools import Environment
 
 #: Names OpenClaw maps onto a core tool (``TOOL_NAME_ALIASES``), so a plugin tool cannot
 #: have them either.

@@ -45,7 +45,7 @@ from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.models import Action, ToolCall, ToolResult, ToolSpec
 from harnessgrid.observations import exit_code as safe_exit_code
 from harnessgrid.plugins.adapters._js import js_len, js_suffix
-from harnessgrid.tools import Environment
+from harnessgrid.sandboxing.tools import Environment
 
 READ_MAX_LINES = 2000
 READ_MAX_BYTES = 50 * 1024

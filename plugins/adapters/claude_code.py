@@ -23,7 +23,7 @@ tool calls; auto-compaction into a nine-section summary that replaces the histor
 following turns appending to it (``_claude_code_compact``; at small windows the next compaction
 waits until half the room left after the summary is used, so it does not fire every turn).
 
-In an embedding session (:mod:`harnessgrid.session`): product tools are the tools of an MCP
+In an embedding session (:mod:`harnessgrid.engine.session`): product tools are the tools of an MCP
 server (``mcp__product__<name>``, after the built-in tools) and an approval callback is the
 SDK's ``canUseTool``: a denied call is answered, unrun, with the permission-denied result
 (``_claude_code_mcp``); commands in Bash can call the product tools too. A cancelled run is
@@ -97,9 +97,9 @@ from harnessgrid.plugins.adapters._claude_code_tools import (
     validation_error,
 )
 from harnessgrid.registrations import AdapterSpec
-from harnessgrid.tool_hooks import Denied, denied_result, gate
-from harnessgrid.tools import Environment, as_shell
-from harnessgrid.workspace import WorkspaceError
+from harnessgrid.sandboxing.tool_hooks import Denied, denied_result, gate
+from harnessgrid.sandboxing.tools import Environment, as_shell
+from harnessgrid.sandboxing.workspace import WorkspaceError
 
 if TYPE_CHECKING:
     from harnessgrid.tasks import Task

@@ -39,9 +39,9 @@ from harnessgrid.harness import task_message
 from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.observations import exit_code, observation_message
 from harnessgrid.registrations import AdapterSpec
+from harnessgrid.sandboxing.tool_hooks import Denied, denied_result, gate
+from harnessgrid.sandboxing.tools import Environment, as_shell, execute
 from harnessgrid.tasks import Task
-from harnessgrid.tool_hooks import Denied, denied_result, gate
-from harnessgrid.tools import Environment, as_shell, execute
 
 SENTINEL = "MINI_BASH_DONE"
 MAX_OUTPUT_CHARS = 10_000

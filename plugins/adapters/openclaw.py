@@ -53,6 +53,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from harnessgrid import hookimpl
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import (
     ContextBudget,
     Decision,
@@ -98,10 +99,9 @@ from harnessgrid.plugins.adapters._openclaw_tools import (
 )
 from harnessgrid.plugins.adapters._openclaw_transcript import session_events, session_jsonl
 from harnessgrid.registrations import AdapterSpec
+from harnessgrid.sandboxing.tool_hooks import Denied, denied_result, gate, note_result
+from harnessgrid.sandboxing.tools import Environment, as_shell
 from harnessgrid.tasks import Task
-from harnessgrid.tool_hooks import Denied, denied_result, gate, note_result
-from harnessgrid.tools import Environment, as_shell
-from harnessgrid.trajectory import Trajectory
 
 VERSION = "2026.2.26"
 FIXED_NOW = datetime(2026, 2, 26, 9, 0, tzinfo=UTC)

@@ -41,7 +41,7 @@ from harnessgrid.space import FACTORS, FactorSpace, HarnessConfig
 from . import contexts, interfaces, observations, prompts, workflows
 
 if TYPE_CHECKING:
-    from harnessgrid.composed_harness import ComposedHarness
+    from harnessgrid.plugin_system.composed_harness import ComposedHarness
 
 __all__ = ["MICRO_LEVELS", "MICRO_SPACE", "build_micro_model", "micro_address", "micro_config",
            "micro_corpus", "micro_harness"]
@@ -84,7 +84,7 @@ def micro_address(code: str | HarnessConfig) -> str:
 
 def micro_harness(code: str | HarnessConfig) -> ComposedHarness:
     """The runnable harness of a micro configuration (through the plugin registry)."""
-    from harnessgrid.composition import compose
+    from harnessgrid.plugin_system.composition import compose
 
     return compose(micro_config(code))
 
@@ -101,8 +101,8 @@ def build_micro_model(path: str | Path, seed: int = 0,
                       on_step: Callable[[str], None] | None = None) -> Path:
     """The micro model (cached in ``path``; ``harnessgrid model tiny DIR --size micro``): a
     tokenizer trained on :func:`micro_corpus`, whose ``words`` pre-tokenizer keeps each name
-    one token wherever it stands (see :data:`harnessgrid.tiny_model.PRETOKENIZERS`)."""
-    from harnessgrid.tiny_model import build_tiny_model
+    one token wherever it stands (see :data:`harnessgrid.policies.tiny_model.PRETOKENIZERS`)."""
+    from harnessgrid.policies.tiny_model import build_tiny_model
 
     return build_tiny_model(path, size="micro", seed=seed, corpus=micro_corpus(),
                             pretokenizer="words", on_step=on_step)

@@ -31,10 +31,10 @@ from harnessgrid.harness import play_turn
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy, plan_text
-from harnessgrid.sandbox import CommandResult, Sandbox, SandboxLimits
+from harnessgrid.sandboxing.sandbox import CommandResult, Sandbox, SandboxLimits
+from harnessgrid.sandboxing.tools import Environment
+from harnessgrid.sandboxing.workspace import Workspace, WorkspaceError
 from harnessgrid.tasks import Task
-from harnessgrid.tools import Environment
-from harnessgrid.workspace import Workspace, WorkspaceError
 
 #: The adapters whose prompts the demo evaluates out of space.
 ADAPTERS = ("claude-code", "openclaw")
@@ -85,7 +85,7 @@ _TOOLS_TAIL = ("\n</tools>\n\nFor each function call, return a json object with 
 
 
 def render_chatml(messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> str:
-    """``messages`` (and native ``tools``) as :data:`harnessgrid.tiny_model.CHAT_TEMPLATE`
+    """``messages`` (and native ``tools``) as :data:`harnessgrid.policies.tiny_model.CHAT_TEMPLATE`
     renders them (without the generation prompt)."""
     out: list[str] = []
     rest = list(messages)
@@ -201,10 +201,10 @@ def _sample(tasks: Sequence[Task], n: int) -> list[Task]:
 
 
 async def _all_episodes() -> list[str]:
-    from harnessgrid.composition import compose
+    from harnessgrid.plugin_system.composition import compose
+    from harnessgrid.plugin_system.registry import get_registry
     from harnessgrid.plugins.micro import MICRO_SPACE
     from harnessgrid.plugins.micro.tasks import micro_suite
-    from harnessgrid.registry import get_registry
 
     suite = micro_suite()
     train, evals = suite.tasks("train"), suite.tasks("eval")

@@ -38,9 +38,15 @@ from typing import Any
 
 import harnessgrid
 from harnessgrid.errors import ConfigError
-from harnessgrid.grading import GradingContext, grader_call
 from harnessgrid.models import Action
-from harnessgrid.tasks import UNKNOWN_CATEGORY, GraderError, Task, TaskSuite
+from harnessgrid.tasks import (
+    UNKNOWN_CATEGORY,
+    GraderError,
+    GradingContext,
+    Task,
+    TaskSuite,
+    grader_call,
+)
 
 
 class NotExportable(Exception):
@@ -91,7 +97,7 @@ CONTENT_HASH = {content_hash!r}
 
 
 def grade(transcript, workspace_path):
-    from harnessgrid.registry import load_suite
+    from harnessgrid.plugin_system.registry import load_suite
 
     task = load_suite(SUITE).get(TASK_ID)
     if task.content_hash() != CONTENT_HASH:
@@ -113,7 +119,7 @@ def write_reward(dest: Path, check_source: str) -> None:
 
 def _rebuildable(suite: str) -> bool:
     """Whether ``suite`` names a registered suite that loads without an argument."""
-    from harnessgrid.registry import get_registry
+    from harnessgrid.plugin_system.registry import get_registry
 
     spec = get_registry().task_suites.get(suite)
     return spec is not None and not spec.takes_argument
@@ -126,7 +132,7 @@ _SUITES_LOCK = threading.Lock()
 def _named_suite(name: str) -> TaskSuite:
     """Load a named suite once per process: graders run in parallel worker threads, and
     building a generated suite is seconds of CPU that must not be repeated per task."""
-    from harnessgrid.registry import load_suite
+    from harnessgrid.plugin_system.registry import load_suite
 
     with _SUITES_LOCK:
         if name not in _SUITES:
@@ -156,7 +162,7 @@ class RegeneratedGrader:
     def grade_in(self, workspace: Path, transcript: list[dict[str, Any]],
                  context: GradingContext) -> dict[str, float]:
         """Graded for an episode: the rebuilt task's grader is told its context too (when it
-        is one that wants it, see :class:`~harnessgrid.grading.ContextGrader`)."""
+        is one that wants it, see :class:`~harnessgrid.tasks.ContextGrader`)."""
         if self._task is None:
             try:
                 task = _named_suite(self.suite).get(self.task_id)

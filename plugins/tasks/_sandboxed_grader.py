@@ -3,7 +3,7 @@ checks) inside the bubblewrap sandbox.
 
 Why a sandbox: external suites ship grading *code*; running it in-process would hand a
 downloaded file the host's files, network and credentials. Here each grading run gets a fresh
-:class:`~harnessgrid.sandbox.Sandbox` over the runtime's *copy* of the final workspace (mounted
+:class:`~harnessgrid.sandboxing.sandbox.Sandbox` over the runtime's *copy* of the final workspace (mounted
 where the agent saw it), a private read-only folder at :data:`GRADING_DIR` holding the runner
 script, the transcript and the check code, and — for ClawGym — the task's ``reward/`` folder
 read-only at ``<mount>/reward`` (only while grading: the agent never saw it). Whatever goes
@@ -13,7 +13,7 @@ silent 0. The runtime calls graders synchronously in a worker thread, so this us
 sandbox's sync API.
 
 The grading sandbox makes the choices of the episode it grades, which the grader is told
-(:class:`~harnessgrid.grading.GradingContext`, through ``grade_in``): the episode's
+(:class:`~harnessgrid.tasks.GradingContext`, through ``grade_in``): the episode's
 environment is mounted (its python runs the checks), and it runs unsandboxed only when the
 episode did. Graded outside an episode (``grade``), it is sandboxed, with no environment.
 """
@@ -32,13 +32,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessgrid.errors import HarnessgridError
-from harnessgrid.grading import GradingContext
-from harnessgrid.scratch import scratch_dir
-from harnessgrid.tasks import GraderError, Scores, validate_scores
+from harnessgrid.sandboxing.scratch import scratch_dir
+from harnessgrid.tasks import GraderError, GradingContext, Scores, validate_scores
 
 if TYPE_CHECKING:  # imported where used: loading the suite plugins must stay cheap
-    from harnessgrid.environments import EnvironmentRecord
-    from harnessgrid.sandbox import CommandResult, SandboxLimits
+    from harnessgrid.sandboxing.environments import EnvironmentRecord
+    from harnessgrid.sandboxing.sandbox import CommandResult, SandboxLimits
 
 GRADING_DIR = "/tmp/.harnessgrid-grading"
 """Where the runner, transcript and check code appear inside the grading sandbox (read-only)."""
@@ -91,7 +90,7 @@ class GradingLimits:
     output_bytes: int = 256_000
 
     def sandbox(self) -> SandboxLimits:
-        from harnessgrid.sandbox import SandboxLimits
+        from harnessgrid.sandboxing.sandbox import SandboxLimits
 
         return SandboxLimits(wall_s=self.timeout_s, cpu_s=max(1, math.ceil(self.timeout_s)),
                              memory_mb=self.memory_mb, max_procs=128,
@@ -110,9 +109,9 @@ def run_in_sandbox(workspace_root: Path, mount_path: str, command: str, *,
     :data:`GRADING_DIR`; ``reward_dir`` is copied (links kept as links, never followed) and mounted read-only at
     ``<mount_path>/reward``, replacing whatever the agent left there (the workspace is a copy).
     """
-    from harnessgrid.sandbox import Sandbox
-    from harnessgrid.trajectory import dumps_transcript
-    from harnessgrid.workspace import Workspace
+    from harnessgrid.engine.trajectory import dumps_transcript
+    from harnessgrid.sandboxing.sandbox import Sandbox
+    from harnessgrid.sandboxing.workspace import Workspace
 
     limits = limits or GradingLimits()
     with scratch_dir("hg-grading-") as tmp:

@@ -57,11 +57,10 @@ from pydantic import ValidationError
 
 from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
-from harnessgrid.grading import GradingContext
 from harnessgrid.models import Action
 from harnessgrid.registrations import TaskSuiteSpec
 from harnessgrid.suites import load_each, suite_name, suite_path
-from harnessgrid.tasks import UNKNOWN_CATEGORY, Grader, Task, TaskLimits, TaskSuite
+from harnessgrid.tasks import UNKNOWN_CATEGORY, Grader, GradingContext, Task, TaskLimits, TaskSuite
 
 from ._clawgym_export import ExportReport, RegeneratedGrader, export_clawgym, plan_metadata
 from ._sandboxed_grader import (
@@ -230,7 +229,7 @@ def _mount(value: Any, where: Path) -> str:
         raise ConfigError(f"{where}: input_mount_dir {text!r} is not an absolute path",
                           hint=f"use an absolute directory such as {DEFAULT_MOUNT}")
     mount = "/" + "/".join(parts)
-    from harnessgrid.sandbox import mount_conflict  # the sandbox's own rule, not a copy
+    from harnessgrid.sandboxing.sandbox import mount_conflict  # the sandbox's own rule, not a copy
 
     reserved = mount_conflict(mount)
     if reserved is not None:

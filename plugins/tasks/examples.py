@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from harnessgrid import hookimpl
-from harnessgrid.grading_io import read_text
 from harnessgrid.models import Action
 from harnessgrid.registrations import TaskSuiteSpec
+from harnessgrid.sandboxing.grading_io import read_text
 from harnessgrid.tasks import FunctionGrader, Task, TaskSuite
 
 

@@ -33,14 +33,14 @@ evaluation reports, and the other tasks load, show and run.
 
 Multi-session tasks (a ``sessions`` list in the front matter, each a prompt sent as a further
 user message in the same workspace) load with the first prompt as the instruction and the
-others as :attr:`Task.followups`; :func:`harnessgrid.task_sessions.run_task_episode` (what
+others as :attr:`Task.followups`; :func:`harnessgrid.engine.task_sessions.run_task_episode` (what
 ``harnessgrid run --task`` uses) sends them one after another and grades once at the end, as
 upstream's runner does. The grader scores only an episode whose transcript holds every
 session's prompt, so a runner that sends the first alone gets an ``ungraded:`` grade error,
 never a score for part of the task.
 
 Tasks declare the ``pinchbench`` environment (python, pandas, openpyxl: see
-:data:`harnessgrid.environments.BUILTIN_REQUIREMENTS`). A file named unlike the id it declares
+:data:`harnessgrid.sandboxing.environments.BUILTIN_REQUIREMENTS`). A file named unlike the id it declares
 (upstream's ``task_18_market_research.md`` declares ``task_16_market_research``) is found by
 either: the id names the task in results, the file name is an alias (:attr:`TaskSuite.aliases`).
 """
@@ -54,10 +54,17 @@ from typing import Any
 
 from harnessgrid import hookimpl
 from harnessgrid.errors import ConfigError
-from harnessgrid.grading import GradingContext
 from harnessgrid.registrations import TaskSuiteSpec
 from harnessgrid.suites import load_each, suite_name, suite_path
-from harnessgrid.tasks import BrokenTask, GraderError, Scores, Task, TaskLimits, TaskSuite
+from harnessgrid.tasks import (
+    BrokenTask,
+    GraderError,
+    GradingContext,
+    Scores,
+    Task,
+    TaskLimits,
+    TaskSuite,
+)
 
 from ._clawgym_export import NotExportable, write_reward
 from ._judge import Criterion, JudgeContext, LiteLLMJudge, judge_score
@@ -83,7 +90,7 @@ DEFAULT_MOUNT = "/root/.openclaw/workspace"
 ENVIRONMENT = "pinchbench"
 """The environment PinchBench tasks declare: upstream runs them on a machine with python,
 pandas and openpyxl (its spreadsheet tasks hand the agent ``.xlsx`` files); see
-:data:`harnessgrid.environments.BUILTIN_REQUIREMENTS`."""
+:data:`harnessgrid.sandboxing.environments.BUILTIN_REQUIREMENTS`."""
 GRADING_TYPES = ("automated", "llm_judge", "hybrid")
 _OPTIONS = {"assets", "judge", "judge_api_base", "judge_api_key", "judge_timeout_s",
             "mount_path", "split", "grader_timeout_s"}
@@ -174,7 +181,7 @@ class PinchBenchGrader:
         if sent < total:
             raise GraderError(f"ungraded: the episode sent {sent} of its {total} sessions "
                               f"(task {self.task_id} is multi-session); run it with "
-                              "harnessgrid.task_sessions.run_task_episode, which sends each "
+                              "harnessgrid.engine.task_sessions.run_task_episode, which sends each "
                               "session's prompt as a follow-up")
 
     def _automated(self, workspace: Path, transcript: list[dict[str, Any]],

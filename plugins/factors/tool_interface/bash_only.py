@@ -19,8 +19,8 @@ can run a command holding a NUL byte is the sandbox's concern, not the interface
 
 An embedding product's tools (:meth:`~harnessgrid.levels.ToolInterfaceLevel.add_product_tools`)
 are commands inside the sandbox that call back to the host
-(:class:`~harnessgrid.sandbox.HostTools`): the prompt lists them, a call of one is an ordinary
-command, and a ``tool`` action renders as the command :func:`~harnessgrid.tools.as_shell`
+(:class:`~harnessgrid.sandboxing.sandbox.HostTools`): the prompt lists them, a call of one is an ordinary
+command, and a ``tool`` action renders as the command :func:`~harnessgrid.sandboxing.tools.as_shell`
 writes for it. Parsing does not change at all.
 """
 
@@ -36,7 +36,7 @@ from harnessgrid import hookimpl
 from harnessgrid.levels import FactorLevel, ToolInterfaceLevel
 from harnessgrid.models import Action, FormatError, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.plugins.factors.tool_interface import _product
-from harnessgrid.tools import as_shell
+from harnessgrid.sandboxing.tools import as_shell
 
 SENTINEL = "finish_task"
 SHELL_TOOL = "bash"
@@ -197,7 +197,7 @@ class BashOnly(ToolInterfaceLevel):
 
     def render(self, action: Action, call_id: str) -> ModelTurn:
         """The block for a shell or finish action; any other kind is first lowered to the
-        equivalent shell command (:func:`harnessgrid.tools.as_shell`)."""
+        equivalent shell command (:func:`harnessgrid.sandboxing.tools.as_shell`)."""
         if action.kind == "finish":
             return ModelTurn(content=_fenced(f"{SENTINEL}\n{action.args['message']}"))
         command = as_shell(action).args["command"]

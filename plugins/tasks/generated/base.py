@@ -24,20 +24,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harnessgrid.grading import GradingContext
 from harnessgrid.models import Action
-from harnessgrid.tasks import BEHAVIOURS, FunctionGrader, Scores, Task, TaskLimits, validate_scores
+from harnessgrid.tasks import (
+    BEHAVIOURS,
+    FunctionGrader,
+    GradingContext,
+    Scores,
+    Task,
+    TaskLimits,
+    validate_scores,
+)
 
 #: A grader body: final workspace (a copy) and the OpenClaw transcript → named sub-scores.
 Check = Callable[[Path, list[dict[str, Any]]], Mapping[str, float]]
 #: A grader body that runs the agent's code (:func:`common.run_sandboxed`): also given the
-#: graded episode's :class:`~harnessgrid.grading.GradingContext`, for its sandbox.
+#: graded episode's :class:`~harnessgrid.tasks.GradingContext`, for its sandbox.
 SandboxedCheck = Callable[[Path, list[dict[str, Any]], GradingContext], Mapping[str, float]]
 
 
 class SandboxedFunctionGrader:
     """A :class:`~harnessgrid.tasks.FunctionGrader` for a check that runs code in a sandbox:
-    a :class:`~harnessgrid.grading.ContextGrader`, so the sandbox follows the graded episode
+    a :class:`~harnessgrid.tasks.ContextGrader`, so the sandbox follows the graded episode
     (its environment, and unsandboxed only when the episode was); graded outside an episode
     (``grade``, or called as a plain :data:`Check`), it is sandboxed, with no environment."""
 

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harnessgrid.grading_io import read_text
 from harnessgrid.models import Action
+from harnessgrid.sandboxing.grading_io import read_text
 from harnessgrid.tasks import GraderError
 
 if TYPE_CHECKING:
-    from harnessgrid.grading import GradingContext
+    from harnessgrid.tasks import GradingContext
 
 # ---------------------------------------------------------------------------- word lists
 # Plain [a-z0-9_] words only: they are safe in file names, shell commands and regexes.
@@ -117,7 +117,7 @@ def sh(command: str) -> Action:
 def text(ws: Path, rel: str) -> str | None:
     """Content of a regular file inside ``ws`` as UTF-8, else None: a link (in any component of
     ``rel``), FIFO, directory, file over 5 MB or invalid UTF-8 reads as missing. Graders read
-    through this (:func:`harnessgrid.grading_io.read_text`), never ``Path.read_text``."""
+    through this (:func:`harnessgrid.sandboxing.grading_io.read_text`), never ``Path.read_text``."""
     return read_text(ws, rel)
 
 
@@ -214,8 +214,8 @@ def run_sandboxed(ws: Path, command: str, context: GradingContext, timeout_s: fl
     only when ``context`` (the graded episode's) says the episode ran so; its environment is
     mounted."""
     from harnessgrid.errors import HarnessgridError
-    from harnessgrid.sandbox import Sandbox, SandboxLimits
-    from harnessgrid.workspace import Workspace
+    from harnessgrid.sandboxing.sandbox import Sandbox, SandboxLimits
+    from harnessgrid.sandboxing.workspace import Workspace
 
     try:
         copy = Workspace.open(ws)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harnessgrid.grading import GradingContext
+from harnessgrid.tasks import GradingContext
 
 from .base import Draft, SandboxedFunctionGrader, family
 from .common import (

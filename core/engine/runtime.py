@@ -1,8 +1,8 @@
 """Running episodes: any harness, any policy, one sandboxed workspace per episode.
 
 :func:`run_episode` acquires the workspace and the sandbox, sets the episode up
-(:func:`harnessgrid.episode_run.start_episode`), plays it (:meth:`Episode.run
-<harnessgrid.episode_run.Episode.run>`, the turn loop) and grades it.
+(:func:`harnessgrid.engine.episode_run.start_episode`), plays it (:meth:`Episode.run
+<harnessgrid.engine.episode_run.Episode.run>`, the turn loop) and grades it.
 """
 
 from __future__ import annotations
@@ -24,23 +24,23 @@ from pydantic import (
     model_serializer,
 )
 
-from harnessgrid import episode_run
-from harnessgrid.environments import EnvironmentRecord, resolve_episode_environment
+from harnessgrid.engine import episode_run
+from harnessgrid.engine.grading import grade_episode
+from harnessgrid.engine.trajectory import STORED_REPLY_BYTES, Trajectory, cap_replies
 from harnessgrid.errors import SandboxError
-from harnessgrid.grading import grade_episode
 from harnessgrid.harness import grading_transcript
 from harnessgrid.policies import Policy
-from harnessgrid.sandbox import (
+from harnessgrid.sandboxing.environments import EnvironmentRecord, resolve_episode_environment
+from harnessgrid.sandboxing.sandbox import (
     INSTALL_HINT,
     Sandbox,
     SandboxLimits,
     check_bwrap,
 )
-from harnessgrid.sandbox_pool import DEFAULT_REUSE, PoolKey, PoolsByKey, SandboxPool
+from harnessgrid.sandboxing.sandbox_pool import DEFAULT_REUSE, PoolKey, PoolsByKey, SandboxPool
+from harnessgrid.sandboxing.tools import Environment
+from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import Task
-from harnessgrid.tools import Environment
-from harnessgrid.trajectory import STORED_REPLY_BYTES, Trajectory, cap_replies
-from harnessgrid.workspace import Workspace
 
 if TYPE_CHECKING:
     from harnessgrid.harness import Harness
@@ -63,14 +63,14 @@ class EpisodeLimits(BaseModel):
     unsafe_no_sandbox: bool = False
     environment: str | None = None
     """``--env NAME``: the environment every episode runs in, instead of the task's own;
-    ``"none"`` for none. It must be built (:mod:`harnessgrid.environments`)."""
+    ``"none"`` for none. It must be built (:mod:`harnessgrid.sandboxing.environments`)."""
     stored_reply_bytes: int = Field(default=STORED_REPLY_BYTES, ge=1024)
     """The most bytes a model reply takes in the stored trajectory (each copy of it: the
     turn, the history, the call records) and in ``model_reply`` events, as
     ``sandbox.output_bytes`` bounds a command's output: the strings of a longer reply are cut
     there, each with a marker giving its original size, and the turn records the reply's
     size (``original_reply_bytes``). The episode runs on the whole reply; token ids are never
-    cut (:mod:`harnessgrid.trajectory`, "Stored replies")."""
+    cut (:mod:`harnessgrid.engine.trajectory`, "Stored replies")."""
 
     @model_serializer(mode="wrap")
     def _omit_later_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -119,15 +119,15 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
     failures (they become the trajectory's ``termination`` and ``error``). With ``pool`` (and
     no ``workspace``) the episode takes a pre-started sandbox from it when its key matches,
     and hands it back to be recycled or closed in the background (see
-    :mod:`harnessgrid.sandbox_pool`); a :class:`PoolsByKey` gives the pool of its key.
+    :mod:`harnessgrid.sandboxing.sandbox_pool`); a :class:`PoolsByKey` gives the pool of its key.
 
     A task with follow-up prompts (a multi-session task) is played session by session
-    (:mod:`harnessgrid.task_sessions`), so every runner - ``eval`` in-process, its workers,
+    (:mod:`harnessgrid.engine.task_sessions`), so every runner - ``eval`` in-process, its workers,
     Ray, training rollouts - grades it whole; only the scripted oracle, whose plan answers one
     instruction, and a caller's own ``workspace`` get the single-instruction episode (ungraded,
     saying why)."""
     if task.followups and workspace is None and policy.spec.partition(":")[0] != "scripted":
-        from harnessgrid.task_sessions import run_task_sessions
+        from harnessgrid.engine.task_sessions import run_task_sessions
 
         try:
             return await run_task_sessions(harness, task, policy, limits, episode_id=episode_id)
@@ -239,8 +239,8 @@ def crashed_episode(harness_name: str, task: Task, policy: Policy, exc: BaseExce
                     episode_id: str | None = None) -> Trajectory:
     """The trajectory of an episode that raised out of :func:`run_episode` (a bug in a harness,
     an adapter or a plugin): ``internal_error``, with the traceback, never a score. Every
-    executor reports a crash through here (:mod:`harnessgrid.executor`)."""
-    from harnessgrid.executor import EpisodeJob, lost_episode
+    executor reports a crash through here (:mod:`harnessgrid.engine.executor`)."""
+    from harnessgrid.engine.executor import EpisodeJob, lost_episode
 
     logger.error("episode of %s through %s crashed", task.id, harness_name, exc_info=exc)
     trace = "".join(traceback.format_exception(exc, limit=-4))
@@ -255,8 +255,8 @@ async def run_episodes(jobs: Iterable[tuple[Harness, Task]], policy: Policy,
     """Run many episodes concurrently (at most ``concurrency`` at once), in job order. One
     failing episode never takes the others down: an unexpected exception becomes that
     episode's ``internal_error`` trajectory (see :func:`crashed_episode`). This is the
-    in-process executor (:class:`~harnessgrid.executor.LocalExecutor`) over live objects."""
-    from harnessgrid.executor import EpisodeJob, LocalExecutor, collect
+    in-process executor (:class:`~harnessgrid.engine.executor.LocalExecutor`) over live objects."""
+    from harnessgrid.engine.executor import EpisodeJob, LocalExecutor, collect
 
     limits = limits or EpisodeLimits()
     require_sandbox(limits)

@@ -24,8 +24,8 @@ from types import TracebackType
 from typing import Self
 
 from harnessgrid.errors import HarnessgridError
-from harnessgrid.safe_search import BoundedPattern, compile_bounded
-from harnessgrid.scratch import (
+from harnessgrid.sandboxing.safe_search import BoundedPattern, compile_bounded
+from harnessgrid.sandboxing.scratch import (
     ScratchDir,
     list_dir_fd,
     mount_capped_fs,
@@ -38,7 +38,7 @@ from harnessgrid.scratch import (
     walk_fd,
     walk_tree,
 )
-from harnessgrid.workspace_owners import record_owners, restore_owners
+from harnessgrid.sandboxing.workspace_owners import record_owners, restore_owners
 
 DEFAULT_MOUNT_PATH = "/workspace"
 MAX_READ_BYTES = 5_000_000
@@ -121,7 +121,7 @@ class Workspace:
         followed, so a stray link cannot pull host files into the episode.
 
         ``into`` fills an empty workspace made earlier instead (a sandbox pool pre-starts a
-        sandbox over one, see :mod:`harnessgrid.sandbox_pool`): the files get the owner the
+        sandbox over one, see :mod:`harnessgrid.sandboxing.sandbox_pool`): the files get the owner the
         running sandbox gave that workspace, and a failure removes it like a fresh one.
         """
         mount_path = _validate_mount_path(mount_path)
@@ -229,7 +229,7 @@ class Workspace:
         The sandbox runs commands as an unprivileged uid; files that host-side tools write while
         it runs must stay writable by that uid. Symlinks are re-owned, never followed. A user's
         directory (``in_place``) first has every entry's owner and mode written to ``journal``
-        (:mod:`harnessgrid.workspace_owners`), which :meth:`release_owner` replays - or, after
+        (:mod:`harnessgrid.sandboxing.workspace_owners`), which :meth:`release_owner` replays - or, after
         a crash, the next lease of the uid.
         """
         if journal is not None and not self._owned:
@@ -705,7 +705,7 @@ def _copy_into(src_root: int, dst_root: int, *, keep_owner: bool) -> int:
 
     Built for a tree an agent made: descriptors only (no path longer than one name, so
     PATH_MAX does not matter, and two descriptors held at any depth: the way back up is a
-    checked ``..``, as in :func:`~harnessgrid.scratch.walk_fd`), links copied as links, FIFOs,
+    checked ``..``, as in :func:`~harnessgrid.sandboxing.scratch.walk_fd`), links copied as links, FIFOs,
     sockets and devices left out, sparse files kept sparse and hard links kept linked - so the
     copy never holds more data than the source did, and a workspace within its quota cannot
     become a bigger copy.

@@ -51,7 +51,7 @@ from pydantic import (
 from harnessgrid.models import Action, Message, TokenRecord, ToolCall, ToolResult, clean_text
 
 if TYPE_CHECKING:
-    from harnessgrid.token_rows import TokenRow
+    from harnessgrid.engine.token_rows import TokenRow
 
 Termination = Literal["finished", "max_turns", "context_overflow", "token_budget", "timeout",
                       "format_errors", "policy_error", "sandbox_error", "internal_error",
@@ -164,7 +164,7 @@ class Trajectory(BaseModel):
     policy: str
     mount_path: str = "/workspace"
     environment: dict[str, str] | None = None
-    """The toolchain mounted in the sandbox (name, kind, digest), see harnessgrid.environments."""
+    """The toolchain mounted in the sandbox (name, kind, digest), see harnessgrid.sandboxing.environments."""
     turns: list[TurnRecord] = Field(default_factory=list)
     history: list[Message] = Field(default_factory=list)
     termination: Termination
@@ -283,8 +283,8 @@ class Trajectory(BaseModel):
 
     def token_rows(self) -> list[TokenRow]:
         """The episode as training rows, one per append-only token segment (see
-        :mod:`harnessgrid.token_rows`); empty when the policy recorded no token ids."""
-        from harnessgrid.token_rows import token_rows
+        :mod:`harnessgrid.engine.token_rows`); empty when the policy recorded no token ids."""
+        from harnessgrid.engine.token_rows import token_rows
 
         return token_rows(self)
 

@@ -29,8 +29,8 @@ from harnessgrid.models import (
     ToolResult,
     ToolSpec,
 )
-from harnessgrid.tool_hooks import Denied, denied_result, gate
-from harnessgrid.tools import Environment, as_shell, execute
+from harnessgrid.sandboxing.tool_hooks import Denied, denied_result, gate
+from harnessgrid.sandboxing.tools import Environment, as_shell, execute
 
 if TYPE_CHECKING:
     from harnessgrid.levels import (
@@ -45,13 +45,13 @@ if TYPE_CHECKING:
     from harnessgrid.tasks import Task
 
 class ComposedHarness:
-    """A harness assembled from one level of each factor (see :func:`harnessgrid.composition`)."""
+    """A harness assembled from one level of each factor (see :func:`harnessgrid.plugin_system.composition`)."""
 
     def __init__(self, config: HarnessConfig, levels: dict[str, FactorLevel],
                  name: str | None = None) -> None:
         self.config = config
         # What trajectories and listings record: compose() passes the harness address, which
-        # names the same harness on every machine (see harnessgrid.composition).
+        # names the same harness on every machine (see harnessgrid.plugin_system.composition).
         self.name = name or config.code
         self.system_prompt: SystemPromptLevel = levels["system_prompt"]  # type: ignore[assignment]
         self.tool_interface: ToolInterfaceLevel = levels["tool_interface"]  # type: ignore[assignment]

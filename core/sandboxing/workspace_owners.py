@@ -10,7 +10,7 @@ So before the first chown, :func:`record_owners` writes a journal (atomically, f
 every entry's owner and mode, keyed by inode so renames keep their owner, and
 :func:`restore_owners` replays it at close. A journal still on disk when its uid is leased
 again means its sandbox died: the lease replays it before the uid is used
-(``_UidLease.acquire`` in :mod:`harnessgrid.sandbox`).
+(``_UidLease.acquire`` in :mod:`harnessgrid.sandboxing.sandbox`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from harnessgrid.scratch import open_dir, walk_fd
+from harnessgrid.sandboxing.scratch import open_dir, walk_fd
 
 logger = logging.getLogger(__name__)
 

@@ -98,13 +98,13 @@ from pathlib import Path
 from types import CodeType, TracebackType
 from typing import IO, Any, NoReturn, Self, TypeVar
 
-from harnessgrid._sandbox_accounts import account_files, data_fd
-from harnessgrid._sandbox_memory import CGROUP_SLACK_MB, MemoryCgroup, cap_ipc_namespace
-from harnessgrid._sandbox_seccomp import native_keyctl, no_keyrings_filter
-from harnessgrid.environments import EnvironmentRecord
 from harnessgrid.errors import HarnessgridError, SandboxError
-from harnessgrid.workspace import Workspace
-from harnessgrid.workspace_owners import restore_owners
+from harnessgrid.sandboxing._sandbox_accounts import account_files, data_fd
+from harnessgrid.sandboxing._sandbox_memory import CGROUP_SLACK_MB, MemoryCgroup, cap_ipc_namespace
+from harnessgrid.sandboxing._sandbox_seccomp import native_keyctl, no_keyrings_filter
+from harnessgrid.sandboxing.environments import EnvironmentRecord
+from harnessgrid.sandboxing.workspace import Workspace
+from harnessgrid.sandboxing.workspace_owners import restore_owners
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -155,7 +155,7 @@ _ETC_ALLOWLIST = (
 )
 """/etc entries commands commonly need (dynamic linker, names, certificates, /usr/bin/awk links).
 The rest of the host's /etc (credentials, service configs) stays out; ``passwd`` and ``group``
-are the sandbox's own (:mod:`harnessgrid._sandbox_accounts`)."""
+are the sandbox's own (:mod:`harnessgrid.sandboxing._sandbox_accounts`)."""
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID")
 _KEYRING_FILTER = no_keyrings_filter()
 """All the server needs, and only until it drops to the sandbox uid at startup."""
@@ -692,7 +692,7 @@ class Sandbox:
 
     Both are what the caller passes, nothing else: a sandbox never follows whatever episode
     happens to be running around it. Graders that run code are told their episode's choice
-    (:class:`harnessgrid.grading.GradingContext`) and pass it on here.
+    (:class:`harnessgrid.tasks.GradingContext`) and pass it on here.
     """
 
     def __init__(
@@ -1050,7 +1050,7 @@ class Sandbox:
 
     def reset_sync(self, timeout_s: float = 10.0) -> str | None:
         """Make a started sandbox as new for another episode over the same workspace (a
-        :class:`~harnessgrid.sandbox_pool.SandboxPool` recycles its sandboxes this way), or say
+        :class:`~harnessgrid.sandboxing.sandbox_pool.SandboxPool` recycles its sandboxes this way), or say
         why it cannot be: None when done; otherwise the reason, and the caller must close it.
 
         The server kills every process, removes the episode's System V IPC objects and POSIX

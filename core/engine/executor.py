@@ -12,12 +12,12 @@ pre-started sandboxes, and each result handed back as soon as it ends. So it is 
 - An :class:`Executor` runs a list of jobs and yields ``(index into the jobs, trajectory)`` in
   the order the episodes end (:meth:`Executor.run`); :func:`collect` gathers them in job order.
   :class:`LocalExecutor` runs them on this event loop, :class:`ProcessExecutor` in local worker
-  processes (:mod:`harnessgrid.evaluation.workers`), :class:`RayExecutor` on a Ray cluster
-  (:mod:`harnessgrid.ray_episodes`).
+  processes (:mod:`harnessgrid.engine.workers`), :class:`RayExecutor` on a Ray cluster
+  (:mod:`harnessgrid.engine.ray_episodes`).
 
-Every backend keeps a sandbox pool (:mod:`harnessgrid.sandbox_pool`) where its episodes run,
+Every backend keeps a sandbox pool (:mod:`harnessgrid.sandboxing.sandbox_pool`) where its episodes run,
 and reports an episode that raised the same way: an ``internal_error`` trajectory
-(:func:`~harnessgrid.runtime.crashed_episode`), never an exception that stops the others.
+(:func:`~harnessgrid.engine.runtime.crashed_episode`), never an exception that stops the others.
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from harnessgrid.engine.runtime import EpisodeLimits
 from harnessgrid.errors import ConfigError, HarnessgridError
-from harnessgrid.runtime import EpisodeLimits
 
 if TYPE_CHECKING:
+    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
-    from harnessgrid.sandbox_pool import PoolsByKey, SandboxPool
+    from harnessgrid.sandboxing.sandbox_pool import PoolsByKey, SandboxPool
     from harnessgrid.tasks import Task, TaskSuite
-    from harnessgrid.trajectory import Trajectory
 
 __all__ = ["EpisodeJob", "Executor", "Live", "LocalExecutor", "ProcessExecutor",
            "RayExecutor", "collect", "lost_episode", "run_job"]
@@ -67,8 +67,8 @@ class Live:
 class EpisodeJob(BaseModel):
     """One episode as plain specs, rebuilt by whichever process runs it.
 
-    ``harness`` is anything :func:`~harnessgrid.api.resolve_harness` accepts (a code of
-    ``space``, a level list, ``adapter:NAME``); ``suite`` is a :func:`~harnessgrid.registry.load_suite`
+    ``harness`` is anything :func:`~harnessgrid.engine.api.resolve_harness` accepts (a code of
+    ``space``, a level list, ``adapter:NAME``); ``suite`` is a :func:`~harnessgrid.plugin_system.registry.load_suite`
     spec and ``task_id`` a task of it; ``task_hash``, when given, is the task's
     ``content_hash()`` as the caller saw it, checked where the job is rebuilt so that a node
     with other task files fails loudly instead of grading a different task. ``space`` maps
@@ -132,9 +132,9 @@ async def run_job(job: EpisodeJob, *,
     """Run one job in this process, as every backend does: its live objects or, for what it
     has none of, ones rebuilt from its specs (built once per process, see :func:`rebuild`).
     An exception out of the episode becomes an ``internal_error`` trajectory
-    (:func:`~harnessgrid.runtime.crashed_episode`); a job that cannot be rebuilt here raises
+    (:func:`~harnessgrid.engine.runtime.crashed_episode`); a job that cannot be rebuilt here raises
     :class:`ConfigError`. ``pool`` lends it a pre-started (recycled) sandbox."""
-    from harnessgrid.runtime import crashed_episode, run_episode
+    from harnessgrid.engine.runtime import crashed_episode, run_episode
 
     live = job.live
     task, policy = live.task, live.policy
@@ -159,7 +159,7 @@ async def run_job(job: EpisodeJob, *,
 def lost_episode(job: EpisodeJob, error: str) -> Trajectory:
     """The trajectory of an episode that did not come back (it crashed, or its worker died):
     ``internal_error``, an infrastructure failure (a resume runs it again), never a score."""
-    from harnessgrid.trajectory import Trajectory
+    from harnessgrid.engine.trajectory import Trajectory
 
     return Trajectory(episode_id=job.episode_id or uuid.uuid4().hex[:12], harness=job.harness,
                       task_id=job.task_id, suite=job.suite, policy=job.policy,
@@ -189,8 +189,8 @@ class SetupError(Exception):
 
 def rebuild(job: EpisodeJob) -> tuple[Task, Policy]:
     """The task and policy of a job, from this process's registry, or :class:`SetupError`."""
+    from harnessgrid.engine.runtime import require_sandbox
     from harnessgrid.policies import make_policy
-    from harnessgrid.runtime import require_sandbox
 
     try:
         require_sandbox(job.limits)
@@ -219,7 +219,7 @@ def _harness(job: EpisodeJob) -> Harness:
     """The job's harness: a composed one is built once per process and shared by its episodes
     (it holds no episode state); an adapter is made fresh for each episode (adapters keep
     per-session state)."""
-    from harnessgrid.api import resolve_harness
+    from harnessgrid.engine.api import resolve_harness
     from harnessgrid.space import FactorSpace
 
     if job.harness.strip().startswith("adapter:"):
@@ -235,7 +235,7 @@ def _harness(job: EpisodeJob) -> Harness:
 
 
 def _task(job: EpisodeJob) -> Task:
-    from harnessgrid.registry import load_suite
+    from harnessgrid.plugin_system.registry import load_suite
     from harnessgrid.tasks import task_ids
 
     key = json.dumps([job.suite, job.suite_options], sort_keys=True, default=str)
@@ -287,14 +287,14 @@ async def collect(executor: Executor, jobs: Sequence[EpisodeJob], *,
 
 class LocalExecutor(Executor):
     """The episodes on this event loop, ``concurrency`` at once, with a sandbox pool sized to
-    them (:func:`~harnessgrid.runtime.episode_pool`). No process or thread per episode: this
+    them (:func:`~harnessgrid.engine.runtime.episode_pool`). No process or thread per episode: this
     is the fast path for scripted and API-backed episodes."""
 
     def __init__(self, concurrency: int = 4) -> None:
         self.concurrency = max(1, concurrency)
 
     async def run(self, jobs: Sequence[EpisodeJob]) -> AsyncGenerator[Finished, None]:
-        from harnessgrid.runtime import require_sandbox
+        from harnessgrid.engine.runtime import require_sandbox
 
         if not jobs:
             return
@@ -338,8 +338,8 @@ def _local_pool(jobs: Sequence[EpisodeJob],
                     SandboxPool | PoolsByKey]:
     """Sandboxes for ``jobs``, started ahead of the episodes: sized to the tasks when they are
     known here (no more starts than episodes), else one pool per key as episodes ask."""
-    from harnessgrid.runtime import episode_pool
-    from harnessgrid.sandbox_pool import PoolsByKey
+    from harnessgrid.engine.runtime import episode_pool
+    from harnessgrid.sandboxing.sandbox_pool import PoolsByKey
 
     tasks = [job.live.task for job in jobs if job.live.task is not None]
     limits = _distinct_limits(jobs)
@@ -350,17 +350,17 @@ def _local_pool(jobs: Sequence[EpisodeJob],
 
 class ProcessExecutor(Executor):
     """The episodes in ``workers`` local processes, ``concurrency`` at once in all, each
-    worker with its own event loop and sandbox pool (:mod:`harnessgrid.evaluation.workers`);
+    worker with its own event loop and sandbox pool (:mod:`harnessgrid.engine.workers`);
     for when one event loop's CPU is the limit. Jobs are rebuilt from their specs there."""
 
     def __init__(self, workers: int, concurrency: int) -> None:
-        from harnessgrid.evaluation.workers import check_workers
+        from harnessgrid.engine.workers import check_workers
 
         self.workers = check_workers(workers, concurrency)
         self.concurrency = concurrency
 
     def run(self, jobs: Sequence[EpisodeJob]) -> AsyncGenerator[Finished, None]:
-        from harnessgrid.evaluation.workers import worker_episodes
+        from harnessgrid.engine.workers import worker_episodes
 
         return _in_thread(lambda cancelled: worker_episodes(
             jobs, workers=self.workers, concurrency=self.concurrency, cancelled=cancelled))
@@ -368,21 +368,21 @@ class ProcessExecutor(Executor):
 
 class RayExecutor(Executor):
     """The episodes as Ray tasks, one per ``num_cpus`` of the cluster
-    (:func:`~harnessgrid.ray_episodes.ray_episodes`); each Ray worker keeps a sandbox pool for
+    (:func:`~harnessgrid.engine.ray_episodes.ray_episodes`); each Ray worker keeps a sandbox pool for
     its episodes, closed when it has been idle ``idle_s`` seconds. Uses the current Ray
     connection, or connects to ``address`` for the duration."""
 
     def __init__(self, address: str | None = None, *, num_cpus: float = 1.0,
                  max_retries: int | None = None, max_in_flight: int | None = None,
                  idle_s: float | None = None) -> None:
-        from harnessgrid import ray_episodes
+        from harnessgrid.engine import ray_episodes
 
         self.address, self.num_cpus, self.max_in_flight = address, num_cpus, max_in_flight
         self.max_retries = ray_episodes.DEFAULT_MAX_RETRIES if max_retries is None else max_retries
         self.idle_s = ray_episodes.POOL_IDLE_S if idle_s is None else idle_s
 
     async def run(self, jobs: Sequence[EpisodeJob]) -> AsyncGenerator[Finished, None]:
-        from harnessgrid.ray_episodes import import_ray, ray_cluster, ray_episodes
+        from harnessgrid.engine.ray_episodes import import_ray, ray_cluster, ray_episodes
 
         with contextlib.ExitStack() as stack:
             if not import_ray().is_initialized():  # connect here, not in the reading thread

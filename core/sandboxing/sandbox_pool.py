@@ -38,16 +38,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from harnessgrid.environments import EnvironmentRecord
 from harnessgrid.errors import HarnessgridError
-from harnessgrid.sandbox import (
+from harnessgrid.sandboxing.environments import EnvironmentRecord
+from harnessgrid.sandboxing.sandbox import (
     Sandbox,
     SandboxLimits,
     finish_or_undo,
     mount_conflict,
     off_loop_detached,
 )
-from harnessgrid.workspace import DEFAULT_MOUNT_PATH, Workspace
+from harnessgrid.sandboxing.workspace import DEFAULT_MOUNT_PATH, Workspace
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class SandboxPool:
     that in all, so the last episodes leave no unused sandboxes to throw away. ``reuse`` is how
     many episodes one sandbox may serve in turn, reset in between (1: close each after its
     episode). Use it as ``async with SandboxPool(8) as pool:`` and pass ``pool=`` to
-    :func:`~harnessgrid.runtime.run_episode`; :func:`~harnessgrid.runtime.run_episodes` makes
+    :func:`~harnessgrid.engine.runtime.run_episode`; :func:`~harnessgrid.engine.runtime.run_episodes` makes
     one itself, sized to its concurrency.
 
     Recycling, the pool keeps at most ``size + 1`` sandboxes in all (lent, waiting, starting
@@ -213,7 +213,7 @@ class SandboxPool:
         ws, sandbox = ready
         if sandbox in self._lent:  # cannot happen: the invariant the isolation rests on
             raise HarnessgridError("the sandbox pool would lend one sandbox twice",
-                                   hint="this is a bug in harnessgrid.sandbox_pool; report it")
+                                   hint="this is a bug in harnessgrid.sandboxing.sandbox_pool; report it")
         self._lent[sandbox] = self._uses.pop(sandbox, 0) + 1
         self.stats.handed_out += 1
         self._refill()  # the next episodes' sandboxes start while this one runs
@@ -388,7 +388,7 @@ class PoolsByKey:
     ``size`` per key, made when an episode first asks for it (:meth:`get`); ``expected`` and
     ``reuse`` are each pool's (see :class:`SandboxPool`). At most ``max_keys`` pools; episodes
     with further keys start their own sandboxes, as without a pool. Pass it as ``pool=`` to
-    :func:`~harnessgrid.runtime.run_episode`; close it (``async with``) on the loop that used
+    :func:`~harnessgrid.engine.runtime.run_episode`; close it (``async with``) on the loop that used
     it."""
 
     def __init__(self, size: int, *, expected: int | None = None, reuse: int = DEFAULT_REUSE,

@@ -1,7 +1,7 @@
 """Grading a finished episode: the grader's inputs, and what it is told about the episode.
 
 Every episode is graded the same way (:func:`grade_episode`): on a copy of the final
-workspace whose links out of it lead nowhere (:mod:`harnessgrid.grading_io`), off the event
+workspace whose links out of it lead nowhere (:mod:`harnessgrid.sandboxing.grading_io`), off the event
 loop, within the grader timeout; what the grader returns is validated and stored on the
 trajectory, and whatever goes wrong becomes its ``grade_error``, never a crash.
 
@@ -11,7 +11,7 @@ grades: the episode's environment mounted (so a check imports what the agent cou
 unsandboxed only when the episode was (``--unsafe-no-sandbox``). It is told so explicitly: a
 grader that declares :class:`ContextGrader` (a ``grade_in(workspace, transcript, context)``
 method) is called with the episode's :class:`GradingContext`; every other grader keeps the
-plain :class:`~harnessgrid.tasks.Grader` contract, ``grade(workspace, transcript)``. Nothing
+plain :class:`~harnessgrid.tasks.Grader` contract (both in :mod:`harnessgrid.tasks`), ``grade(workspace, transcript)``. Nothing
 travels in context variables: two episodes graded at once in one event loop each get their
 own settings.
 """
@@ -19,63 +19,20 @@ own settings.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from harnessgrid.tasks import GraderError, task_score, validate_scores
+from harnessgrid.tasks import GraderError, GradingContext, grader_call, task_score, validate_scores
 
 if TYPE_CHECKING:  # the sandbox machinery is imported where used: plugins import this module
     from pathlib import Path
 
-    from harnessgrid.environments import EnvironmentRecord
-    from harnessgrid.tasks import Grader, Task
-    from harnessgrid.trajectory import Trajectory
-    from harnessgrid.workspace import Workspace
+    from harnessgrid.engine.trajectory import Trajectory
+    from harnessgrid.sandboxing.environments import EnvironmentRecord
+    from harnessgrid.sandboxing.workspace import Workspace
+    from harnessgrid.tasks import Task
 
-__all__ = ["ContextGrader", "GradingContext", "grade_episode", "grader_call"]
-
-
-@dataclass(frozen=True)
-class GradingContext:
-    """The sandbox settings of the episode being graded, for graders that run code.
-
-    ``environment`` is the environment the episode ran in (None: none), to mount in the
-    grader's sandbox too; ``unsafe_no_sandbox`` says the episode ran unsandboxed (no
-    bubblewrap on this host), so the grader's commands run as plain subprocesses as well. The
-    default is what a grader called outside any episode gets: sandboxed, no environment.
-    """
-
-    environment: EnvironmentRecord | None = None
-    unsafe_no_sandbox: bool = False
-
-
-@runtime_checkable
-class ContextGrader(Protocol):
-    """A grader that wants the episode's :class:`GradingContext` (one that starts a sandbox).
-
-    The runtime calls ``grade_in`` instead of ``grade``; ``grade`` remains the plain
-    :class:`~harnessgrid.tasks.Grader` entry point for callers outside an episode (it should
-    mean ``grade_in`` with the default context: sandboxed, no environment)."""
-
-    def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]: ...
-
-    def grade_in(self, workspace: Path, transcript: list[dict[str, Any]],
-                 context: GradingContext) -> dict[str, float]: ...
-
-
-def grader_call(grader: Grader, context: GradingContext) -> Callable[
-        [Path, list[dict[str, Any]]], dict[str, float]]:
-    """How to call ``grader`` for an episode graded in ``context``: ``grade_in`` with the
-    context for a :class:`ContextGrader` (one whose class declares it, as for the harness
-    capabilities: :func:`harnessgrid.harness.provides`), else the plain ``grade``."""
-    from harnessgrid.harness import provides
-
-    if isinstance(grader, ContextGrader) and provides(grader, ContextGrader):
-        return functools.partial(grader.grade_in, context=context)
-    return grader.grade
+__all__ = ["grade_episode"]
 
 
 async def grade_episode(task: Task, ws: Workspace, traj: Trajectory,
@@ -85,8 +42,8 @@ async def grade_episode(task: Task, ws: Workspace, traj: Trajectory,
     """Grade on a copy of the final workspace, off the event loop, with a timeout; the result
     (scores, or the grade error) goes on ``traj``. A :class:`ContextGrader` is told the
     episode's ``environment`` and ``unsafe_no_sandbox``."""
-    from harnessgrid.sandbox import finish_or_undo, off_loop_detached
-    from harnessgrid.scratch import ScratchDir
+    from harnessgrid.sandboxing.sandbox import finish_or_undo, off_loop_detached
+    from harnessgrid.sandboxing.scratch import ScratchDir
 
     assert task.grader is not None
     grade = grader_call(task.grader, GradingContext(environment, unsafe_no_sandbox))
@@ -124,7 +81,7 @@ async def grade_episode(task: Task, ws: Workspace, traj: Trajectory,
 
 def grading_copy(ws: Workspace, dest: Path) -> Workspace:
     """The copy graders read: links out of it lead nowhere."""
-    from harnessgrid.grading_io import neutralize_links
+    from harnessgrid.sandboxing.grading_io import neutralize_links
 
     copy = ws.copy_to(dest)
     neutralize_links(copy.root)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harnessgrid.trajectory import Trajectory, TurnRecord
+    from harnessgrid.engine.trajectory import Trajectory, TurnRecord
 
 __all__ = ["TokenRow", "token_rows"]
 

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
+    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
-    from harnessgrid.runtime import EpisodeLimits
     from harnessgrid.space import FactorSpace
-    from harnessgrid.trajectory import Trajectory
 
 
 def resolve_harness(spec: str | Harness, space: FactorSpace | None = None) -> Harness:
@@ -41,10 +41,10 @@ def resolve_harness(spec: str | Harness, space: FactorSpace | None = None) -> Ha
       any registered level (a third party's too);
     - ``"adapter:NAME"``: a registered adapter.
 
-    Codes and level lists are read by :func:`harnessgrid.composition.resolve_config`.
+    Codes and level lists are read by :func:`harnessgrid.plugin_system.composition.resolve_config`.
     """
-    from harnessgrid.composition import compose, resolve_config
-    from harnessgrid.registry import get_registry
+    from harnessgrid.plugin_system.composition import compose, resolve_config
+    from harnessgrid.plugin_system.registry import get_registry
 
     if not isinstance(spec, str):
         return spec
@@ -79,9 +79,9 @@ async def arun_agent(instruction: str, workspace: str | Path, *, harness: str | 
                      mount_path: str = "/workspace",
                      limits: EpisodeLimits | None = None) -> Trajectory:
     """Async form of :func:`run_agent`."""
-    from harnessgrid.runtime import run_episode
+    from harnessgrid.engine.runtime import run_episode
+    from harnessgrid.sandboxing.workspace import Workspace
     from harnessgrid.tasks import Task
-    from harnessgrid.workspace import Workspace
 
     if not instruction.strip():
         raise ConfigError("the instruction is empty", hint="say what the agent should do")

@@ -2,7 +2,7 @@
 
 A harness (composed or adapter) calls :func:`gate` with each call it is about to run and
 :func:`run_product_tool` for a call of a product tool; both do nothing special outside a
-session (no hooks on the :class:`~harnessgrid.tools.Environment`). An approval callback
+session (no hooks on the :class:`~harnessgrid.sandboxing.tools.Environment`). An approval callback
 answers ``allow()``, ``deny(reason)`` or ``modify(call)``::
 
     def on_tool_call(request: hg.ToolCallRequest) -> hg.Approval:
@@ -29,7 +29,7 @@ from harnessgrid.models import Action, ToolCall, ToolResult
 if TYPE_CHECKING:
     from harnessgrid.events import Event
     from harnessgrid.product_tools import ProductTool
-    from harnessgrid.tools import Environment
+    from harnessgrid.sandboxing.tools import Environment
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ Approver = Callable[[ToolCallRequest], "Approval | Awaitable[Approval | None] | 
 
 @dataclass
 class ToolHooks:
-    """A session's hooks, carried by the episode's :class:`~harnessgrid.tools.Environment`."""
+    """A session's hooks, carried by the episode's :class:`~harnessgrid.sandboxing.tools.Environment`."""
 
     harness: str
     product_tools: Mapping[str, ProductTool] = field(default_factory=dict)

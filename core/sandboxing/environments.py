@@ -81,7 +81,7 @@ BUILTIN_SYSTEM_TOOLS: dict[str, tuple[str, ...]] = {
 SYSTEM_TOOL_PACKAGES: dict[str, str] = {"ruby": "ruby", "java": "default-jre-headless",
                                         "node": "nodejs", "Rscript": "r-base-core"}
 #: Where a sandbox's commands find system programs: its PATH after the environment's ``bin/``
-#: (``harnessgrid.sandbox``), over the host's ``/usr`` for a venv environment.
+#: (``harnessgrid.sandboxing.sandbox``), over the host's ``/usr`` for a venv environment.
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: JVM programs an environment's ``bin/`` wraps when the host has them (see
 #: :func:`_write_jvm_launchers`), and the version of that wrapper (part of the digest).
@@ -467,8 +467,8 @@ def _check_rootfs(record: EnvironmentRecord) -> None:
     then loads its shared libraries (glibc, libffi) from the rootfs - say so now, not at the
     first episode. Skipped where no sandbox can run at all (that is reported there)."""
     from harnessgrid.errors import SandboxError
-    from harnessgrid.sandbox import Sandbox, sandbox_available
-    from harnessgrid.workspace import Workspace
+    from harnessgrid.sandboxing.sandbox import Sandbox, sandbox_available
+    from harnessgrid.sandboxing.workspace import Workspace
 
     if not sandbox_available():
         return

@@ -7,9 +7,9 @@ concurrency, and come back here as trajectories, for the caller to store through
 evaluation store (the workers never write it: a killed run resumes exactly as a one-process
 run does).
 
-This is the process backend of :mod:`harnessgrid.executor` (:class:`~harnessgrid.executor.
-ProcessExecutor`). Jobs travel as :class:`~harnessgrid.executor.EpisodeJob` specs and are
-rebuilt in the worker the way a Ray worker rebuilds them (:func:`~harnessgrid.executor.
+This is the process backend of :mod:`harnessgrid.engine.executor` (:class:`~harnessgrid.engine.executor.
+ProcessExecutor`). Jobs travel as :class:`~harnessgrid.engine.executor.EpisodeJob` specs and are
+rebuilt in the worker the way a Ray worker rebuilds them (:func:`~harnessgrid.engine.executor.
 run_job`), so a worker builds each suite and the policy once. Workers are started with
 ``forkserver`` (or ``spawn``), never ``fork``: the parent may hold threads (sandbox lifecycle
 pools, HTTP clients).
@@ -17,7 +17,7 @@ pools, HTTP clients).
 The parent hands out jobs as workers free up, at most each worker's share at a time, and knows
 which jobs each worker holds. A worker that dies (killed, out of memory, a crash in native
 code) costs exactly the episodes it held: each comes back as an ``internal_error`` trajectory
-(:func:`~harnessgrid.executor.lost_episode`: an infrastructure failure, so a resume runs it
+(:func:`~harnessgrid.engine.executor.lost_episode`: an infrastructure failure, so a resume runs it
 again), a new worker takes its place, and the evaluation goes on. Nothing waits on a dead
 worker: its process sentinel wakes the parent.
 """
@@ -41,10 +41,10 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from harnessgrid.engine.executor import EpisodeJob, lost_episode
+from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError, HarnessgridError
-from harnessgrid.executor import EpisodeJob, lost_episode
-from harnessgrid.sandbox_pool import PoolsByKey
-from harnessgrid.trajectory import Trajectory
+from harnessgrid.sandboxing.sandbox_pool import PoolsByKey
 
 #: How often a worker may be replaced after dying, per worker asked for, before the jobs left
 #: are given up as infrastructure failures (a worker that dies on start would loop forever).
@@ -155,7 +155,7 @@ def _start(context: Any, share: int, jobs: int) -> _Worker:
 
 def _drain(w: _Worker, jobs: Sequence[EpisodeJob]) -> Iterator[tuple[int, Trajectory]]:
     """Every message the worker has sent so far (also after it died: what it sent counts)."""
-    from harnessgrid.trajectory import read_trajectory_line
+    from harnessgrid.engine.trajectory import read_trajectory_line
 
     while True:
         try:
@@ -225,8 +225,8 @@ async def _serve(conn: Connection, share: int, jobs: int) -> None:
 
 
 async def _serve_jobs(conn: Connection, pools: PoolsByKey) -> None:
-    from harnessgrid.executor import run_job
-    from harnessgrid.trajectory import trajectory_line
+    from harnessgrid.engine.executor import run_job
+    from harnessgrid.engine.trajectory import trajectory_line
 
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[bytes | None] = asyncio.Queue()

@@ -1,22 +1,22 @@
 """Episodes as Ray tasks: run episode jobs on a Ray cluster, get trajectories back as they end.
 
 Why Ray, and why this shape: every episode already makes its own workspace and bubblewrap
-sandbox in :func:`~harnessgrid.runtime.run_episode`, so spreading episodes over machines only
+sandbox in :func:`~harnessgrid.engine.runtime.run_episode`, so spreading episodes over machines only
 needs *where* each one runs. Ray does that part with its own mechanisms — scheduling one
 episode per CPU, re-running a task whose worker process or node died (``max_retries``), and
 streaming finished tasks back with ``ray.wait`` — and nothing here re-implements them.
 
-A job travels as plain specs (:class:`~harnessgrid.executor.EpisodeJob`), never as live
+A job travels as plain specs (:class:`~harnessgrid.engine.executor.EpisodeJob`), never as live
 objects: the worker rebuilds the harness, task and policy through the same registry the local
-code uses (:func:`~harnessgrid.executor.run_job`), so a job runs the same on any node, and a
+code uses (:func:`~harnessgrid.engine.executor.run_job`), so a job runs the same on any node, and a
 scripted episode gives the same trajectory as a local one. Each Ray worker process keeps one
 event loop and a sandbox pool for the episodes it runs, as a local run does; the pool is
 closed when the worker has been idle for a while (:data:`POOL_IDLE_S`).
 
-This is the Ray backend of :mod:`harnessgrid.executor` (:class:`~harnessgrid.executor.
+This is the Ray backend of :mod:`harnessgrid.engine.executor` (:class:`~harnessgrid.engine.executor.
 RayExecutor`: ``eval --ray``, the trainer's ``rollout_backend: ray``); used directly::
 
-    from harnessgrid.ray_episodes import EpisodeJob, ray_cluster, ray_episodes
+    from harnessgrid.engine.ray_episodes import EpisodeJob, ray_cluster, ray_episodes
 
     jobs = [EpisodeJob(harness=code, suite="examples", task_id="upper", policy="scripted")
             for code in ("S0-T0-O0-C0-W0", "S2-T2-O2-C2-W2")]
@@ -42,12 +42,12 @@ from contextlib import contextmanager, suppress
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from harnessgrid.engine.executor import EpisodeJob, SetupError, rebuild, run_job
 from harnessgrid.errors import ConfigError, HarnessgridError
-from harnessgrid.executor import EpisodeJob, SetupError, rebuild, run_job
 
 if TYPE_CHECKING:
-    from harnessgrid.sandbox_pool import PoolsByKey
-    from harnessgrid.trajectory import Trajectory
+    from harnessgrid.engine.trajectory import Trajectory
+    from harnessgrid.sandboxing.sandbox_pool import PoolsByKey
 
 __all__ = ["DEFAULT_MAX_RETRIES", "POOL_IDLE_S", "EpisodeJob", "EpisodeLostError", "arun_job",
            "import_ray", "ray_cluster", "ray_episodes"]
@@ -62,7 +62,7 @@ DEFAULT_MAX_RETRIES = 3
 POOL_IDLE_S = 30.0
 _WAIT_S = 1.0  # ray.wait timeout: how often a waiting driver checks for Ctrl-C
 
-#: What a Ray worker did before this module ran jobs through harnessgrid.executor.
+#: What a Ray worker did before this module ran jobs through harnessgrid.engine.executor.
 arun_job = run_job
 
 
@@ -162,7 +162,7 @@ def ray_episodes(jobs: Sequence[EpisodeJob], *, address: str | None = None,
     ``max_retries`` times; only the attempt that returns is yielded, so each job is yielded
     exactly once. ``max_in_flight`` bounds how many tasks are submitted at once (default:
     all). An episode's own failures (policy error, sandbox error, a harness that raised) come
-    back as its trajectory, as with :func:`~harnessgrid.runtime.run_episode`; a job that
+    back as its trajectory, as with :func:`~harnessgrid.engine.runtime.run_episode`; a job that
     cannot be run at all raises :class:`EpisodeLostError`, and the tasks still pending are
     cancelled. Each Ray worker keeps its sandbox pool ``idle_s`` seconds after its last
     episode. ``cancelled`` is polled while waiting: when it says so,
@@ -178,7 +178,7 @@ def ray_episodes(jobs: Sequence[EpisodeJob], *, address: str | None = None,
                                     max_in_flight=max_in_flight, idle_s=idle_s,
                                     cancelled=cancelled)
         return
-    from harnessgrid.trajectory import Trajectory
+    from harnessgrid.engine.trajectory import Trajectory
 
     remote = _remote(ray).options(
         num_cpus=num_cpus, max_retries=max_retries, retry_exceptions=False,
@@ -283,7 +283,7 @@ class _WorkerLoop:
             raise
 
     async def _episode(self, job: EpisodeJob, idle_s: float) -> Trajectory:
-        from harnessgrid.sandbox_pool import PoolsByKey
+        from harnessgrid.sandboxing.sandbox_pool import PoolsByKey
 
         if self.idle is not None:
             self.idle.cancel()

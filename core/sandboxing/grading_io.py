@@ -19,7 +19,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from harnessgrid.scratch import walk_fd
+from harnessgrid.sandboxing.scratch import walk_fd
 
 #: The most bytes a grader reads from one file; a bigger file reads as missing.
 MAX_GRADED_FILE_BYTES = 5_000_000

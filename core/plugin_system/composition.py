@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.levels import FactorLevel
-from harnessgrid.registry import Registry, get_registry
+from harnessgrid.plugin_system.registry import Registry, get_registry
 from harnessgrid.space import (
     DEFAULT_LEVELS,
     FACTOR_LETTERS,
@@ -35,7 +35,7 @@ from harnessgrid.space import (
 )
 
 if TYPE_CHECKING:
-    from harnessgrid.composed_harness import ComposedHarness
+    from harnessgrid.plugin_system.composed_harness import ComposedHarness
 
 
 def resolve_levels(config: HarnessConfig, registry: Registry | None = None) -> dict[
@@ -126,7 +126,7 @@ def resolve_config(spec: str, space: FactorSpace | None = None, *,
     explicit ``space`` (a design's), codes are read in that space (numbers by position there)
     and level lists land there when it holds them.
 
-    ``adapter:NAME`` is not a configuration (see :func:`harnessgrid.api.resolve_harness`).
+    ``adapter:NAME`` is not a configuration (see :func:`harnessgrid.engine.api.resolve_harness`).
     """
     text = spec.strip()
     if text.startswith("adapter:"):
@@ -293,7 +293,7 @@ def address_levels(address: str, registry: Registry | None = None) -> dict[str, 
 
 def compose(config: HarnessConfig, registry: Registry | None = None) -> ComposedHarness:
     """Build the runnable harness of ``config`` from its five registered levels."""
-    from harnessgrid.composed_harness import ComposedHarness
+    from harnessgrid.plugin_system.composed_harness import ComposedHarness
 
     reg = registry or get_registry()
     levels = resolve_levels(config, reg)

@@ -1,4 +1,4 @@
-"""Command server, PID 1 of an episode sandbox (see :mod:`harnessgrid.sandbox`).
+"""Command server, PID 1 of an episode sandbox (see :mod:`harnessgrid.sandboxing.sandbox`).
 
 Not imported by harnessgrid: the host compiles this file once and sends the code object
 (marshal), with ``CFG``, to a bootstrap interpreter inside the sandbox (``-I -S``, standard
@@ -94,7 +94,7 @@ def become_unprivileged():
 
 def forbid_keyrings():
     """Join a fresh, empty session keyring (the host's stays behind), empty the uid's own
-    keyrings, then install the filter the host built (:mod:`harnessgrid._sandbox_seccomp`): no
+    keyrings, then install the filter the host built (:mod:`harnessgrid.sandboxing._sandbox_seccomp`): no
     keyring syscall from here on, for us and every command. A kernel that refuses the filter
     stops the sandbox: it would run without the isolation it promises."""
     keyctl = CFG.get("keyctl_nr")

@@ -5,7 +5,7 @@ each user message (:meth:`AsyncSession.run`, :meth:`~AsyncSession.send`) continu
 conversation, whose history the harness's context level keeps managing (token policies keep
 extending their token segments). While a run goes, :meth:`~AsyncSession.stream` yields typed
 events (:mod:`harnessgrid.events`) for a UI; product tools (:mod:`harnessgrid.product_tools`)
-and an approval callback (:mod:`harnessgrid.tool_hooks`) hook into every tool call;
+and an approval callback (:mod:`harnessgrid.sandboxing.tool_hooks`) hook into every tool call;
 :meth:`~AsyncSession.cancel` stops a run at once::
 
     import harnessgrid as hg
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from harnessgrid.engine.trajectory import Termination, Trajectory, TurnRecord
 from harnessgrid.errors import ConfigError, SandboxError
 from harnessgrid.events import (
     Event,
@@ -45,19 +46,18 @@ from harnessgrid.events import (
     UserMessage,
 )
 from harnessgrid.models import Message, ToolCall
-from harnessgrid.trajectory import Termination, Trajectory, TurnRecord
 
 if TYPE_CHECKING:
-    from harnessgrid.environments import EnvironmentRecord
-    from harnessgrid.episode_run import Episode
+    from harnessgrid.engine.episode_run import Episode
+    from harnessgrid.engine.runtime import EpisodeLimits
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
     from harnessgrid.product_tools import ProductTool
-    from harnessgrid.runtime import EpisodeLimits
-    from harnessgrid.sandbox import Sandbox
-    from harnessgrid.tool_hooks import Approver, ToolHooks
-    from harnessgrid.tools import Environment
-    from harnessgrid.workspace import Workspace
+    from harnessgrid.sandboxing.environments import EnvironmentRecord
+    from harnessgrid.sandboxing.sandbox import Sandbox
+    from harnessgrid.sandboxing.tool_hooks import Approver, ToolHooks
+    from harnessgrid.sandboxing.tools import Environment
+    from harnessgrid.sandboxing.workspace import Workspace
 
 _T = TypeVar("_T")
 #: What the model is told for a call it made that a cancel() stopped before it answered.
@@ -96,9 +96,9 @@ class AsyncSession:
                  on_tool_call: Approver | None = None, in_place: bool = False,
                  mount_path: str = "/workspace", max_total_tokens: int | None = None,
                  wall_s: float | None = None) -> None:
-        from harnessgrid.api import refuse_scripted, resolve_harness, resolve_policy
+        from harnessgrid.engine.api import refuse_scripted, resolve_harness, resolve_policy
+        from harnessgrid.engine.runtime import EpisodeLimits, require_sandbox
         from harnessgrid.product_tools import product_tools
-        from harnessgrid.runtime import EpisodeLimits, require_sandbox
 
         self.limits = limits or EpisodeLimits()
         require_sandbox(self.limits)
@@ -162,7 +162,7 @@ class AsyncSession:
     def trajectory(self) -> Trajectory:
         """The session so far as a trajectory (a snapshot; safe to store: its replies are
         capped to ``limits.stored_reply_bytes`` as an episode's are)."""
-        from harnessgrid.trajectory import cap_replies
+        from harnessgrid.engine.trajectory import cap_replies
 
         if self._episode is None:
             raise ConfigError("the session has not run yet",
@@ -182,7 +182,7 @@ class AsyncSession:
     async def open(self) -> None:
         """Copy (or open) the workspace and start the sandbox; done by the first run if not
         called."""
-        from harnessgrid.workspace import Workspace
+        from harnessgrid.sandboxing.workspace import Workspace
 
         if self._closed:
             raise ConfigError("this session is closed", hint="create a new Session")
@@ -195,7 +195,7 @@ class AsyncSession:
             await self._sandbox.start()
 
     def _new_sandbox(self) -> Sandbox:
-        from harnessgrid.sandbox import Sandbox
+        from harnessgrid.sandboxing.sandbox import Sandbox
 
         assert self._ws is not None
         return Sandbox(self._ws, self.limits.sandbox, environment=self._environment_record(),
@@ -203,7 +203,7 @@ class AsyncSession:
 
     def _environment_record(self) -> EnvironmentRecord | None:
         """The environment the session's sandboxes mount: ``limits.environment``, or none."""
-        from harnessgrid.environments import resolve_episode_environment
+        from harnessgrid.sandboxing.environments import resolve_episode_environment
 
         if self._environment is None:
             self._environment = (resolve_episode_environment(None, self.limits.environment)[0],)
@@ -345,12 +345,12 @@ class AsyncSession:
         return None
 
     def _begin(self, text: str) -> tuple[Episode, Environment]:
-        """The first run starts the episode (:func:`~harnessgrid.episode_run.start_episode`,
+        """The first run starts the episode (:func:`~harnessgrid.engine.episode_run.start_episode`,
         as every episode starts); a later one continues it with the message."""
-        from harnessgrid.episode_run import start_episode
+        from harnessgrid.engine.episode_run import start_episode
+        from harnessgrid.sandboxing.tool_hooks import ToolHooks
+        from harnessgrid.sandboxing.tools import Environment
         from harnessgrid.tasks import Task
-        from harnessgrid.tool_hooks import ToolHooks
-        from harnessgrid.tools import Environment
 
         assert self._ws is not None
         assert self._sandbox is not None

@@ -4,8 +4,8 @@ An episode is a harness, a task and a policy playing under limits: the harness's
 context budget, the trajectory being written and where the turn loop stands (its
 :class:`LoopCursor`). :func:`start_episode` makes one - the only place an episode is set up
 (the harness started, the budget sized, the trajectory opened, the policy bound) - for
-:func:`harnessgrid.runtime.run_episode` (one instruction, graded) and for
-:class:`harnessgrid.session.AsyncSession` (one conversation, a run per user message) alike.
+:func:`harnessgrid.engine.runtime.run_episode` (one instruction, graded) and for
+:class:`harnessgrid.engine.session.AsyncSession` (one conversation, a run per user message) alike.
 :meth:`Episode.run` plays turns until the workflow finishes or a limit is hit.
 
 The loop itself is small on purpose (mini-swe-agent's lesson): ask the harness for the view,
@@ -25,13 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from harnessgrid import timing
-from harnessgrid.episode import ContextBudget, EpisodeState, context_budget
-from harnessgrid.errors import ConfigError
-from harnessgrid.events import ContextRewrite, Event, ModelReply, TextDelta, TurnStarted
-from harnessgrid.harness import ProductToolHarness, factor_levels, play_turn, provides
-from harnessgrid.models import Message, ModelTurn, ToolSpec
-from harnessgrid.policies import Policy, PolicyRequest
-from harnessgrid.trajectory import (
+from harnessgrid.engine.trajectory import (
     CallRecord,
     Termination,
     Trajectory,
@@ -39,13 +33,19 @@ from harnessgrid.trajectory import (
     cap_reply,
     stored_size,
 )
+from harnessgrid.episode import ContextBudget, EpisodeState, context_budget
+from harnessgrid.errors import ConfigError
+from harnessgrid.events import ContextRewrite, Event, ModelReply, TextDelta, TurnStarted
+from harnessgrid.harness import ProductToolHarness, factor_levels, play_turn, provides
+from harnessgrid.models import Message, ModelTurn, ToolSpec
+from harnessgrid.policies import Policy, PolicyRequest
 
 if TYPE_CHECKING:
-    from harnessgrid.environments import EnvironmentRecord
+    from harnessgrid.engine.runtime import EpisodeLimits
     from harnessgrid.harness import Harness
-    from harnessgrid.runtime import EpisodeLimits
+    from harnessgrid.sandboxing.environments import EnvironmentRecord
+    from harnessgrid.sandboxing.tools import Environment
     from harnessgrid.tasks import Task
-    from harnessgrid.tools import Environment
 
 __all__ = ["Episode", "EpisodePolicy", "LoopCursor", "start_episode", "summarize"]
 

@@ -217,7 +217,7 @@ def check_plugin_name(name: str) -> str:
     if name in sys.stdlib_module_names or name in {"harnessgrid", "test", "tests", "src"}:
         raise ConfigError(f"plugin name {name!r} would shadow the module {name!r} that already "
                           "exists", hint=f"choose another name, e.g. my_{name}")
-    from harnessgrid.registry import get_registry
+    from harnessgrid.plugin_system.registry import get_registry
 
     owner = get_registry().origin.get(("factor level", f"observation:{name}"))
     if owner is not None:

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.models import Action, ToolResult
-from harnessgrid.sandbox import HostTools, Sandbox
+from harnessgrid.sandboxing.sandbox import HostTools, Sandbox
+from harnessgrid.sandboxing.tool_hooks import note_result
+from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.timing import tool_span
-from harnessgrid.tool_hooks import note_result
-from harnessgrid.workspace import Workspace
 
 if TYPE_CHECKING:
-    from harnessgrid.tool_hooks import ToolHooks
+    from harnessgrid.sandboxing.tool_hooks import ToolHooks
 
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_RESULTS = 200
@@ -35,7 +35,7 @@ class Environment:
     workspace: Workspace
     sandbox: Sandbox
     hooks: ToolHooks | None = None
-    """A session's approvals, product tools and event sink (:mod:`harnessgrid.tool_hooks`);
+    """A session's approvals, product tools and event sink (:mod:`harnessgrid.sandboxing.tool_hooks`);
     None in training and evaluation episodes."""
 
     def host_tools(self) -> HostTools | None:
@@ -43,7 +43,7 @@ class Environment:
         hooks = self.hooks
         if hooks is None or not hooks.product_tools:
             return None
-        from harnessgrid.tool_hooks import sandbox_tool_call
+        from harnessgrid.sandboxing.tool_hooks import sandbox_tool_call
 
         async def handler(name: str, arguments: dict[str, object]) -> tuple[bool, str]:
             return await sandbox_tool_call(self, name, dict(arguments))
@@ -67,7 +67,7 @@ async def _execute(action: Action, env: Environment) -> ToolResult:
         if action.kind == "shell":
             return await _shell(action.args["command"], env)
         if action.kind == "tool":
-            from harnessgrid.tool_hooks import run_product_tool
+            from harnessgrid.sandboxing.tool_hooks import run_product_tool
 
             return await run_product_tool(env, action.args["name"], action.args["arguments"])
         output = _file_action_total(action, env.workspace)

@@ -31,7 +31,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harnessgrid.environments import EnvironmentRecord
+    from harnessgrid.sandboxing.environments import EnvironmentRecord
     from harnessgrid.tasks import Task
 
 __all__ = ["FILE_READERS", "Gap", "Needs", "check_tasks", "python_needs", "shell_commands",
@@ -361,7 +361,7 @@ def check_tasks(tasks: Iterable[Task], override: str | None = None) -> list[Gap]
 
 
 def _check_group(name: str | None, needs: Mapping[str, Needs]) -> Gap:
-    from harnessgrid.environments import get_environment, is_built
+    from harnessgrid.sandboxing.environments import get_environment, is_built
 
     built = name is None or is_built(name)
     record = get_environment(name) if name is not None and built else None
@@ -409,8 +409,8 @@ def missing_in(record: EnvironmentRecord | None, modules: set[str],
 def _run_probe(record: EnvironmentRecord | None, probe: str) -> list[tuple[str, ...]]:
     """The probe's output lines, split in words, from a fresh sandbox with ``record``."""
     from harnessgrid.errors import HarnessgridError
-    from harnessgrid.sandbox import Sandbox, sandbox_available
-    from harnessgrid.workspace import Workspace
+    from harnessgrid.sandboxing.sandbox import Sandbox, sandbox_available
+    from harnessgrid.sandboxing.workspace import Workspace
 
     ws = Workspace.create({}, None)
     try:
@@ -426,7 +426,7 @@ def _run_probe(record: EnvironmentRecord | None, probe: str) -> list[tuple[str, 
 
 def render(gaps: list[Gap]) -> list[str]:
     """The report as lines of text (``env check`` and ``env build --check`` print it)."""
-    from harnessgrid.environments import system_tool_hint
+    from harnessgrid.sandboxing.environments import system_tool_hint
 
     out: list[str] = []
     for gap in gaps:

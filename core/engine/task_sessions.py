@@ -9,7 +9,7 @@ spent, the context full, an infrastructure failure) stops the rest, as upstream 
 session that times out or fails; the trajectory's ``meta["sessions"]`` says how many were sent,
 and the grader refuses to score an episode that did not send them all.
 
-:func:`harnessgrid.runtime.run_episode` sends a task with follow-ups here, so every runner
+:func:`harnessgrid.engine.runtime.run_episode` sends a task with follow-ups here, so every runner
 (``run --task``, evaluations, workers, Ray, training rollouts) grades it whole. The scripted
 oracle (``tasks validate``) and a caller's own workspace get the instruction alone: a
 multi-session task is then ungraded, never scored on its first session.
@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
-    from harnessgrid.environments import EnvironmentRecord
+    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.session import AsyncSession
+    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
-    from harnessgrid.runtime import EpisodeLimits
-    from harnessgrid.session import AsyncSession
+    from harnessgrid.sandboxing.environments import EnvironmentRecord
+    from harnessgrid.sandboxing.workspace import Workspace
     from harnessgrid.tasks import Task
-    from harnessgrid.trajectory import Trajectory
-    from harnessgrid.workspace import Workspace
 
 __all__ = ["run_task_episode", "run_task_sessions"]
 
@@ -46,10 +46,10 @@ async def run_task_episode(harness: Harness, task: Task, policy: Policy,
                            limits: EpisodeLimits | None = None, *,
                            episode_id: str | None = None) -> Trajectory:
     """One episode of ``task``: through its sessions when it has follow-ups, else a plain
-    :func:`~harnessgrid.runtime.run_episode`."""
+    :func:`~harnessgrid.engine.runtime.run_episode`."""
     if task.followups:
         return await run_task_sessions(harness, task, policy, limits, episode_id=episode_id)
-    from harnessgrid.runtime import run_episode
+    from harnessgrid.engine.runtime import run_episode
 
     return await run_episode(harness, task, policy, limits, episode_id=episode_id)
 
@@ -61,8 +61,8 @@ async def run_task_sessions(harness: Harness, task: Task, policy: Policy,
     on the task's workspace and environment, then grade (see the module doc). ``limits``
     bound each session's turns; their ``wall_s`` (or the task's, if stricter) bounds all the
     sessions together."""
-    from harnessgrid.runtime import EpisodeLimits, effective_limits
-    from harnessgrid.workspace import Workspace
+    from harnessgrid.engine.runtime import EpisodeLimits, effective_limits
+    from harnessgrid.sandboxing.workspace import Workspace
 
     _refuse_oracle(task, policy)
     limits = effective_limits(limits or EpisodeLimits(), task)
@@ -86,7 +86,7 @@ def _refuse_oracle(task: Task, policy: Policy) -> None:
 def _environment(task: Task, limits: EpisodeLimits) -> EnvironmentRecord | None:
     """The environment the sessions run in: ``--env``, else the task's own when built (else
     none, with the same warning an episode gives)."""
-    from harnessgrid.environments import resolve_episode_environment
+    from harnessgrid.sandboxing.environments import resolve_episode_environment
 
     environment, warning = resolve_episode_environment(task.environment, limits.environment)
     if warning is not None:
@@ -97,9 +97,9 @@ def _environment(task: Task, limits: EpisodeLimits) -> EnvironmentRecord | None:
 async def _play_and_grade(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
                           environment: EnvironmentRecord | None, ws: Workspace,
                           episode_id: str) -> Trajectory:
-    from harnessgrid.grading import grade_episode  # the grading every episode gets
+    from harnessgrid.engine.grading import grade_episode  # the grading every episode gets
+    from harnessgrid.engine.session import AsyncSession
     from harnessgrid.harness import grading_transcript
-    from harnessgrid.session import AsyncSession
 
     clock = time.perf_counter()
     # The session finds its environment by name in its limits: the one resolved here, or none.

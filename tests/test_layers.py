@@ -1,0 +1,131 @@
+"""The layering rule of docs/architecture.md, checked on the source: a module imports only from
+its own layer and the layers below it. Function-level imports count (they are dependencies
+all the same); imports under ``if TYPE_CHECKING:`` do not, because they exist only for the
+type checker and never run."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Bottom to top. The top-level modules of ``harnessgrid`` (core/*.py) are the contract every
+#: layer and every plugin shares: types, the level, task and hook-spec contracts.
+LAYERS: list[tuple[str, ...]] = [
+    ("",),  # core/*.py
+    ("sandboxing",),
+    ("plugin_system", "designs"),
+    ("policies",),
+    ("engine",),
+    ("trainer", "evaluation"),
+    ("cli",),
+]
+RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+#: The package's own entry points reach every layer on purpose: ``hg.X`` imports lazily
+#: from wherever X lives, and ``python -m harnessgrid`` is the CLI.
+ENTRY_POINTS = {"harnessgrid", "harnessgrid.__main__"}
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder, prefix in (("core", "harnessgrid"), ("trainer", "harnessgrid.trainer"),
+                           ("evaluation", "harnessgrid.evaluation")):
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([prefix, *parts])] = path
+    return found
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of an import name: ``""`` for a top-level module, the subpackage's name
+    otherwise, None for the built-in plugins (which may use any layer but the CLI)."""
+    parts = module.split(".")
+    if parts[0] != "harnessgrid" or len(parts) == 1:
+        return ""
+    if parts[1] == "plugins":
+        return None
+    if len(parts) == 2 and parts[1] not in RANK:
+        return ""  # a top-level module
+    return parts[1]
+
+
+def _type_checking_blocks(tree: ast.Module) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """Every ``harnessgrid`` module ``path`` imports at run time, with its line."""
+    tree = ast.parse(path.read_text())
+    typing_only = _type_checking_blocks(tree)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "harnessgrid":  # `from harnessgrid import designs`
+                found += [(node.lineno, f"harnessgrid.{a.name}") for a in node.names]
+            elif node.module.startswith("harnessgrid."):
+                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names
+                      if a.name.startswith("harnessgrid.")]
+    return found
+
+
+MODULES = _modules()
+
+
+@pytest.mark.parametrize("module", sorted(set(MODULES) - ENTRY_POINTS))
+def test_a_module_imports_only_its_layer_and_below(module: str) -> None:
+    own = layer_of(module)
+    assert own is not None
+    upward = []
+    for line, target in imports_of(MODULES[module]):
+        other = layer_of(target)
+        if other is None:
+            if own == "" or RANK[own] < RANK["plugin_system"]:
+                upward.append(f"line {line}: {target} (the built-in plugins)")
+            continue
+        if other == "" and target.split(".")[1] in ("__version__", "hookimpl"):
+            continue
+        if RANK[other] > RANK[own]:
+            upward.append(f"line {line}: {target} (layer {other or 'top-level'})")
+    assert upward == [], f"{module} (layer {own or 'top-level'}) imports upwards: {upward}"
+
+
+def test_the_layer_table_names_every_subpackage() -> None:
+    """A new subpackage of core/ gets a place in the layers, or this test fails."""
+    subpackages = {p.name for p in (ROOT / "core").iterdir()
+                   if (p / "__init__.py").is_file()}
+    assert subpackages <= set(RANK)
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    """The check itself can fail: a contract module that imports the engine is caught, one
+    that does so only for the type checker is not."""
+    src = tmp_path / "m.py"
+    src.write_text("from typing import TYPE_CHECKING\n"
+                   "from harnessgrid.engine.runtime import run_episode\n"
+                   "if TYPE_CHECKING:\n    from harnessgrid.engine.session import Session\n"
+                   "def f():\n    from harnessgrid import sandboxing\n")
+    assert imports_of(src) == [(2, "harnessgrid.engine.runtime"), (6, "harnessgrid.sandboxing")]
+
+
+def test_the_built_in_plugins_never_import_the_cli() -> None:
+    """A plugin is loaded by the registry (layer 2) and may use any layer a third party's may:
+    everything but the command line, which would make loading a plugin start the CLI."""
+    offending = [f"{path.relative_to(ROOT)} line {line}: {target}"
+                 for path in sorted((ROOT / "plugins").rglob("*.py"))
+                 for line, target in imports_of(path)
+                 if target == "harnessgrid.cli" or target.startswith("harnessgrid.cli.")]
+    assert offending == []

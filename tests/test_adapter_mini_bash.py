@@ -119,6 +119,8 @@ def test_commands_with_backtick_fences_round_trip() -> None:
     action = Action.of("write", path="doc.md", content="```bash\nls\n```\n")
     turn = MiniBashHarness().render_action(action, "x")
     traj = play([turn.content])
+    # Said in full when it fails: the episode's end and the turn's error say which part broke.
+    assert traj.turns[0].calls, (traj.termination, traj.error, traj.turns[0].format_error)
     assert traj.turns[0].calls[0].result.exit_code == 0
     assert traj.turns[0].format_error is None
 

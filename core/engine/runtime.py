@@ -158,7 +158,7 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
             environment_summary=_environment_summary(task, limits, environment))
         return await _play(episode, ws, pooled, clock)
     finally:
-        if workspace is not None:
+        if workspace is not None:  # the caller's: left as it is
             pass
         elif pool is not None:  # recycled or closed in the background, also on cancellation
             pool.release(ws, pooled)

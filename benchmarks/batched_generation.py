@@ -73,7 +73,7 @@ async def act_episode(policy: Any, index: int, turns: int) -> list[tuple[int, ..
     out: list[tuple[int, ...]] = []
     for turn in range(turns):
         req = PolicyRequest(messages=list(messages), tools=[], native_tools=False,
-                            harness=None, task=None, state=state,  # type: ignore[arg-type]
+                            state=state,  # type: ignore[arg-type]
                             new_segment=False)
         reply = await policy.act(req)
         assert reply.tokens is not None

@@ -55,7 +55,7 @@ def make(loaded: tuple[Any, Any], **options: Any) -> HFPolicy:
 def request(state: State, messages: Sequence[Message], *,
             max_tokens: int | None = None) -> PolicyRequest:
     return PolicyRequest(messages=list(messages), tools=[], native_tools=False,
-                         harness=None, task=None, state=state,  # type: ignore[arg-type]
+                         state=state,  # type: ignore[arg-type]
                          new_segment=False, max_tokens=max_tokens)
 
 

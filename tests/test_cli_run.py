@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from episode_stubs import Bound, EpisodeStub
 from plugin_dist import write_dist_info
 
 import harnessgrid as hg
@@ -99,15 +100,15 @@ def test_run_ad_hoc_instruction_on_a_copy(plugin_env: dict[str, str], tmp_path: 
     assert (project / "notes.txt").read_text() == "keep me\n"
 
 
-class WriteThenFinish:
+class WriteThenFinish(EpisodeStub):
     """A policy writing one file through whatever tool interface the harness has."""
 
     spec = "write-then-finish"
 
-    async def act(self, request: PolicyRequest) -> ModelTurn:
+    async def play(self, request: PolicyRequest, episode: Bound) -> ModelTurn:
         action = (hg.Action.of("write", path="result.txt", content="done\n")
                   if request.state.turn == 0 else hg.Action.of("finish"))
-        return request.harness.render_action(action, f"c{request.state.turn}")
+        return episode.harness.render_action(action, f"c{request.state.turn}")
 
 
 def test_embedding_api_copy_and_in_place(plugin_env: dict[str, str], on_sys_path: Callable[[Path], None]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from episode_stubs import Bound, EpisodeStub
 
 from harnessgrid.trainer.demo import (
     CONDITIONS,
@@ -94,23 +95,18 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-class GarbledFirstTurn:
+class GarbledFirstTurn(EpisodeStub):
     """The oracle, except that each episode's first reply is a ``micro_tags`` write call
     without its path (the harness rejects it as a format error)."""
 
     spec = "garbled-first-turn"
 
-    def __init__(self) -> None:
-        from harnessgrid.policies.scripted import ScriptedPolicy
-
-        self.oracle = ScriptedPolicy()
-
-    async def act(self, request: Any) -> Any:
+    async def play(self, request: Any, episode: Bound) -> Any:
         from harnessgrid.models import ModelTurn
 
         if request.state.turn == 0:
             return ModelTurn(content="<w>no path</w>")
-        return await self.oracle.act(request)
+        return await episode.oracle.act(request)
 
 
 class TextOnly:

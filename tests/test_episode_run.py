@@ -14,7 +14,7 @@ from probe_suite import UPPER_TASK
 
 import harnessgrid as hg
 from harnessgrid.engine import episode_run
-from harnessgrid.engine.episode_run import Episode, EpisodePolicy
+from harnessgrid.engine.episode_run import Episode
 from harnessgrid.engine.runtime import EpisodeLimits, run_episode
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import ContextBudget, Decision, EpisodeState, TurnOutcome, WorkflowProtocol
@@ -33,7 +33,7 @@ from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolSpec
 from harnessgrid.plugin_system.registry import PluginManager
 from harnessgrid.plugins import BUILTIN_PLUGINS
 from harnessgrid.plugins.adapters.openclaw import OpenClawHarness
-from harnessgrid.policies import Policy, PolicyRequest
+from harnessgrid.policies import EpisodePolicy, Policy, PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.sandboxing.tools import Environment
 from harnessgrid.tasks import FunctionGrader, Task, check_graders_ready
@@ -265,10 +265,30 @@ def test_the_oracle_is_bound_to_its_episode_not_read_from_requests() -> None:
     state = harness.start(UPPER_TASK, "ep")
     bound = oracle.for_episode(harness, UPPER_TASK, state)
     blind = PolicyRequest(messages=[], tools=[], native_tools=harness.native_tools,
-                          harness=None, task=None, state=None,  # type: ignore[arg-type]
+                          state=None,  # type: ignore[arg-type]
                           new_segment=False)
     turn = run(bound.act(blind))
     assert turn == harness.render_action(UPPER_TASK.plan[0], "call_1", state)
+
+
+def test_a_request_carries_no_harness_or_task_and_an_unbound_oracle_says_how_to_bind() -> None:
+    """The oracle's only channel to its episode is the binding: a request names the episode's
+    state (token policies key on it) but not its harness or task, and an oracle asked without
+    being bound refuses with the fix instead of guessing."""
+    import dataclasses
+
+    from harnessgrid.errors import PolicyError
+
+    fields = {f.name for f in dataclasses.fields(PolicyRequest)}
+    assert "state" in fields
+    assert not fields & {"harness", "task"}
+    state = EpisodeState(episode_id="ep", task_id="upper")
+    request = PolicyRequest(messages=[], tools=[], native_tools=False, state=state,
+                            new_segment=False)
+    with pytest.raises(PolicyError, match="not bound") as info:
+        run(ScriptedPolicy().act(request))
+    assert info.value.hint is not None
+    assert "bind_to_episode" in info.value.hint
 
 
 def test_an_episode_policy_is_bound_once_per_episode() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from episode_stubs import Bound, EpisodeStub
 from servers import OpenAICompatServer, http_error, openai_text
 
 from harnessgrid.engine.runtime import EpisodeLimits
@@ -35,7 +36,6 @@ from harnessgrid.evaluation.store import (
 )
 from harnessgrid.models import ModelTurn
 from harnessgrid.policies import PolicyRequest
-from harnessgrid.policies.scripted import ScriptedPolicy
 
 pytestmark = pytest.mark.filterwarnings("ignore:Items? .*ReadOnly. qualifier:UserWarning")
 
@@ -180,7 +180,7 @@ def test_eval_with_some_failures_exits_0_and_says_how_many(tmp_path: Path) -> No
 # --- the store: superseding, history, kill -9 recovery -----------------------------------------
 
 
-class Switch:
+class Switch(EpisodeStub):
     """The oracle, or an API that is down (every call raises) while ``down``."""
 
     spec = "switch"
@@ -188,13 +188,12 @@ class Switch:
     def __init__(self) -> None:
         self.down = True
         self.calls = 0
-        self.oracle = ScriptedPolicy()
 
-    async def act(self, request: PolicyRequest) -> ModelTurn:
+    async def play(self, request: PolicyRequest, episode: Bound) -> ModelTurn:
         self.calls += 1
         if self.down:
             raise ConnectionError("model API unreachable")
-        return await self.oracle.act(request)
+        return await episode.oracle.act(request)
 
 
 def config(**update: Any) -> EvalConfig:

@@ -45,6 +45,7 @@ from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.registrations import AdapterSpec, PolicyBackend, TaskSuiteSpec
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import FunctionGrader, GraderError, TaskSuite
+from episode_stubs import Bound, EpisodeStub
 
 UPPER = UPPER_TASK.model_copy(update={"tags": ("state_tracking", "planning"),
                                       "suite": "evaltest"})
@@ -61,7 +62,7 @@ BROKEN = UPPER_TASK.model_copy(update={"id": "broken", "grader": FunctionGrader(
 ORACLE, NULL = ScriptedPolicy(), ScriptedPolicy(empty=True)
 
 
-class XmlFail:
+class XmlFail(EpisodeStub):
     """The oracle, except the null plan through xml_tags, and through bash_only on
     tool_selection tasks."""
 
@@ -69,23 +70,23 @@ class XmlFail:
         self.spec = "xmlfail"
         self.delay = delay
 
-    async def act(self, request):
+    async def play(self, request, episode: Bound):
         if self.delay:
             await asyncio.sleep(self.delay)
-        ti = getattr(getattr(request.harness, "tool_interface", None), "name", "")
-        fail = ti == "xml_tags" or (ti == "bash_only" and "tool_selection" in request.task.tags)
-        return await (NULL if fail else ORACLE).act(request)
+        ti = getattr(getattr(episode.harness, "tool_interface", None), "name", "")
+        fail = ti == "xml_tags" or (ti == "bash_only" and "tool_selection" in episode.task.tags)
+        return await (episode.null if fail else episode.oracle).act(request)
 
 
-class Flaky:
+class Flaky(EpisodeStub):
     """The oracle, but the model "API" fails on the config task: an infrastructure failure."""
 
     spec = "flaky"
 
-    async def act(self, request):
-        if request.task.id == "config":
+    async def play(self, request, episode: Bound):
+        if episode.task.id == "config":
             raise RuntimeError("model API unavailable")
-        return await ORACLE.act(request)
+        return await episode.oracle.act(request)
 
 
 def _shell(code, name):

@@ -51,21 +51,28 @@ import json
 import os
 
 from harnessgrid import hookimpl
+from harnessgrid.policies import bind_to_episode
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.registrations import PolicyBackend
 
 
 class SlowOracle:
-    def __init__(self, delay, log):
+    def __init__(self, delay, log, oracle=None, episode=None):
         self.spec = "slow-oracle"
-        self.delay, self.log, self.oracle = delay, log, ScriptedPolicy()
+        self.delay, self.log, self.oracle = delay, log, oracle or ScriptedPolicy()
+        self.episode = episode
+
+    def for_episode(self, harness, task, state):  # an EpisodePolicy, as the oracle it wraps
+        return SlowOracle(self.delay, self.log,
+                          bind_to_episode(self.oracle, harness, task, state), (harness, task))
 
     async def act(self, request):
         import ray
 
         node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
-        line = json.dumps({"node": node, "task": request.task.id,
-                           "harness": request.harness.name, "turn": request.state.turn})
+        harness, task = self.episode
+        line = json.dumps({"node": node, "task": task.id,
+                           "harness": harness.name, "turn": request.state.turn})
         fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.write(fd, (line + "\\n").encode())
         os.close(fd)

@@ -43,17 +43,21 @@ import os
 import signal
 
 from harnessgrid import hookimpl
+from harnessgrid.policies import bind_to_episode
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.registrations import PolicyBackend
 
 
 class Killer:
-    def __init__(self, marker):
+    def __init__(self, marker, oracle=None, task=None):
         self.spec = "killer"
-        self.marker, self.oracle = marker, ScriptedPolicy()
+        self.marker, self.oracle, self.task = marker, oracle or ScriptedPolicy(), task
+
+    def for_episode(self, harness, task, state):  # an EpisodePolicy, as the oracle it wraps
+        return Killer(self.marker, bind_to_episode(self.oracle, harness, task, state), task)
 
     async def act(self, request):
-        if request.task.id == "config" and request.state.turn == 0:
+        if self.task.id == "config" and request.state.turn == 0:
             try:
                 os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             except FileExistsError:

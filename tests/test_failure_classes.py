@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from episode_stubs import Bound, EpisodeStub
 
 from harnessgrid.sandboxing.sandbox import Sandbox, sandbox_available
 from harnessgrid.sandboxing.workspace import Workspace
@@ -108,25 +109,22 @@ def test_retry_after_beyond_the_wall_limit_is_a_policy_error_at_once() -> None:
     assert len(server.requests) == 1
 
 
-class _CancelsOnce:
+class _CancelsOnce(EpisodeStub):
     """The oracle, except that its first call raises CancelledError from inside the backend
     (as a client library cancelled by its own machinery does)."""
 
     spec = "cancels-once"
 
     def __init__(self) -> None:
-        from harnessgrid.policies.scripted import ScriptedPolicy
-
-        self.oracle = ScriptedPolicy()
         self.calls = 0
 
-    async def act(self, request: object) -> object:
+    async def play(self, request: Any, episode: Bound) -> Any:
         import asyncio
 
         self.calls += 1
         if self.calls == 1:
             raise asyncio.CancelledError("stray cancellation inside the client")
-        return await self.oracle.act(request)  # type: ignore[arg-type]
+        return await episode.oracle.act(request)
 
 
 def test_a_stray_cancellation_fails_one_episode_not_the_batch(tmp_path: object) -> None:

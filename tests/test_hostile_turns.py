@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from episode_stubs import Bound, EpisodeStub
 from probe_suite import UPPER_TASK
 
 from harnessgrid.engine.api import resolve_harness
@@ -55,7 +56,7 @@ def hostile_value(rng: random.Random) -> Any:
     ])
 
 
-class HostilePolicy:
+class HostilePolicy(EpisodeStub):
     """Replays the turns given, then finishes through the harness's own rendering."""
 
     spec = "hostile"
@@ -63,10 +64,10 @@ class HostilePolicy:
     def __init__(self, turns: list[Any]) -> None:
         self.turns = list(turns)
 
-    async def act(self, request: PolicyRequest) -> Any:
+    async def play(self, request: PolicyRequest, episode: Bound) -> Any:
         if self.turns:
             return self.turns.pop(0)
-        return request.harness.render_action(Action.of("finish"), "done")
+        return episode.harness.render_action(Action.of("finish"), "done")
 
 
 def _text_turns(harness: Harness, rng: random.Random) -> list[ModelTurn]:
@@ -328,13 +329,13 @@ def test_huge_numbers_and_paths_are_a_tool_result(spec: str, name: str,
     assert traj.turns[0].calls
 
 
-class HostileReplies:
+class HostileReplies(EpisodeStub):
     """A policy whose every episode gets the replies of finding 1: a lone surrogate in the
     text and in the arguments, arguments nested 200, 254 and 300 levels, then a finish."""
 
     spec = "hostile-replies"
 
-    async def act(self, request: PolicyRequest) -> ModelTurn:
+    async def play(self, request: PolicyRequest, episode: Bound) -> ModelTurn:
         turn = request.state.turn
         name = next((t.name for t in request.tools), "read")
         replies = [ModelTurn(content="thinking \ud800 hard", tool_calls=(ToolCall(
@@ -344,7 +345,7 @@ class HostileReplies:
                     for d in (200, 254, 300)]
         if turn < len(replies):
             return replies[turn]
-        return request.harness.render_action(Action.of("finish", message=SURROGATES), "f")
+        return episode.harness.render_action(Action.of("finish", message=SURROGATES), "f")
 
 
 def test_an_evaluation_of_hostile_replies_stores_and_reports_every_episode(

@@ -65,7 +65,7 @@ def request(on_text: Any = None, *, native: bool = True,
     stand_in: Any = SimpleNamespace()
     deadline = None if seconds_left is None else time.monotonic() + seconds_left
     return PolicyRequest(messages=list(MESSAGES), tools=TOOLS, native_tools=native,
-                         harness=stand_in, task=stand_in, state=stand_in, new_segment=False,
+                         state=stand_in, new_segment=False,
                          deadline=deadline, on_text=on_text)
 
 
@@ -556,8 +556,8 @@ def test_the_http_transport_imports_neither_the_sdk_nor_httpx() -> None:
                 "from harnessgrid.policies.openai_compat import OpenAIPolicy as P; "
                 f"p = P('m', base_url='{srv.base_url}/v1', transport='http'); "
                 "s = types.SimpleNamespace(); "
-                "r = PolicyRequest(messages=[], tools=[], native_tools=False, harness=s, "
-                "task=s, state=s, new_segment=False); "
+                "r = PolicyRequest(messages=[], tools=[], native_tools=False, "
+                "state=s, new_segment=False); "
                 "assert asyncio.run(p.act(r)).content == 'light'; "
                 "sys.exit(bool({'openai', 'httpx', 'litellm'} & set(sys.modules)))")
         done = subprocess.run([sys.executable, "-c", code], check=False, timeout=HANG_S,

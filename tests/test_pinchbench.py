@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from episode_stubs import Bound, EpisodeStub
 from servers import Canned, OpenAICompatServer, http_error, openai_text
 
 import harnessgrid as hg
@@ -387,7 +388,7 @@ SESSIONS_TASK = """\
     """
 
 
-class SessionPlanPolicy:
+class SessionPlanPolicy(EpisodeStub):
     """Plays one plan per user message (the first instruction, then each follow-up), each
     action rendered by the harness, then finishes: a stand-in for a model that does what each
     session asks."""
@@ -397,9 +398,9 @@ class SessionPlanPolicy:
     def __init__(self, *plans: tuple[Action, ...]) -> None:
         self.plans = plans
 
-    async def act(self, request: Any) -> Any:
+    async def play(self, request: Any, episode: Bound) -> Any:
         state = request.state
-        harness = request.harness
+        harness = episode.harness
         expected = harness.protocol.expected_turn(state)
         if expected is not None:
             if expected.kind in ("plan", "text"):

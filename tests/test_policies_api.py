@@ -79,7 +79,7 @@ def request(messages: Sequence[Message] = (SYSTEM, TASK), *, native: bool = True
     stand_in: Any = SimpleNamespace()
     deadline = None if seconds_left is None else time.monotonic() + seconds_left
     return PolicyRequest(messages=list(messages), tools=TOOLS, native_tools=native,
-                         harness=stand_in, task=stand_in, state=stand_in, new_segment=False,
+                         state=stand_in, new_segment=False,
                          max_tokens=max_tokens, deadline=deadline)
 
 

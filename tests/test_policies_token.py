@@ -42,8 +42,8 @@ def policy(tiny_model_dir: Path) -> HFPolicy:
 def request(state: State, messages: Sequence[Message], *, native: bool = False,
             new_segment: bool = False, segment: int = 0) -> PolicyRequest:
     return PolicyRequest(messages=list(messages), tools=[READ] if native else [],
-                         native_tools=native, harness=None,  # type: ignore[arg-type]
-                         task=None, state=state,  # type: ignore[arg-type]
+                         native_tools=native,
+                         state=state,  # type: ignore[arg-type]
                          new_segment=new_segment, segment=segment)
 
 

@@ -62,7 +62,7 @@ def litellm_imported() -> None:
 def request() -> PolicyRequest:
     stand_in: Any = SimpleNamespace()
     return PolicyRequest(messages=[Message(role="user", content="hi")], tools=[],
-                         native_tools=False, harness=stand_in, task=stand_in, state=stand_in,
+                         native_tools=False, state=stand_in,
                          new_segment=False)
 
 

@@ -61,7 +61,7 @@ def request(on_text: Any = None, *, native: bool = True,
             messages: Sequence[Message] = MESSAGES) -> PolicyRequest:
     stand_in: Any = SimpleNamespace()
     return PolicyRequest(messages=list(messages), tools=TOOLS, native_tools=native,
-                         harness=stand_in, task=stand_in, state=stand_in, new_segment=False,
+                         state=stand_in, new_segment=False,
                          on_text=on_text)
 
 
@@ -262,8 +262,8 @@ def hf_policy(tiny_model_dir: Path) -> Any:
 def token_request(state: State, messages: Sequence[Message], on_text: Any,
                   native: bool) -> PolicyRequest:
     return PolicyRequest(messages=list(messages), tools=list(TOOLS) if native else [],
-                         native_tools=native, harness=None,  # type: ignore[arg-type]
-                         task=None, state=state,  # type: ignore[arg-type]
+                         native_tools=native,
+                         state=state,  # type: ignore[arg-type]
                          new_segment=False, on_text=on_text)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from episode_stubs import Bound, EpisodeStub
 from probe_suite import UPPER_TASK
 
 import harnessgrid as hg
@@ -41,25 +42,26 @@ TASK = UPPER_TASK.model_copy(update={"grader": None})
 NATIVE = "S0-T0-O0-C0-W0"  # function calling: one reply may make many calls
 
 
-class ReplayPolicy:
-    """Plays the turns it is given (each a function of the request), then finishes."""
+class ReplayPolicy(EpisodeStub):
+    """Plays the turns it is given (each a function of the request and the episode), then
+    finishes."""
 
     spec = "replay"
 
     def __init__(self, *turns: Any) -> None:
         self.turns = list(turns)
 
-    async def act(self, request: PolicyRequest) -> ModelTurn:
+    async def play(self, request: PolicyRequest, episode: Bound) -> ModelTurn:
         if self.turns:
-            return self.turns.pop(0)(request)  # type: ignore[no-any-return]
-        return request.harness.render_action(Action.of("finish", message="done"), "end")
+            return self.turns.pop(0)(request, episode)  # type: ignore[no-any-return]
+        return episode.harness.render_action(Action.of("finish", message="done"), "end")
 
 
 def writes(files: dict[str, str], text: str = "", call_id: str = "w") -> Any:
     """A turn of write calls (as the harness renders them) and ``text``."""
-    def turn(request: PolicyRequest) -> ModelTurn:
+    def turn(request: PolicyRequest, episode: Bound) -> ModelTurn:
         calls = tuple(c for i, (path, content) in enumerate(files.items())
-                      for c in request.harness.render_action(
+                      for c in episode.harness.render_action(
                           Action.of("write", path=path, content=content),
                           f"{call_id}{i}").tool_calls)
         return ModelTurn(content=text, tool_calls=calls)
@@ -180,8 +182,8 @@ def test_token_ids_are_never_cut_and_training_rows_are_the_same_once_stored(
         tmp_path: Path) -> None:
     completion = tuple(range(1000, 1000 + 300_000))  # a long generation: its ids all kept
 
-    def long_turn(request: PolicyRequest) -> ModelTurn:
-        turn = writes({"big.txt": "b" * 1_200_000})(request)
+    def long_turn(request: PolicyRequest, episode: Bound) -> ModelTurn:
+        turn = writes({"big.txt": "b" * 1_200_000})(request, episode)
         return turn.model_copy(update={"tokens": TokenRecord(
             prompt_ids=(1, 2, 3), completion_ids=completion,
             logprobs=(-0.5,) * len(completion))})

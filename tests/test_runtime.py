@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from episode_stubs import Bound, EpisodeStub
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from probe_suite import UPPER_TASK
@@ -86,7 +87,7 @@ def test_window_context_starts_new_segments(registry: Registry) -> None:
     assert all(len(t.view) <= 6 for t in window.turns)
 
 
-class ScriptPolicy:
+class ScriptPolicy(EpisodeStub):
     """Replays fixed model turns (for misbehaving-model tests); finishes when it runs out."""
 
     spec = "script"
@@ -94,10 +95,10 @@ class ScriptPolicy:
     def __init__(self, turns: list[ModelTurn]) -> None:
         self.turns = list(turns)
 
-    async def act(self, request: PolicyRequest) -> ModelTurn:
+    async def play(self, request: PolicyRequest, episode: Bound) -> ModelTurn:
         if self.turns:
             return self.turns.pop(0)
-        return request.harness.render_action(Action.of("finish"), "done")
+        return episode.harness.render_action(Action.of("finish"), "done")
 
 
 def call(name: str, **args: Any) -> ModelTurn:
@@ -226,11 +227,11 @@ def test_concurrent_episodes_and_isolation(registry: Registry, tmp_path: Path) -
     h = harness(registry)
     jobs = [(h, UPPER_TASK.model_copy(update={"id": f"upper-{i}"})) for i in range(6)]
 
-    class Flaky(ScriptedPolicy):
-        async def act(self, request: PolicyRequest) -> ModelTurn:
-            if request.task.id == "upper-3":
+    class Flaky(EpisodeStub):
+        async def play(self, request: PolicyRequest, episode: Bound) -> ModelTurn:
+            if episode.task.id == "upper-3":
                 raise RuntimeError("flaky backend")
-            return await super().act(request)
+            return await episode.oracle.act(request)
 
     trajs = run(run_episodes(jobs, Flaky(), concurrency=3, on_done=store.append))
     by_id = {t.task_id: t for t in trajs}

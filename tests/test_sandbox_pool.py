@@ -13,6 +13,7 @@ import signal
 from typing import Any
 
 import pytest
+from episode_stubs import Bound, EpisodeStub
 
 from harnessgrid.engine.runtime import EpisodeLimits, episode_pool, run_episode, run_episodes
 from harnessgrid.engine.trajectory import Trajectory
@@ -189,10 +190,10 @@ def test_cancelled_run_episodes_leaves_nothing_behind(bash_harness: ComposedHarn
     tasks = [shell_task(f"slow-{i}", "sleep 30") for i in range(3)]
     roots: list[Any] = []
 
-    class Spy(ScriptedPolicy):
-        async def act(self, request: Any) -> Any:
-            roots.append(request.harness and request.task.id)
-            return await super().act(request)
+    class Spy(EpisodeStub):
+        async def play(self, request: Any, episode: Bound) -> Any:
+            roots.append(episode.task.id)
+            return await episode.oracle.act(request)
 
     async def main() -> None:
         running = asyncio.create_task(run_episodes(

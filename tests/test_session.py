@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from episode_stubs import Bound, EpisodeStub
 from servers import OpenAICompatServer, openai_text, openai_tool_call
 
 import harnessgrid as hg
@@ -57,7 +58,7 @@ HARNESSES = ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W0", "S2-T2-O2-C2-W0", "adapter:clau
              "adapter:openclaw"]
 
 
-class PlanPolicy:
+class PlanPolicy(EpisodeStub):
     """Plays one plan of abstract actions per user message, each action rendered by the
     harness (``render_action``), then finishes with ``Done <n>.``; the workflow's required
     turns (a plan, a check) are answered like the scripted oracle answers them."""
@@ -68,10 +69,10 @@ class PlanPolicy:
         self.plans = [list(p) for p in plans]
         self.requests: list[PolicyRequest] = []
 
-    async def act(self, request: PolicyRequest) -> ModelTurn:
+    async def play(self, request: PolicyRequest, episode: Bound) -> ModelTurn:
         self.requests.append(request)
         state: EpisodeState = request.state
-        harness = request.harness
+        harness = episode.harness
         run = sum(m.kind in ("task", "followup") for m in state.history) - 1
         call_id = f"call_{state.turn + 1}"
         expected = harness.protocol.expected_turn(state)

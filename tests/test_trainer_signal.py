@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from episode_stubs import Bound, EpisodeStub
 
 from harnessgrid.engine.token_rows import TokenRow
 from harnessgrid.engine.trajectory import Trajectory
@@ -92,16 +93,16 @@ def test_a_run_without_signal_says_so_and_leaves_the_weights(tiny_model_dir: Pat
     assert all(torch.equal(before[k], after[k]) for k in before)
 
 
-class Finisher:
+class Finisher(EpisodeStub):
     """A policy that only finishes, with the harness's own finish call (the null policy sends
     nothing at all)."""
 
     spec = "finisher"
 
-    async def act(self, request: Any) -> Any:
+    async def play(self, request: Any, episode: Bound) -> Any:
         from harnessgrid.models import Action
 
-        return request.harness.render_action(Action.of("finish", message="Done."), "call_1",
+        return episode.harness.render_action(Action.of("finish", message="Done."), "call_1",
                                              request.state)
 
 

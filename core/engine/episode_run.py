@@ -22,7 +22,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from harnessgrid import timing
 from harnessgrid.engine.trajectory import (
@@ -38,7 +38,7 @@ from harnessgrid.errors import ConfigError
 from harnessgrid.events import ContextRewrite, Event, ModelReply, TextDelta, TurnStarted
 from harnessgrid.harness import ProductToolHarness, factor_levels, play_turn, provides
 from harnessgrid.models import Message, ModelTurn, ToolSpec
-from harnessgrid.policies import Policy, PolicyRequest
+from harnessgrid.policies import Policy, PolicyRequest, bind_to_episode
 
 if TYPE_CHECKING:
     from harnessgrid.engine.runtime import EpisodeLimits
@@ -47,21 +47,7 @@ if TYPE_CHECKING:
     from harnessgrid.sandboxing.tools import Environment
     from harnessgrid.tasks import Task
 
-__all__ = ["Episode", "EpisodePolicy", "LoopCursor", "start_episode", "summarize"]
-
-
-@runtime_checkable
-class EpisodePolicy(Protocol):
-    """A policy that plays from the episode itself, not from the model's view alone: the
-    scripted oracle renders its plan through the harness (``render_action``) and answers the
-    turns its workflow requires (``protocol.expected_turn(state)``). :func:`start_episode`
-    gives it the episode's harness, task and state once, before the first turn, and the
-    policy it returns answers every turn of that episode (one instance of the policy thus
-    serves any number of concurrent episodes)."""
-
-    spec: str
-
-    def for_episode(self, harness: Harness, task: Task, state: EpisodeState) -> Policy: ...
+__all__ = ["Episode", "LoopCursor", "start_episode", "summarize"]
 
 
 @dataclass
@@ -81,7 +67,7 @@ class Episode:
     where (``environment``, ``unsafe_no_sandbox``: what its sandbox and its graders' mount
     and whether they are sandboxed), and how far it got (``state``, ``trajectory``,
     ``cursor``). ``budget`` sizes the model's view; ``actor`` answers each turn: the policy
-    itself, or what an :class:`EpisodePolicy` gave for this episode. Make one with
+    itself, or what an :class:`~harnessgrid.policies.EpisodePolicy` gave for this episode. Make one with
     :func:`start_episode`."""
 
     harness: Harness
@@ -158,9 +144,8 @@ class Episode:
                 emit(ContextRewrite(turn=index, segment=cursor.segment))
             request = PolicyRequest(
                 messages=view, tools=harness.tools() if harness.native_tools else [],
-                native_tools=harness.native_tools, harness=harness, task=self.task,
-                state=state, new_segment=new_segment, segment=cursor.segment,
-                deadline=deadline,
+                native_tools=harness.native_tools, state=state, new_segment=new_segment,
+                segment=cursor.segment, deadline=deadline,
                 on_text=None if on_event is None else _text_sink(emit, index))
             try:
                 waiting[0] = True  # the wall limit expiring now is the backend's, not the agent's
@@ -234,7 +219,7 @@ def start_episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeL
     harness (:class:`~harnessgrid.harness.ProductToolHarness`; refused by a harness that
     cannot), start the harness on ``task``, size the context budget, open the trajectory
     (``mount_path``: the workspace's, by default the task's; ``environment_summary``: what
-    it records of the toolchain) and bind an :class:`EpisodePolicy` to the episode."""
+    it records of the toolchain) and bind an :class:`~harnessgrid.policies.EpisodePolicy` to the episode."""
     if product_tools:
         if not (isinstance(harness, ProductToolHarness)
                 and provides(harness, ProductToolHarness)):
@@ -252,8 +237,7 @@ def start_episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeL
     # it is capped by what the model can take (the policy's ``context_limit``, if any).
     budget = context_budget(policy, harness.tools() if harness.native_tools else [],
                             limits.max_context_tokens)
-    actor = policy.for_episode(harness, task, state) if isinstance(
-        policy, EpisodePolicy) else policy
+    actor = bind_to_episode(policy, harness, task, state)
     return Episode(harness=harness, task=task, policy=policy, limits=limits, state=state,
                    budget=budget, trajectory=traj, actor=actor, environment=environment,
                    unsafe_no_sandbox=limits.unsafe_no_sandbox)

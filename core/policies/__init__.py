@@ -36,10 +36,12 @@ class PolicyRequest:
     ``Retry-After``, a backoff) must give up with a :class:`PolicyError` rather than wait past
     it, because the wall limit would then end the episode mid-call anyway.
 
-    ``harness``, ``task`` and ``state`` are the episode's, for policies that key their own
-    records by it (token policies keep a token conversation per episode state) and for test
-    policies; the scripted oracle does not read them: the episode binds it before the first
-    turn (:class:`harnessgrid.engine.episode_run.EpisodePolicy`).
+    ``state`` is the episode's, for policies that keep their own records per episode (token
+    policies keep a token conversation per episode: its id, and whether it has finished); a
+    policy reads it, never changes it. A policy that plays from the episode itself - the
+    scripted oracle, which renders its plan through the harness - does not find the harness
+    and the task here: it declares :class:`EpisodePolicy` and is bound to them once, before
+    the first turn (:func:`bind_to_episode`).
 
     ``on_text``, when set (a streaming session, :mod:`harnessgrid.engine.session`), is called with
     each piece of the reply's text as the backend produces it; a policy that cannot stream
@@ -53,8 +55,6 @@ class PolicyRequest:
     messages: Sequence[Message]
     tools: Sequence[ToolSpec]
     native_tools: bool
-    harness: Harness
-    task: Task
     state: EpisodeState
     new_segment: bool
     segment: int = 0
@@ -71,6 +71,33 @@ class Policy(Protocol):
     spec: str
 
     async def act(self, request: PolicyRequest) -> ModelTurn: ...
+
+
+@runtime_checkable
+class EpisodePolicy(Protocol):
+    """A policy that plays from the episode itself, not from the model's view alone: the
+    scripted oracle renders its plan through the harness (``render_action``) and answers the
+    turns its workflow requires (``protocol.expected_turn(state)``). Each episode gives it
+    its harness, task and state once, before the first turn (:func:`bind_to_episode`), and the
+    policy returned answers every turn of that episode, so one instance serves any number of
+    concurrent episodes."""
+
+    spec: str
+
+    def for_episode(self, harness: Harness, task: Task, state: EpisodeState) -> Policy: ...
+
+
+def bind_to_episode(policy: Policy, harness: Harness, task: Task,
+                    state: EpisodeState) -> Policy:
+    """The policy that answers the turns of one episode: what an :class:`EpisodePolicy` gives
+    for it, else ``policy`` itself. Every episode binds its policy here (so does code that
+    steps a harness itself, such as a corpus writer)."""
+    from harnessgrid.harness import provides
+
+    if isinstance(policy, EpisodePolicy) and provides(policy, EpisodePolicy):
+        return policy.for_episode(harness, task, state)
+    return policy
+
 
 
 @runtime_checkable

@@ -60,7 +60,7 @@ def check_policy_fits(spec: str, tasks: Sequence[Task]) -> None:
 
 class ScriptedPolicy:
     """Plays ``task.plan`` (``empty``: the null policy, which sends nothing). It is an
-    :class:`~harnessgrid.engine.episode_run.EpisodePolicy`: before the first turn each episode binds
+    :class:`~harnessgrid.policies.EpisodePolicy`: before the first turn each episode binds
     it to its harness, task and state (:meth:`for_episode`: a copy of the policy that knows
     them), and the oracle's position is kept in the episode state, so one instance serves any
     number of concurrent episodes."""
@@ -80,10 +80,12 @@ class ScriptedPolicy:
     async def act(self, request: PolicyRequest) -> ModelTurn:
         if self.empty:
             return ModelTurn(content="")
-        if self._episode is not None:
-            harness, task, state = self._episode
-        else:  # not bound (a caller stepping a harness itself, with its own requests)
-            harness, task, state = request.harness, request.task, request.state
+        if self._episode is None:
+            raise PolicyError("the scripted policy plays from its episode and was not bound to "
+                              "one", hint="let run_episode or a Session play it, or bind it "
+                              "first: harnessgrid.policies.bind_to_episode(policy, harness, "
+                              "task, state)")
+        harness, task, state = self._episode
         plan = task.plan
         if not plan:
             raise PolicyError(f"task {task.id} has no oracle plan for the scripted "

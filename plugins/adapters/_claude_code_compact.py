@@ -193,13 +193,11 @@ def policy_summarizer(policy: Policy, harness: Harness) -> Summarizer:
     summary turn is not part of the episode's trajectory (no token record is kept for it)."""
     from harnessgrid.episode import EpisodeState
     from harnessgrid.policies import PolicyRequest
-    from harnessgrid.tasks import Task
 
     async def summarize(messages: Sequence[Message], instructions: str) -> str:
         request = PolicyRequest(
             messages=[*messages, Message(role="user", content=instructions)], tools=[],
-            native_tools=False, harness=harness,
-            task=Task(id="compaction", instruction=instructions),
+            native_tools=False,
             state=EpisodeState(episode_id="compaction", task_id="compaction"), new_segment=True)
         return (await policy.act(request)).content
 

@@ -26,10 +26,10 @@ import shutil
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from harnessgrid.episode import ContextBudget
-from harnessgrid.harness import play_turn
+from harnessgrid.episode import ContextBudget, EpisodeState
+from harnessgrid.harness import Harness, play_turn
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall, ToolSpec
-from harnessgrid.policies import PolicyRequest
+from harnessgrid.policies import Policy, PolicyRequest, bind_to_episode
 from harnessgrid.policies.scripted import ScriptedPolicy, plan_text
 from harnessgrid.sandboxing.sandbox import CommandResult, Sandbox, SandboxLimits
 from harnessgrid.sandboxing.tools import Environment
@@ -123,6 +123,7 @@ async def _episode(harness: Any, task: Task, policy: Any) -> str:
     try:
         env = Environment(workspace=ws, sandbox=cast(Sandbox, _DryShell(ws)))
         state = harness.start(task, f"corpus-{task.id}")
+        policy = bind_to_episode(policy, harness, task, state)  # as every episode does
         tools: list[ToolSpec] = harness.tools() if harness.native_tools else []
         budget = ContextBudget(max_tokens=32_768)
         parts: list[str] = []
@@ -133,8 +134,8 @@ async def _episode(harness: Any, task: Task, policy: Any) -> str:
             parts.append(render_chatml(new, tools if not seen else ()))
             seen.extend(new)
             turn = await policy.act(PolicyRequest(
-                messages=view, tools=tools, native_tools=harness.native_tools, harness=harness,
-                task=task, state=state, new_segment=False))
+                messages=view, tools=tools, native_tools=harness.native_tools, state=state,
+                new_segment=False))
             before = len(state.history)
             await play_turn(harness, state, turn, env)  # the step and the runtime's books
             parts.append(render_chatml(state.history[before:before + 1]))
@@ -160,10 +161,13 @@ class _Sloppy:
     """The scripted oracle, but its first reply is a mistake: prose without a call, or a call
     its tool interface rejects."""
 
-    def __init__(self, mistake: ModelTurn) -> None:
+    def __init__(self, mistake: ModelTurn, oracle: Policy | None = None) -> None:
         self.mistake = mistake
-        self.oracle = ScriptedPolicy()
+        self.oracle: Policy = oracle or ScriptedPolicy()
         self.spec = "sloppy"
+
+    def for_episode(self, harness: Harness, task: Task, state: EpisodeState) -> Policy:
+        return _Sloppy(self.mistake, bind_to_episode(self.oracle, harness, task, state))
 
     async def act(self, request: PolicyRequest) -> ModelTurn:
         if request.state.turn == 0:
@@ -178,8 +182,15 @@ class _GivingUp:
 
     spec = "giving-up"
 
+    def __init__(self, harness: Harness | None = None) -> None:
+        self.harness = harness
+
+    def for_episode(self, harness: Harness, task: Task, state: EpisodeState) -> Policy:
+        return _GivingUp(harness)
+
     async def act(self, request: PolicyRequest) -> ModelTurn:
-        state, harness = request.state, request.harness
+        state, harness = request.state, self.harness
+        assert harness is not None, "bound to its episode first (bind_to_episode)"
         call_id = f"call_{state.turn + 1}"
         expected = harness.protocol.expected_turn(state)
         if expected is None:

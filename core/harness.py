@@ -10,6 +10,7 @@ factor level; an adapter implements the protocol directly.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -119,20 +120,25 @@ class InterruptibleHarness(Protocol):
 
 
 def provides(obj: object, capability: type) -> bool:
-    """Whether ``obj`` declares an optional ``capability`` (one of the protocols above): an
-    instance of it whose class defines each of its methods. An attribute of the same name set
-    on the instance, or one that is not callable, is not the capability. Use it together with
-    ``isinstance`` (which narrows the type): ``isinstance(h, P) and provides(h, P)``."""
-    if not isinstance(obj, capability):
-        return False
+    """Whether ``obj``'s class declares an optional ``capability`` (one of the protocols
+    above): it defines each of the protocol's methods. An attribute of the same name set on
+    the instance, or one that is not callable, is not the capability. Write
+    ``provides(h, P) and isinstance(h, P)``: this check is cached per class, so an episode
+    pays for it once per class, while an ``isinstance`` against a runtime-checkable protocol
+    walks the protocol's members on every call; the ``isinstance`` then narrows the type."""
+    return _class_provides(type(obj), capability)
+
+
+@functools.lru_cache(maxsize=1024)
+def _class_provides(cls: type, capability: type) -> bool:
     methods = [name for name, value in vars(capability).items()
                if callable(value) and not name.startswith("_")]
-    return all(callable(getattr(type(obj), name, None)) for name in methods)
+    return all(callable(getattr(cls, name, None)) for name in methods)
 
 
 def factor_levels(harness: object) -> dict[str, str] | None:
     """The trajectory's ``config``: the harness's factor levels, or None (an adapter)."""
-    if isinstance(harness, LeveledHarness) and provides(harness, LeveledHarness):
+    if provides(harness, LeveledHarness) and isinstance(harness, LeveledHarness):
         return harness.factor_levels()
     return None
 
@@ -140,7 +146,7 @@ def factor_levels(harness: object) -> dict[str, str] | None:
 def grading_transcript(harness: object, traj: Trajectory) -> list[dict[str, Any]]:
     """What graders read: the harness's own session transcript when it writes one
     (:class:`TranscriptHarness`), else the trajectory's transcript."""
-    if isinstance(harness, TranscriptHarness) and provides(harness, TranscriptHarness):
+    if provides(harness, TranscriptHarness) and isinstance(harness, TranscriptHarness):
         return harness.session_events(traj)
     return traj.transcript()
 

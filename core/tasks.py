@@ -130,7 +130,7 @@ def grader_call(grader: Grader, context: GradingContext) -> Callable[
     capabilities: :func:`harnessgrid.harness.provides`), else the plain ``grade``."""
     from harnessgrid.harness import provides
 
-    if isinstance(grader, ContextGrader) and provides(grader, ContextGrader):
+    if provides(grader, ContextGrader) and isinstance(grader, ContextGrader):
         return functools.partial(grader.grade_in, context=context)
     return grader.grade
 
@@ -153,7 +153,7 @@ def check_graders_ready(tasks: Sequence[Task]) -> None:
 
     for task in tasks:
         grader = task.grader
-        if isinstance(grader, ReadyCheckingGrader) and provides(grader, ReadyCheckingGrader):
+        if provides(grader, ReadyCheckingGrader) and isinstance(grader, ReadyCheckingGrader):
             grader.check_ready()
 
 

@@ -221,8 +221,8 @@ def start_episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeL
     (``mount_path``: the workspace's, by default the task's; ``environment_summary``: what
     it records of the toolchain) and bind an :class:`~harnessgrid.policies.EpisodePolicy` to the episode."""
     if product_tools:
-        if not (isinstance(harness, ProductToolHarness)
-                and provides(harness, ProductToolHarness)):
+        if not (provides(harness, ProductToolHarness)
+                and isinstance(harness, ProductToolHarness)):
             raise ConfigError(f"harness {harness.name!r} cannot present product tools",
                               hint="use a composed harness or an adapter that supports them, "
                                    "or pass no tools")

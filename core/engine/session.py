@@ -408,7 +408,7 @@ class AsyncSession:
             pending = [call for call in history[last].tool_calls if call.id not in answered]
         # A harness that emulates a product may record the interruption its own way
         # (:class:`InterruptibleHarness`); otherwise each pending call gets a plain answer.
-        if isinstance(harness, InterruptibleHarness) and provides(harness,
+        if provides(harness, InterruptibleHarness) and isinstance(harness,
                                                                   InterruptibleHarness):
             state.append(*harness.interrupted_messages(pending))
         else:

@@ -94,7 +94,7 @@ def bind_to_episode(policy: Policy, harness: Harness, task: Task,
     steps a harness itself, such as a corpus writer)."""
     from harnessgrid.harness import provides
 
-    if isinstance(policy, EpisodePolicy) and provides(policy, EpisodePolicy):
+    if provides(policy, EpisodePolicy) and isinstance(policy, EpisodePolicy):
         return policy.for_episode(harness, task, state)
     return policy
 

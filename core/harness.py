@@ -10,7 +10,6 @@ factor level; an adapter implements the protocol directly.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -126,14 +125,17 @@ def provides(obj: object, capability: type) -> bool:
     ``provides(h, P) and isinstance(h, P)``: this check is cached per class, so an episode
     pays for it once per class, while an ``isinstance`` against a runtime-checkable protocol
     walks the protocol's members on every call; the ``isinstance`` then narrows the type."""
-    return _class_provides(type(obj), capability)
+    key = (type(obj), capability)
+    found = _PROVIDED.get(key)
+    if found is None:
+        methods = [name for name, value in vars(capability).items()
+                   if callable(value) and not name.startswith("_")]
+        found = _PROVIDED[key] = all(callable(getattr(key[0], name, None)) for name in methods)
+    return found
 
 
-@functools.lru_cache(maxsize=1024)
-def _class_provides(cls: type, capability: type) -> bool:
-    methods = [name for name, value in vars(capability).items()
-               if callable(value) and not name.startswith("_")]
-    return all(callable(getattr(cls, name, None)) for name in methods)
+#: provides()'s answers by (class, capability): classes are few and never change their methods.
+_PROVIDED: dict[tuple[type, type], bool] = {}
 
 
 def factor_levels(harness: object) -> dict[str, str] | None:

@@ -80,7 +80,9 @@ class EpisodePolicy(Protocol):
     turns its workflow requires (``protocol.expected_turn(state)``). Each episode gives it
     its harness, task and state once, before the first turn (:func:`bind_to_episode`), and the
     policy returned answers every turn of that episode, so one instance serves any number of
-    concurrent episodes."""
+    concurrent episodes. A policy that wraps another forwards the binding
+    (:class:`~harnessgrid.policies.forced.TeacherForcedPolicy` binds its teacher): a wrapped
+    oracle that is never bound refuses every turn."""
 
     spec: str
 

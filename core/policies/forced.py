@@ -16,13 +16,19 @@ The recorded "logprobs" are 0.0: nothing was sampled, and SFT does not read them
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Message, ModelTurn, ToolSpec
-from harnessgrid.policies import Policy, PolicyRequest
+from harnessgrid.policies import Policy, PolicyRequest, bind_to_episode
 from harnessgrid.policies.token import Generation, TokenBookkeeper, stop_token_ids
+
+if TYPE_CHECKING:
+    from harnessgrid.episode import EpisodeState
+    from harnessgrid.harness import Harness
+    from harnessgrid.tasks import Task
 
 __all__ = ["TeacherForcedPolicy"]
 
@@ -42,6 +48,17 @@ class TeacherForcedPolicy:
                               "assistant message verbatim, so a teacher's turns cannot be "
                               "written in it", hint="use a chat model's tokenizer")
         self._prefix = self.book._render([_USER], None, generation_prompt=True)
+
+    def for_episode(self, harness: Harness, task: Task, state: EpisodeState) -> Policy:
+        """This policy for one episode, its teacher bound to it when the teacher plays from
+        the episode (the scripted oracle: :class:`~harnessgrid.policies.EpisodePolicy`); the
+        token book stays the one shared by every episode."""
+        teacher = bind_to_episode(self.teacher, harness, task, state)
+        if teacher is self.teacher:
+            return self
+        bound = copy.copy(self)
+        bound.teacher = teacher
+        return bound
 
     async def act(self, request: PolicyRequest) -> ModelTurn:
         turn = await self.teacher.act(request)

@@ -380,3 +380,26 @@ def test_the_command_line_reads_and_writes_stable_codes(env: dict[str, str]) -> 
     assert "Traceback" not in refused.stderr
     assert "W6 is not a level of workflow" in refused.stderr
     assert "W=checklist" in refused.stderr
+
+
+def test_rollouts_name_a_named_space_configuration_by_its_address() -> None:
+    """A training step's jobs (and so its step log and episode ids) name a micro
+    configuration ``micro:S0-T1-...``: a bare ``S0-T1-...`` reads as the paper's levels. A
+    paper configuration keeps its code; each name resolves back to the same harness."""
+    from harnessgrid.designs import orthogonal_design
+    from harnessgrid.designs.schedule import Schedule
+    from harnessgrid.engine.api import resolve_harness
+    from harnessgrid.plugins.micro import MICRO_SPACE
+    from harnessgrid.trainer.rollout import plan_step
+
+    tasks = [f"t{i}" for i in range(4)]
+    micro = plan_step(Schedule(orthogonal_design(MICRO_SPACE), tasks, k=2, seed=0), 0, 2, 0)
+    assert micro
+    assert all(job.harness.startswith("micro:") for job in micro)
+    assert all(job.anchor.startswith("micro:") for job in micro)
+    job = micro[0]
+    levels = MICRO_SPACE.parse(job.harness.partition(":")[2]).levels
+    assert resolve_harness(job.harness, MICRO_SPACE).factor_levels() == levels
+    paper = plan_step(Schedule(orthogonal_design(hg.FactorSpace.default()), tasks, k=2, seed=0),
+                      0, 2, 0)
+    assert all(":" not in job.harness for job in paper)

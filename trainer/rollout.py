@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
+    from harnessgrid.space import HarnessConfig
     from harnessgrid.tasks import Task
 
 __all__ = ["RolloutJob", "episode_id_for", "episode_job", "plan_step", "run_rollouts",
@@ -57,6 +58,18 @@ class RolloutJob:
         return (self.position, self.harness)
 
 
+def recorded_name(config: HarnessConfig) -> str:
+    """How a rollout names its configuration (jobs, step logs, episode ids): its harness
+    address when that names it on every machine - the paper's space, or a space a plugin
+    registered (``micro:S0-T1-O2-C0-W1``: a bare ``S0-T1-O2-C0-W1`` would read as the
+    paper's levels) - else its code in the trainer's own space, the only place it means
+    anything."""
+    from harnessgrid.plugin_system.composition import harness_address
+
+    address = harness_address(config)
+    return address if config.space.extends_paper or ":" in address else config.code
+
+
 def plan_step(schedule: Schedule, step: int, group_size: int, seed: int,
               adapter: str | None = None) -> list[RolloutJob]:
     """The step's episodes: each schedule item ``group_size`` times, item-major.
@@ -65,8 +78,8 @@ def plan_step(schedule: Schedule, step: int, group_size: int, seed: int,
     one emulated shell, where the schedule only orders the tasks."""
     jobs = []
     for item in schedule.step(step):
-        harness = adapter or item.config.code
-        anchor = adapter or item.anchor.code
+        harness = adapter or recorded_name(item.config)
+        anchor = adapter or recorded_name(item.anchor)
         for r in range(group_size):
             jobs.append(RolloutJob(
                 step=step, slot=item.slot, position=item.position, task_id=item.task_id,

@@ -52,7 +52,8 @@ MEMORY_PROBE = """
 import os, gc
 from harnessgrid.plugin_system.registry import load_suite
 import harnessgrid.plugin_system.registry
-harnessgrid.plugin_system.registry.get_registry()  # plugins loaded: the suite's cost is what follows
+# Plugins loaded first: the suite's cost is what follows.
+harnessgrid.plugin_system.registry.get_registry()
 def rss():
     gc.collect()
     with open("/proc/self/statm") as fh:

@@ -215,8 +215,8 @@ class Decision:
 
     ``messages`` are what the verdict adds after the turn's observations (a re-prompt, a plan
     reminder). The harness's ``step`` appends them to the history (a workflow level returns
-    them, :class:`~harnessgrid.plugin_system.composed_harness.ComposedHarness` appends them); the runtime never
-    does: when ``step`` returns they are in the history already."""
+    them, :class:`~harnessgrid.plugin_system.composed_harness.ComposedHarness` appends them); the
+    runtime never does: when ``step`` returns they are in the history already."""
 
     finished: bool = False
     messages: list[Message] = field(default_factory=list)

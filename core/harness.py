@@ -4,8 +4,8 @@ bookkeeping around a turn.
 A :class:`Harness` builds the initial messages, declares its tools, turns a model turn into
 executed calls and observations, gives the context view for the next turn and (through its
 workflow) decides when the episode ends.
-:class:`~harnessgrid.plugin_system.composed_harness.ComposedHarness` does each of these by delegating to one
-factor level; an adapter implements the protocol directly.
+:class:`~harnessgrid.plugin_system.composed_harness.ComposedHarness` does each of these by
+delegating to one factor level; an adapter implements the protocol directly.
 """
 
 from __future__ import annotations
@@ -156,26 +156,16 @@ def grading_transcript(harness: object, traj: Trajectory) -> list[dict[str, Any]
 # -- the runtime's bookkeeping ----------------------------------------------------------------
 
 
-def begin_turn(state: EpisodeState) -> None:
-    """Count the turn about to be played (before ``step``)."""
-    state.turn += 1
-
-
-def end_turn(state: EpisodeState, outcome: TurnOutcome, decision: Decision) -> None:
-    """Record what ``step`` returned: the consecutive-format-error count and ``finished``."""
-    failed = decision.format_error or outcome.format_error is not None
-    state.consecutive_format_errors = state.consecutive_format_errors + 1 if failed else 0
-    state.finished = decision.finished
-
-
 async def play_turn(harness: Harness, state: EpisodeState, turn: ModelTurn,
                     env: Environment) -> tuple[TurnOutcome, Decision]:
     """Play ``turn`` through ``harness`` with the runtime's bookkeeping (see :class:`Harness`):
     the episode loop plays every turn this way, and so should any code that steps a harness
     itself (a test rig, a corpus writer)."""
-    begin_turn(state)
+    state.turn += 1  # before step: it and its workflow see the number of the turn played
     outcome, decision = await harness.step(state, turn, env)
-    end_turn(state, outcome, decision)
+    failed = decision.format_error or outcome.format_error is not None
+    state.consecutive_format_errors = state.consecutive_format_errors + 1 if failed else 0
+    state.finished = decision.finished
     return outcome, decision
 
 

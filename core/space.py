@@ -1,8 +1,9 @@
 """The factor space: five harness factors, each with ordered levels, and its points.
 
 A :class:`FactorSpace` only holds *names*; composing a :class:`HarnessConfig` into a runnable
-harness resolves each name through the plugin registry (see :mod:`harnessgrid.plugin_system.composition`), so a
-space can name a third party's level as easily as a built-in one.
+harness resolves each name through the plugin registry (see
+:mod:`harnessgrid.plugin_system.composition`), so a space can name a third party's level as easily
+as a built-in one.
 
 A code writes one part per factor: a built-in level by its position in the paper's grid
 (``O2``), any other level by name (``O=diffstat``). The paper's positions never change, and a

@@ -161,8 +161,9 @@ class FunctionGrader:
     """A grader from a plain function — for trusted, in-process checks of generated tasks.
 
     The function runs on the host over a copy of the final workspace whose symlinks out of it
-    are neutralized; it must read files only through :func:`harnessgrid.sandboxing.grading_io.read_text`
-    (or ``read_bytes``): regular files inside the workspace, no link followed, at most
+    are neutralized; it must read files only through
+    :func:`harnessgrid.sandboxing.grading_io.read_text` (or ``read_bytes``): regular files inside
+    the workspace, no link followed, at most
     :data:`harnessgrid.sandboxing.grading_io.MAX_GRADED_FILE_BYTES` — never ``Path.read_text``."""
 
     def __init__(self, fn: Callable[[Path, list[dict[str, Any]]], Mapping[str, float]]) -> None:
@@ -229,8 +230,8 @@ class Task(BaseModel):
     suite: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
     environment: str | None = None
-    """The named environment (:mod:`harnessgrid.sandboxing.environments`) the task's suite runs in, e.g.
-    ``clawgym``; ``--env`` overrides it."""
+    """The named environment (:mod:`harnessgrid.sandboxing.environments`) the task's suite runs in,
+    e.g. ``clawgym``; ``--env`` overrides it."""
     followups: tuple[str, ...] = ()
     """Further user messages, each sent once the agent has answered the previous one, in the
     same conversation and workspace (a PinchBench multi-session task's later sessions); the

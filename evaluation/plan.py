@@ -10,14 +10,14 @@ Settings follow the paper:
 - ``train``: the training design itself (in-distribution, a diagnostic): the orthogonal array
   unless the design's configurations are given (``train_harnesses``).
 
-Harnesses are named as everywhere else (:func:`harnessgrid.plugin_system.composition.resolve_config`): a
-code (numbers name the paper's built-in levels, a plugin level is named: ``S0-T0-O=diffstat-C0-
-W=checklist``), ``NAME:CODE`` for a plugin's named space, or a level list. Each is stored under
-its harness address (:func:`harnessgrid.plugin_system.composition.harness_address`), which names the same
-harness on every machine, so a results file reads the same whatever plugins are installed
-later. Without an explicit ``space`` the designs (held-out, ``train``, ``all``) are over the
-paper's 3^5 grid; with one (the micro demo's), its configurations are recorded by address too
-(``micro:S0-T1-O2-C0-W1``).
+Harnesses are named as everywhere else
+(:func:`harnessgrid.plugin_system.composition.resolve_config`): a code (numbers name the paper's
+built-in levels, a plugin level is named: ``S0-T0-O=diffstat-C0-W=checklist``), ``NAME:CODE``
+for a plugin's named space, or a level list. Each is stored under its harness address
+(:func:`harnessgrid.plugin_system.composition.harness_address`), which names the same harness on
+every machine, so a results file reads the same whatever plugins are installed later. Without an
+explicit ``space`` the designs (held-out, ``train``, ``all``) are over the paper's 3^5 grid; with
+one (the micro demo's), its configurations are recorded by address too (``micro:S0-T1-O2-C0-W1``).
 
 Everything is resolved and validated before the first episode starts, so a typo costs no
 compute.

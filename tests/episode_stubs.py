@@ -7,6 +7,7 @@ itself stay on the instance the test holds."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +43,7 @@ class Bound:
         return self._policies[name]
 
 
-class EpisodeStub:
+class EpisodeStub(ABC):
     """Base of a test policy that plays from its episode; subclasses define :meth:`play`."""
 
     spec = "stub"
@@ -50,8 +51,9 @@ class EpisodeStub:
     def for_episode(self, harness: Harness, task: Task, state: EpisodeState) -> Policy:
         return _ForEpisode(self, Bound(harness, task, state))
 
+    @abstractmethod
     async def play(self, request: PolicyRequest, episode: Bound) -> ModelTurn:
-        raise NotImplementedError
+        """The turn answering ``request`` in ``episode``."""
 
     async def act(self, request: PolicyRequest) -> ModelTurn:
         raise AssertionError(f"{type(self).__name__} answers from its episode: it must be "

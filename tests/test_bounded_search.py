@@ -1,8 +1,8 @@
 """Issue 11, item 5: tool work a model drives runs in the host process, where the episode's wall
 limit cannot interrupt it, so its cost must be bounded by construction: regexes (search, Grep)
 and globs match under a time budget with the ``regex`` engine, brace patterns expand to at most
-:data:`~harnessgrid.sandboxing.safe_search.MAX_BRACE_PATTERNS` patterns, and mini-bash finds its blocks in
-one linear pass.
+:data:`~harnessgrid.sandboxing.safe_search.MAX_BRACE_PATTERNS` patterns, and mini-bash finds its
+blocks in one linear pass.
 
 Each pathological case runs in a child process killed after a generous time: ``re`` holds the
 GIL while it backtracks, so a thread could not be abandoned, and the old code ran for hours (or

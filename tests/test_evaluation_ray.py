@@ -34,7 +34,8 @@ import pytest
 from plugin_dist import make_plugin_dist
 from test_evaluation_store import CLI
 
-from harnessgrid.engine.ray_episodes import EpisodeJob, EpisodeLostError, arun_job
+from harnessgrid.engine.executor import run_job
+from harnessgrid.engine.ray_episodes import EpisodeJob, EpisodeLostError
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.results import ResultKey
 from harnessgrid.evaluation.store import RESULTS, TRAJECTORIES, read_results
@@ -334,14 +335,14 @@ def test_a_job_runs_from_plain_specs_in_process() -> None:
 
     job = EpisodeJob(harness="S2-T1-O0-C1-W2", suite="examples", task_id="upper",
                      policy="scripted")
-    traj = asyncio.run(arun_job(job))
+    traj = asyncio.run(run_job(job))
     assert traj.passed
     assert traj.harness == "S2-T1-O0-C1-W2"
     assert traj.task_id == "upper"
     with pytest.raises(ConfigError, match="other content on this node"):
-        asyncio.run(arun_job(job.model_copy(update={"task_hash": "0" * 16})))
+        asyncio.run(run_job(job.model_copy(update={"task_hash": "0" * 16})))
     with pytest.raises(ConfigError, match="has no task 'nosuch'"):
-        asyncio.run(arun_job(job.model_copy(update={"task_id": "nosuch"})))
+        asyncio.run(run_job(job.model_copy(update={"task_id": "nosuch"})))
 
 
 def test_a_process_builds_a_composed_harness_once_and_each_adapter_fresh() -> None:

@@ -1,7 +1,8 @@
 """Issue 11, item 4: in-process graders run on the host, so what the agent leaves in the
 workspace must not lead them there. A symlink planted by the agent (to a host file, a host
 directory, /dev/zero) is neutralized in the grading copy, and graders read through
-:mod:`harnessgrid.sandboxing.grading_io`: regular files inside the workspace only, with a size cap."""
+:mod:`harnessgrid.sandboxing.grading_io`: regular files inside the workspace only, with a size
+cap."""
 
 from __future__ import annotations
 

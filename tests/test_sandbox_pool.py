@@ -1,7 +1,7 @@
-"""Pre-started sandboxes (``harnessgrid.sandboxing.sandbox_pool``) with real bubblewrap sandboxes and the
-scripted oracle through the built-in ``bash_only`` harness: a pooled sandbox serves one episode
-at a time, is recycled (reset) for the next one, which finds nothing of the previous episode -
-files, /tmp, IPC objects, processes, workspace attributes, quota use -, is closed instead when
+"""Pre-started sandboxes (``harnessgrid.sandboxing.sandbox_pool``) with real bubblewrap sandboxes
+and the scripted oracle through the built-in ``bash_only`` harness: a pooled sandbox serves one
+episode at a time, is recycled (reset) for the next one, which finds nothing of the previous episode
+- files, /tmp, IPC objects, processes, workspace attributes, quota use -, is closed instead when
 its command was cancelled or it served its ``reuse``, is discarded when its server died, and
 gives the same trajectory as a fresh start."""
 

@@ -105,7 +105,8 @@ def test_build_is_reused_and_rejects_unknown_size(tiny_model_dir: Path) -> None:
 
 
 def test_import_is_light() -> None:
-    code = "import sys, harnessgrid.policies.tiny_model; print(sorted({'torch', 'transformers', 'tokenizers'} & set(sys.modules)))"
+    code = ("import sys, harnessgrid.policies.tiny_model; "
+            "print(sorted({'torch', 'transformers', 'tokenizers'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

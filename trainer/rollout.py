@@ -2,8 +2,8 @@
 concurrently on the live model.
 
 Everything an episode depends on is derived from the step, never from a clock or a global
-random stream: the pairs come from the :class:`~harnessgrid.designs.schedule.Schedule` (random access
-by step), and each episode's id -- hence every per-turn sampling seed of the token policies,
+random stream: the pairs come from the :class:`~harnessgrid.designs.schedule.Schedule` (random
+access by step), and each episode's id -- hence every per-turn sampling seed of the token policies,
 ``derive_seed(seed, f"{episode_id}/{turn}")`` -- is a hash of (seed, step, position, task,
 harness, rollout index). So a resumed run redoes exactly the batch it would have rolled out.
 """

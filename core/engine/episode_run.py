@@ -67,8 +67,8 @@ class Episode:
     where (``environment``, ``unsafe_no_sandbox``: what its sandbox and its graders' mount
     and whether they are sandboxed), and how far it got (``state``, ``trajectory``,
     ``cursor``). ``budget`` sizes the model's view; ``actor`` answers each turn: the policy
-    itself, or what an :class:`~harnessgrid.policies.EpisodePolicy` gave for this episode. Make one with
-    :func:`start_episode`."""
+    itself, or what an :class:`~harnessgrid.policies.EpisodePolicy` gave for this episode. Make one
+    with :func:`start_episode`."""
 
     harness: Harness
     task: Task
@@ -219,7 +219,8 @@ def start_episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeL
     harness (:class:`~harnessgrid.harness.ProductToolHarness`; refused by a harness that
     cannot), start the harness on ``task``, size the context budget, open the trajectory
     (``mount_path``: the workspace's, by default the task's; ``environment_summary``: what
-    it records of the toolchain) and bind an :class:`~harnessgrid.policies.EpisodePolicy` to the episode."""
+    it records of the toolchain) and bind an :class:`~harnessgrid.policies.EpisodePolicy` to the
+    episode."""
     if product_tools:
         if not (provides(harness, ProductToolHarness)
                 and isinstance(harness, ProductToolHarness)):

@@ -15,8 +15,8 @@ pre-started sandboxes, and each result handed back as soon as it ends. So it is 
   processes (:mod:`harnessgrid.engine.workers`), :class:`RayExecutor` on a Ray cluster
   (:mod:`harnessgrid.engine.ray_episodes`).
 
-Every backend keeps a sandbox pool (:mod:`harnessgrid.sandboxing.sandbox_pool`) where its episodes run,
-and reports an episode that raised the same way: an ``internal_error`` trajectory
+Every backend keeps a sandbox pool (:mod:`harnessgrid.sandboxing.sandbox_pool`) where its episodes
+run, and reports an episode that raised the same way: an ``internal_error`` trajectory
 (:func:`~harnessgrid.engine.runtime.crashed_episode`), never an exception that stops the others.
 """
 
@@ -68,11 +68,11 @@ class EpisodeJob(BaseModel):
     """One episode as plain specs, rebuilt by whichever process runs it.
 
     ``harness`` is anything :func:`~harnessgrid.engine.api.resolve_harness` accepts (a code of
-    ``space``, a level list, ``adapter:NAME``); ``suite`` is a :func:`~harnessgrid.plugin_system.registry.load_suite`
-    spec and ``task_id`` a task of it; ``task_hash``, when given, is the task's
-    ``content_hash()`` as the caller saw it, checked where the job is rebuilt so that a node
-    with other task files fails loudly instead of grading a different task. ``space`` maps
-    each factor to its levels (default: the paper's 3^5 grid).
+    ``space``, a level list, ``adapter:NAME``); ``suite`` is a
+    :func:`~harnessgrid.plugin_system.registry.load_suite` spec and ``task_id`` a task of it;
+    ``task_hash``, when given, is the task's ``content_hash()`` as the caller saw it, checked where
+    the job is rebuilt so that a node with other task files fails loudly instead of grading a
+    different task. ``space`` maps each factor to its levels (default: the paper's 3^5 grid).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -368,8 +368,8 @@ class ProcessExecutor(Executor):
 
 class RayExecutor(Executor):
     """The episodes as Ray tasks, one per ``num_cpus`` of the cluster
-    (:func:`~harnessgrid.engine.ray_episodes.ray_episodes`); each Ray worker keeps a sandbox pool for
-    its episodes, closed when it has been idle ``idle_s`` seconds. Uses the current Ray
+    (:func:`~harnessgrid.engine.ray_episodes.ray_episodes`); each Ray worker keeps a sandbox pool
+    for its episodes, closed when it has been idle ``idle_s`` seconds. Uses the current Ray
     connection, or connects to ``address`` for the duration."""
 
     def __init__(self, address: str | None = None, *, num_cpus: float = 1.0,

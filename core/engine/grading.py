@@ -1,8 +1,8 @@
 """Grading a finished episode: the grader's inputs, and what it is told about the episode.
 
 Every episode is graded the same way (:func:`grade_episode`): on a copy of the final
-workspace whose links out of it lead nowhere (:mod:`harnessgrid.sandboxing.grading_io`), off the event
-loop, within the grader timeout; what the grader returns is validated and stored on the
+workspace whose links out of it lead nowhere (:mod:`harnessgrid.sandboxing.grading_io`), off the
+event loop, within the grader timeout; what the grader returns is validated and stored on the
 trajectory, and whatever goes wrong becomes its ``grade_error``, never a crash.
 
 A grader that runs code in a sandbox (ClawGym's ``check.py``, PinchBench's automated checks,
@@ -11,9 +11,9 @@ grades: the episode's environment mounted (so a check imports what the agent cou
 unsandboxed only when the episode was (``--unsafe-no-sandbox``). It is told so explicitly: a
 grader that declares :class:`ContextGrader` (a ``grade_in(workspace, transcript, context)``
 method) is called with the episode's :class:`GradingContext`; every other grader keeps the
-plain :class:`~harnessgrid.tasks.Grader` contract (both in :mod:`harnessgrid.tasks`), ``grade(workspace, transcript)``. Nothing
-travels in context variables: two episodes graded at once in one event loop each get their
-own settings.
+plain :class:`~harnessgrid.tasks.Grader` contract (both in :mod:`harnessgrid.tasks`),
+``grade(workspace, transcript)``. Nothing travels in context variables: two episodes graded at once
+in one event loop each get their own settings.
 """
 
 from __future__ import annotations

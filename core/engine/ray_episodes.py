@@ -13,8 +13,9 @@ scripted episode gives the same trajectory as a local one. Each Ray worker proce
 event loop and a sandbox pool for the episodes it runs, as a local run does; the pool is
 closed when the worker has been idle for a while (:data:`POOL_IDLE_S`).
 
-This is the Ray backend of :mod:`harnessgrid.engine.executor` (:class:`~harnessgrid.engine.executor.
-RayExecutor`: ``eval --ray``, the trainer's ``rollout_backend: ray``); used directly::
+This is the Ray backend of :mod:`harnessgrid.engine.executor`
+(:class:`~harnessgrid.engine.executor.RayExecutor`: ``eval --ray``, the trainer's
+``rollout_backend: ray``); used directly::
 
     from harnessgrid.engine.ray_episodes import EpisodeJob, ray_cluster, ray_episodes
 
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.sandboxing.sandbox_pool import PoolsByKey
 
-__all__ = ["DEFAULT_MAX_RETRIES", "POOL_IDLE_S", "EpisodeJob", "EpisodeLostError", "arun_job",
+__all__ = ["DEFAULT_MAX_RETRIES", "POOL_IDLE_S", "EpisodeJob", "EpisodeLostError",
            "import_ray", "ray_cluster", "ray_episodes"]
 
 INSTALL_HINT = "install the Ray extra: pip install 'harnessgrid[ray]'"
@@ -61,9 +62,6 @@ DEFAULT_MAX_RETRIES = 3
 #: for the next job of a run, short enough not to hold sandboxes once the run is over.
 POOL_IDLE_S = 30.0
 _WAIT_S = 1.0  # ray.wait timeout: how often a waiting driver checks for Ctrl-C
-
-#: What a Ray worker did before this module ran jobs through harnessgrid.engine.executor.
-arun_job = run_job
 
 
 class EpisodeLostError(HarnessgridError):

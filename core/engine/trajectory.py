@@ -164,7 +164,8 @@ class Trajectory(BaseModel):
     policy: str
     mount_path: str = "/workspace"
     environment: dict[str, str] | None = None
-    """The toolchain mounted in the sandbox (name, kind, digest), see harnessgrid.sandboxing.environments."""
+    """The toolchain mounted in the sandbox (name, kind, digest), see
+    harnessgrid.sandboxing.environments."""
     turns: list[TurnRecord] = Field(default_factory=list)
     history: list[Message] = Field(default_factory=list)
     termination: Termination

@@ -7,12 +7,12 @@ concurrency, and come back here as trajectories, for the caller to store through
 evaluation store (the workers never write it: a killed run resumes exactly as a one-process
 run does).
 
-This is the process backend of :mod:`harnessgrid.engine.executor` (:class:`~harnessgrid.engine.executor.
-ProcessExecutor`). Jobs travel as :class:`~harnessgrid.engine.executor.EpisodeJob` specs and are
-rebuilt in the worker the way a Ray worker rebuilds them (:func:`~harnessgrid.engine.executor.
-run_job`), so a worker builds each suite and the policy once. Workers are started with
-``forkserver`` (or ``spawn``), never ``fork``: the parent may hold threads (sandbox lifecycle
-pools, HTTP clients).
+This is the process backend of :mod:`harnessgrid.engine.executor`
+(:class:`~harnessgrid.engine.executor.ProcessExecutor`). Jobs travel as
+:class:`~harnessgrid.engine.executor.EpisodeJob` specs and are rebuilt in the worker the way a Ray
+worker rebuilds them (:func:`~harnessgrid.engine.executor.run_job`), so a worker builds each suite
+and the policy once. Workers are started with ``forkserver`` (or ``spawn``), never ``fork``: the
+parent may hold threads (sandbox lifecycle pools, HTTP clients).
 
 The parent hands out jobs as workers free up, at most each worker's share at a time, and knows
 which jobs each worker holds. A worker that dies (killed, out of memory, a crash in native

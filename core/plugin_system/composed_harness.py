@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from harnessgrid.tasks import Task
 
 class ComposedHarness:
-    """A harness assembled from one level of each factor (see :func:`harnessgrid.plugin_system.composition`)."""
+    """A harness assembled from one level of each factor (see
+    :func:`harnessgrid.plugin_system.composition`)."""
 
     def __init__(self, config: HarnessConfig, levels: dict[str, FactorLevel],
                  name: str | None = None) -> None:

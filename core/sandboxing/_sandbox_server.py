@@ -94,9 +94,10 @@ def become_unprivileged():
 
 def forbid_keyrings():
     """Join a fresh, empty session keyring (the host's stays behind), empty the uid's own
-    keyrings, then install the filter the host built (:mod:`harnessgrid.sandboxing._sandbox_seccomp`): no
-    keyring syscall from here on, for us and every command. A kernel that refuses the filter
-    stops the sandbox: it would run without the isolation it promises."""
+    keyrings, then install the filter the host built
+    (:mod:`harnessgrid.sandboxing._sandbox_seccomp`): no keyring syscall from here on, for us and
+    every command. A kernel that refuses the filter stops the sandbox: it would run without the
+    isolation it promises."""
     keyctl = CFG.get("keyctl_nr")
     if keyctl is not None:
         LIBC.syscall(c_long(keyctl), c_long(1), c_long(0))  # JOIN_SESSION_KEYRING, anonymous

@@ -1,4 +1,5 @@
-"""A host tool as a command inside the sandbox (see ``HostTools`` in :mod:`harnessgrid.sandboxing.sandbox`).
+"""A host tool as a command inside the sandbox (see ``HostTools`` in
+:mod:`harnessgrid.sandboxing.sandbox`).
 
 Not imported by harnessgrid: for a command run with host tools, the command server writes
 this source, after a ``#!<its interpreter> -IS`` line and before a call of :func:`main`, as

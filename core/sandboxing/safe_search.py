@@ -5,8 +5,9 @@ glob with many stars, or a brace pattern like ``{a,b}{a,b}…`` (2**n alternativ
 able to freeze the host process: the matching runs in-process, where the episode's wall limit
 cannot interrupt it. Every pattern compiled here matches with the ``regex`` engine (the same
 syntax as :mod:`re`, version 0) under a *budget* of matching time shared by all the calls one
-tool call makes; past it the call fails with a :class:`~harnessgrid.sandboxing.workspace.WorkspaceError`
-that names the limit, which the tools report to the model as an ordinary tool error.
+tool call makes; past it the call fails with a
+:class:`~harnessgrid.sandboxing.workspace.WorkspaceError` that names the limit, which the tools
+report to the model as an ordinary tool error.
 """
 
 from __future__ import annotations

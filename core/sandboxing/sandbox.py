@@ -1050,8 +1050,8 @@ class Sandbox:
 
     def reset_sync(self, timeout_s: float = 10.0) -> str | None:
         """Make a started sandbox as new for another episode over the same workspace (a
-        :class:`~harnessgrid.sandboxing.sandbox_pool.SandboxPool` recycles its sandboxes this way), or say
-        why it cannot be: None when done; otherwise the reason, and the caller must close it.
+        :class:`~harnessgrid.sandboxing.sandbox_pool.SandboxPool` recycles its sandboxes this way),
+        or say why it cannot be: None when done; otherwise the reason, and the caller must close it.
 
         The server kills every process, removes the episode's System V IPC objects and POSIX
         message queues, and empties everything a command can write - the workspace, ``/tmp``,

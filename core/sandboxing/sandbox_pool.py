@@ -123,8 +123,8 @@ class SandboxPool:
     that in all, so the last episodes leave no unused sandboxes to throw away. ``reuse`` is how
     many episodes one sandbox may serve in turn, reset in between (1: close each after its
     episode). Use it as ``async with SandboxPool(8) as pool:`` and pass ``pool=`` to
-    :func:`~harnessgrid.engine.runtime.run_episode`; :func:`~harnessgrid.engine.runtime.run_episodes` makes
-    one itself, sized to its concurrency.
+    :func:`~harnessgrid.engine.runtime.run_episode`;
+    :func:`~harnessgrid.engine.runtime.run_episodes` makes one itself, sized to its concurrency.
 
     Recycling, the pool keeps at most ``size + 1`` sandboxes in all (lent, waiting, starting
     or being reset; at least :data:`MIN_SLOTS`): one spare, so an episode rarely waits for
@@ -213,7 +213,8 @@ class SandboxPool:
         ws, sandbox = ready
         if sandbox in self._lent:  # cannot happen: the invariant the isolation rests on
             raise HarnessgridError("the sandbox pool would lend one sandbox twice",
-                                   hint="this is a bug in harnessgrid.sandboxing.sandbox_pool; report it")
+                                   hint="this is a bug in harnessgrid.sandboxing.sandbox_pool; "
+                                        "report it")
         self._lent[sandbox] = self._uses.pop(sandbox, 0) + 1
         self.stats.handed_out += 1
         self._refill()  # the next episodes' sandboxes start while this one runs

@@ -90,7 +90,8 @@ Approver = Callable[[ToolCallRequest], "Approval | Awaitable[Approval | None] | 
 
 @dataclass
 class ToolHooks:
-    """A session's hooks, carried by the episode's :class:`~harnessgrid.sandboxing.tools.Environment`."""
+    """A session's hooks, carried by the episode's
+    :class:`~harnessgrid.sandboxing.tools.Environment`."""
 
     harness: str
     product_tools: Mapping[str, ProductTool] = field(default_factory=dict)

@@ -35,8 +35,8 @@ class Environment:
     workspace: Workspace
     sandbox: Sandbox
     hooks: ToolHooks | None = None
-    """A session's approvals, product tools and event sink (:mod:`harnessgrid.sandboxing.tool_hooks`);
-    None in training and evaluation episodes."""
+    """A session's approvals, product tools and event sink
+    (:mod:`harnessgrid.sandboxing.tool_hooks`); None in training and evaluation episodes."""
 
     def host_tools(self) -> HostTools | None:
         """The product tools as commands inside the sandbox, or None without any."""

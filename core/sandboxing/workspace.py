@@ -121,8 +121,8 @@ class Workspace:
         followed, so a stray link cannot pull host files into the episode.
 
         ``into`` fills an empty workspace made earlier instead (a sandbox pool pre-starts a
-        sandbox over one, see :mod:`harnessgrid.sandboxing.sandbox_pool`): the files get the owner the
-        running sandbox gave that workspace, and a failure removes it like a fresh one.
+        sandbox over one, see :mod:`harnessgrid.sandboxing.sandbox_pool`): the files get the owner
+        the running sandbox gave that workspace, and a failure removes it like a fresh one.
         """
         mount_path = _validate_mount_path(mount_path)
         if source_dir is not None and not Path(source_dir).is_dir():
@@ -229,8 +229,8 @@ class Workspace:
         The sandbox runs commands as an unprivileged uid; files that host-side tools write while
         it runs must stay writable by that uid. Symlinks are re-owned, never followed. A user's
         directory (``in_place``) first has every entry's owner and mode written to ``journal``
-        (:mod:`harnessgrid.sandboxing.workspace_owners`), which :meth:`release_owner` replays - or, after
-        a crash, the next lease of the uid.
+        (:mod:`harnessgrid.sandboxing.workspace_owners`), which :meth:`release_owner` replays - or,
+        after a crash, the next lease of the uid.
         """
         if journal is not None and not self._owned:
             record_owners(self.root, journal)
@@ -705,9 +705,9 @@ def _copy_into(src_root: int, dst_root: int, *, keep_owner: bool) -> int:
 
     Built for a tree an agent made: descriptors only (no path longer than one name, so
     PATH_MAX does not matter, and two descriptors held at any depth: the way back up is a
-    checked ``..``, as in :func:`~harnessgrid.sandboxing.scratch.walk_fd`), links copied as links, FIFOs,
-    sockets and devices left out, sparse files kept sparse and hard links kept linked - so the
-    copy never holds more data than the source did, and a workspace within its quota cannot
+    checked ``..``, as in :func:`~harnessgrid.sandboxing.scratch.walk_fd`), links copied as links,
+    FIFOs, sockets and devices left out, sparse files kept sparse and hard links kept linked - so
+    the copy never holds more data than the source did, and a workspace within its quota cannot
     become a bigger copy.
     """
     failed = 0

@@ -60,7 +60,8 @@ def cut_output(text: str, limit: int = BASH_MAX_OUTPUT_CHARS) -> tuple[str, bool
 
 def expand_braces(pattern: str) -> list[str]:
     """``a.{ts,tsx}`` → ``a.ts``, ``a.tsx`` (nested and repeated groups too); more than
-    :data:`harnessgrid.sandboxing.safe_search.MAX_BRACE_PATTERNS` patterns is a tool error, not an exponential expansion."""
+    :data:`harnessgrid.sandboxing.safe_search.MAX_BRACE_PATTERNS` patterns is a tool error, not an
+    exponential expansion."""
     try:
         return _expand_braces(pattern)
     except WorkspaceError as exc:

@@ -332,7 +332,8 @@ class ClaudeCodeHarness:
                 case "Bash":  # a failed command is is_error text, not a <tool_use_error>
                     text, result, failed = await shell.bash(session, ws, env.sandbox, args,
                                                             env.host_tools())
-                    outcome.executed.append(ExecutedCall(call, self._to_action(call, session), result))
+                    action = self._to_action(call, session)
+                    outcome.executed.append(ExecutedCall(call, action, result))
                     reply(text, "tool_error" if failed else "observation")
                     return
                 case _:  # TodoWrite: no workspace effect and no abstract action

@@ -3,9 +3,9 @@ checks) inside the bubblewrap sandbox.
 
 Why a sandbox: external suites ship grading *code*; running it in-process would hand a
 downloaded file the host's files, network and credentials. Here each grading run gets a fresh
-:class:`~harnessgrid.sandboxing.sandbox.Sandbox` over the runtime's *copy* of the final workspace (mounted
-where the agent saw it), a private read-only folder at :data:`GRADING_DIR` holding the runner
-script, the transcript and the check code, and — for ClawGym — the task's ``reward/`` folder
+:class:`~harnessgrid.sandboxing.sandbox.Sandbox` over the runtime's *copy* of the final workspace
+(mounted where the agent saw it), a private read-only folder at :data:`GRADING_DIR` holding the
+runner script, the transcript and the check code, and — for ClawGym — the task's ``reward/`` folder
 read-only at ``<mount>/reward`` (only while grading: the agent never saw it). Whatever goes
 wrong (crash, hang, garbage or huge output, a score outside [0, 1], no sandbox at all) becomes
 a :class:`~harnessgrid.tasks.GraderError` with a message saying what, never a crash and never a

@@ -40,9 +40,9 @@ session's prompt, so a runner that sends the first alone gets an ``ungraded:`` g
 never a score for part of the task.
 
 Tasks declare the ``pinchbench`` environment (python, pandas, openpyxl: see
-:data:`harnessgrid.sandboxing.environments.BUILTIN_REQUIREMENTS`). A file named unlike the id it declares
-(upstream's ``task_18_market_research.md`` declares ``task_16_market_research``) is found by
-either: the id names the task in results, the file name is an alias (:attr:`TaskSuite.aliases`).
+:data:`harnessgrid.sandboxing.environments.BUILTIN_REQUIREMENTS`). A file named unlike the id it
+declares (upstream's ``task_18_market_research.md`` declares ``task_16_market_research``) is found
+by either: the id names the task in results, the file name is an alias (:attr:`TaskSuite.aliases`).
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ can run a command holding a NUL byte is the sandbox's concern, not the interface
 
 An embedding product's tools (:meth:`~harnessgrid.levels.ToolInterfaceLevel.add_product_tools`)
 are commands inside the sandbox that call back to the host
-(:class:`~harnessgrid.sandboxing.sandbox.HostTools`): the prompt lists them, a call of one is an ordinary
-command, and a ``tool`` action renders as the command :func:`~harnessgrid.sandboxing.tools.as_shell`
-writes for it. Parsing does not change at all.
+(:class:`~harnessgrid.sandboxing.sandbox.HostTools`): the prompt lists them, a call of one is an
+ordinary command, and a ``tool`` action renders as the command
+:func:`~harnessgrid.sandboxing.tools.as_shell` writes for it. Parsing does not change at all.
 """
 
 from __future__ import annotations

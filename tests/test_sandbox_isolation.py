@@ -172,9 +172,10 @@ def test_an_in_place_session_gives_each_entry_back_its_own_owner_and_mode(tmp_pa
         assert sandbox.run_sync("mv notes.txt renamed.txt && echo new > made.txt").ok
         assert _owners(project)["."][0] >= 2_000_000_000  # lent to the sandbox uid meanwhile
     after = _owners(project)
-    assert after.pop("renamed.txt") == before.pop("notes.txt")  # renames keep their owner
+    # A file the agent renamed is its work: the directory's owner's, with its own mode.
+    assert after.pop("renamed.txt") == (1234, 1234, before.pop("notes.txt")[2])
     assert after.pop("made.txt")[:2] == (1234, 1234)  # new files: the directory's owner
-    assert after == before  # the set-uid bit the lending chown cleared is back too
+    assert after == before  # untouched: owners, and the set-uid bit the lending chown cleared
 
 
 @needs_root

@@ -264,11 +264,12 @@ async def _regrade(task: Task, ws: Any, traj: Trajectory, timeout_s: float) -> s
     """Grade ``ws`` again (on a fresh copy) and describe the outcome like the first grading."""
     import asyncio
 
+    from harnessgrid.engine.grading import grading_copy
     from harnessgrid.sandboxing.scratch import scratch_dir
 
     assert task.grader is not None
     with scratch_dir("hg-regrade-") as tmp:
-        copy = ws.copy_to(tmp / "ws")
+        copy = grading_copy(ws, tmp / "ws")  # as the first grading: links out lead nowhere
         try:
             scores = await asyncio.wait_for(asyncio.to_thread(
                 task.grader.grade, copy.root, traj.transcript()), timeout_s)

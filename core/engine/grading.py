@@ -80,7 +80,7 @@ async def grade_episode(task: Task, ws: Workspace, traj: Trajectory,
 
 
 def grading_copy(ws: Workspace, dest: Path) -> Workspace:
-    """The copy graders read: links out of it lead nowhere."""
+    """The copy graders read: inert (``Workspace.copy_to``), and links out of it lead nowhere."""
     from harnessgrid.sandboxing.grading_io import neutralize_links
 
     copy = ws.copy_to(dest)

@@ -38,7 +38,7 @@ from harnessgrid.sandboxing.scratch import (
     walk_fd,
     walk_tree,
 )
-from harnessgrid.sandboxing.workspace_owners import record_owners, restore_owners
+from harnessgrid.sandboxing.workspace_owners import record_owners, restore_owners, seal_owners
 
 DEFAULT_MOUNT_PATH = "/workspace"
 MAX_READ_BYTES = 5_000_000
@@ -181,7 +181,13 @@ class Workspace:
         """Snapshot the workspace into ``dest`` (must not exist) or a new temp dir; the copy owns it.
 
         Graders run on such a copy so that grading cannot disturb, or be disturbed by, the
-        episode's own directory.
+        episode's own directory; a kept result (``keep_copy``) is one too. The copy carries no
+        privilege, whoever makes it (root, usually): it belongs to this process, no entry is
+        set-uid, set-gid or sticky, none is writable by group or others, and folders are 0755
+        (0700 where the agent closed one to others) - an agent's ``chmod 6755`` or ``chmod 777
+        /workspace`` does not survive into root's copy. Make it when no command of the
+        episode runs (the sandbox closed, or idle: a command's leftovers die with it), so the
+        agent cannot change what is copied.
         """
         scratch = None
         if dest is None:
@@ -229,13 +235,15 @@ class Workspace:
         The sandbox runs commands as an unprivileged uid; files that host-side tools write while
         it runs must stay writable by that uid. Symlinks are re-owned, never followed. A user's
         directory (``in_place``) first has every entry's owner and mode written to ``journal``
-        (:mod:`harnessgrid.sandboxing.workspace_owners`), which :meth:`release_owner` replays - or,
-        after a crash, the next lease of the uid.
+        (:mod:`harnessgrid.sandboxing.workspace_owners`), sealed once the chown is done, which
+        :meth:`release_owner` replays - or, after a crash, the next lease of the uid.
         """
         if journal is not None and not self._owned:
             record_owners(self.root, journal)
             self._journal = journal
         self._chown_all(uid, gid)
+        if self._journal is not None:
+            seal_owners(self.root, self._journal)
         self._owner = (uid, gid)
 
     def release_owner(self, uid: int, gid: int, *, hand_back: bool = True) -> None:
@@ -700,8 +708,9 @@ def _copy_tree(source: Path, target: Path) -> None:
 
 def _copy_into(src_root: int, dst_root: int, *, keep_owner: bool) -> int:
     """Copy the directory open as ``src_root`` into the (empty) one open as ``dst_root``,
-    modes and times included (owners too if ``keep_owner``); returns how many entries could
-    not be copied.
+    times included; with ``keep_owner`` owners and modes exactly (the workspace moving onto
+    its tmpfs), else inert modes (:func:`inert_mode`: a copy for the host to read); returns
+    how many entries could not be copied.
 
     Built for a tree an agent made: descriptors only (no path longer than one name, so
     PATH_MAX does not matter, and two descriptors held at any depth: the way back up is a
@@ -805,10 +814,20 @@ def _copy_file(src: int, dst: int, name: str, info: os.stat_result, keep_owner: 
 
 
 def _copy_meta(fd: int, info: os.stat_result, keep_owner: bool) -> None:
-    if keep_owner:
+    if keep_owner:  # the workspace itself, moved: exactly as it was
         os.chown(fd, info.st_uid, info.st_gid)
-    os.chmod(fd, stat.S_IMODE(info.st_mode))
+        os.chmod(fd, stat.S_IMODE(info.st_mode))
+    else:
+        os.chmod(fd, inert_mode(info.st_mode))
     os.utime(fd, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def inert_mode(mode: int) -> int:
+    """The mode a copy of an agent's entry gets: no set-id or sticky bit, nothing writable by
+    group or others; folders 0755, or 0700 where the agent shut others out."""
+    if stat.S_ISDIR(mode):
+        return 0o755 if mode & 0o005 == 0o005 else 0o700
+    return stat.S_IMODE(mode) & 0o755
 
 
 _CHUNK = 1 << 20

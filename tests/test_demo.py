@@ -4,6 +4,7 @@ well-formed. The numbers are not asserted (they are the demo's finding, not a pr
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,10 @@ from harnessgrid.trainer.demo import (
     PROFILES,
     Profile,
     Stages,
+    ci95,
     design_codes,
     format_table,
+    heldout_codes,
     run_demo,
     single_harness,
     table,
@@ -143,36 +146,69 @@ def test_well_formed_share_counts_the_turns_harnesses_rejected(tmp_path: Path) -
     assert well_formed_share(tmp_path / "garbled", []) is None
 
 
-def test_table_is_mean_and_spread_over_seeds() -> None:
+def test_table_is_mean_and_95_percent_t_interval_over_seeds() -> None:
+    """Issue 37: a mean comes with its 95 % t-interval over seeds (not the population std,
+    which hid how little two seeds resolve); out-of-space, 0 by construction at micro scale,
+    is printed as not measurable, never as a measured 0.0."""
     runs = [{"condition": "oa-18", "seed": s, "scores": {"in-space": v, "out-of-space": 0.0,
                                                          "original": None}}
             for s, v in enumerate((0.2, 0.4))]
     t = table(runs, ["oa-18"])
     assert t["oa-18"]["in-space"]["mean"] == pytest.approx(0.3)
-    assert t["oa-18"]["in-space"]["spread"] == pytest.approx(0.1)
+    # t(1) = 12.706, s = 0.1414, n = 2: 12.706 * 0.1414 / 1.414 = 1.2706
+    assert t["oa-18"]["in-space"]["ci95"] == pytest.approx(1.2706, abs=1e-4)
+    assert t["oa-18"]["in-space"]["per_seed"] == [0.2, 0.4]
+    assert t["oa-18"]["out-of-space"]["by_construction"] is True
     assert t["oa-18"]["original"]["mean"] is None
     md = format_table({"table": t})
-    assert "| oa-18 | 30.0 ± 10.0 | 0.0 ± 0.0 | - |" in md
+    assert "| oa-18 | 30.0 ± 127.1 | n/m | - |" in md
+    assert "| 0.0" not in md
     for run, share in zip(runs, (0.5, 1.0), strict=True):
         run["well_formed"] = {"in-space": share, "out-of-space": None, "original": None}
     formed = table(runs, ["oa-18"], key="well_formed")
-    assert formed["oa-18"]["in-space"] == {"mean": 0.75, "spread": 0.25, "seeds": 2}
+    assert formed["oa-18"]["in-space"]["mean"] == 0.75
     assert formed["oa-18"]["out-of-space"]["mean"] is None
 
 
-def test_one_seed_is_reported_without_a_spread() -> None:
-    """One seed has no spread: its cells show the value alone, not ``± 0.0`` (issue 28)."""
+@pytest.mark.parametrize(("values", "half_width"), [
+    ((0.1, 0.2, 0.3), 4.303 * 0.1 / 3 ** 0.5),
+    ((0.5,) * 5, 0.0),
+    (tuple(i / 40 for i in range(40)), 1.960 * statistics.stdev([i / 40 for i in range(40)])
+     / 40 ** 0.5),
+])
+def test_ci95_is_students_t_interval(values: tuple[float, ...], half_width: float) -> None:
+    assert ci95(values) == pytest.approx(half_width, rel=1e-3)
+
+
+def test_one_seed_is_reported_without_an_interval() -> None:
+    """One seed has no interval: its cells show the value alone, not ``± 0.0`` (issue 28)."""
     runs = [{"condition": "oa-18", "seed": 0,
              "scores": {"in-space": 0.25, "out-of-space": 0.0, "original": None}}]
     t = table(runs, ["oa-18"])
-    assert t["oa-18"]["in-space"] == {"mean": 0.25, "spread": None, "seeds": 1}
+    assert t["oa-18"]["in-space"]["ci95"] is None
     md = format_table({"table": t})
-    assert "| oa-18 | 25.0 | 0.0 | - |" in md
+    assert "| oa-18 | 25.0 | n/m | - |" in md
     assert "±" not in md
     runs.append({"condition": "oa-18", "seed": 1,
                  "scores": {"in-space": 0.75, "out-of-space": None, "original": None}})
-    mixed = format_table({"table": table(runs, ["oa-18"])})
-    assert "| oa-18 | 50.0 ± 25.0 | 0.0 (1 seed) | - |" in mixed
+    runs.append({"condition": "single", "seed": 0,
+                 "scores": {"in-space": 0.0, "out-of-space": None, "original": 0.5}})
+    mixed = format_table({"table": table(runs, ["oa-18", "single"])})
+    assert "| oa-18 | 50.0 ± 317.6 | n/m | - |" in mixed
+    assert "| single | 0.0 (1 seed) | n/m | 50.0 (1 seed) |" in mixed
+
+
+@pytest.mark.parametrize("seeds", [1, 2, 3, 5])
+def test_no_condition_is_scored_on_a_configuration_it_trained_on(seeds: int) -> None:
+    """Issue 37, finding 3: random-18 drew its design per seed and trained on 1-2 of the
+    array's held-out configurations. The held-out set now avoids every condition's design at
+    every seed of the run (and at least of the first three), and is the same for all."""
+    heldout = set(heldout_codes(seeds))
+    assert len(heldout) == 18
+    for condition in CONDITIONS.values():
+        for seed in range(max(seeds, 3)):
+            assert not set(design_codes(condition, seed)) & heldout, (condition.name, seed)
+    assert heldout_codes(seeds) == heldout_codes(1) or seeds > 3
 
 
 class FakeStages(Stages):
@@ -212,7 +248,8 @@ class FakeStages(Stages):
         settings = ("in-space", "out-of-space", "original")
         return {"scores": dict.fromkeys(settings, 0.0),
                 "well_formed": dict.fromkeys(settings, 0.5),
-                "in_space_per_config": {"S0-T0-O0-C0-W0": 0.0, "S1-T1-O1-C1-W1": 0.0}}
+                "in_space_per_config": {"S0-T0-O0-C0-W0": 0.0, "S1-T1-O1-C1-W1": 0.0},
+                "evaluated_in_space": list(config.harnesses or ())}
 
 
 TINY = Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=2, sft_steps=2,
@@ -328,8 +365,25 @@ def test_report_writes_pngs_and_skips_all_zero_plots(tmp_path: Path) -> None:
     assert "not drawn: Pass@1 is 0" in html
     report = (root / "report.md").read_text()
     assert "![Well-formed turns by condition and setting](well-formed.png)" in report
-    assert "Pass@1 (%), 1 seed (no spread):" in report
+    assert "Pass@1 (%), 1 seed (no interval):" in report
     assert "± 0.0" not in report
+
+
+def test_results_record_each_runs_training_and_held_out_configurations(tmp_path: Path) -> None:
+    """results.json says, per condition and seed, what was trained on and what was scored as
+    held out, and the evaluation was run on exactly that held-out set."""
+    from harnessgrid.plugins.micro import micro_address
+
+    summary = run_demo(tmp_path / "demo", "default", workers=1, profile=TINY,
+                       stages=FakeStages())
+    stored = json.loads((tmp_path / "demo" / "default" / "results.json").read_text())
+    heldout = heldout_codes(1)
+    for name in TINY.conditions:
+        configs = stored["conditions"][name]
+        assert configs["train_configs"]["0"] == design_codes(CONDITIONS[name], 0)
+        assert configs["heldout_configs"]["0"] == heldout
+    for run in summary["runs"]:
+        assert run["evaluated_in_space"] == [micro_address(c) for c in heldout]
 
 
 @pytest.mark.slow

@@ -125,6 +125,29 @@ def design_codes(condition: Condition, seed: int) -> list[str]:
                                      PROFILES["quick"]), MICRO_SPACE).codes)
 
 
+#: Seeds whose training designs every held-out set avoids, whatever a run's ``--seeds``: the
+#: default and ``--full`` profiles then score every condition on the same configurations.
+HOLDOUT_SEEDS = 3
+
+
+def heldout_codes(seeds: int = HOLDOUT_SEEDS) -> list[str]:
+    """The 18 in-space configurations every condition is scored on: balanced over the levels
+    (:func:`~harnessgrid.designs.holdout`) and outside the training design of *every*
+    condition at every seed below ``max(seeds, HOLDOUT_SEEDS)`` - so no condition is ever
+    scored as "held out" on a configuration it trained on (random-18 draws a design per seed),
+    and the conditions are compared on one set of harnesses, pairwise."""
+    from harnessgrid.designs import Design, holdout
+    from harnessgrid.plugins.micro import MICRO_SPACE
+
+    trained = sorted({code for condition in CONDITIONS.values()
+                      for seed in range(max(seeds, HOLDOUT_SEEDS))
+                      for code in design_codes(condition, seed)})
+    union = Design(space=MICRO_SPACE, configs=tuple(MICRO_SPACE.parse(c) for c in trained),
+                   kind="custom", params={"union_of_conditions_to_seed": max(seeds,
+                                                                             HOLDOUT_SEEDS)})
+    return list(holdout(union, 18, 0).codes)
+
+
 def single_harness() -> str:
     """The one harness of ``single``: the orthogonal array's first run, so it is never among
     the held-out in-space configurations (which the array's holdout excludes)."""
@@ -395,10 +418,12 @@ def _training_params(config: Any, upstream: str) -> dict[str, Any]:
 
 
 def run_condition(condition: Condition, seed: int, model: Path, model_fingerprint: str,
-                  out: Path, profile: Profile, stages: Stages | None = None) -> dict[str, Any]:
+                  out: Path, profile: Profile, stages: Stages | None = None,
+                  heldout: Sequence[str] | None = None) -> dict[str, Any]:
     """Warm start, GRPO and evaluation of one (condition, seed) in ``out``, each stage reused,
-    resumed or redone (see the module docstring). Runs in a worker process of its own (one
-    CPU thread)."""
+    resumed or redone (see the module docstring); in-space is scored on ``heldout`` (default
+    :func:`heldout_codes`), which must not meet the condition's training design. Runs in a
+    worker process of its own (one CPU thread)."""
     from harnessgrid.engine.runtime import EpisodeLimits
     from harnessgrid.evaluation.run import EvalConfig
 
@@ -437,10 +462,15 @@ def run_condition(condition: Condition, seed: int, model: Path, model_fingerprin
     from harnessgrid.plugins.micro import micro_address
 
     codes = design_codes(condition, seed)
+    heldout = list(heldout if heldout is not None else heldout_codes())
+    if set(codes) & set(heldout):
+        raise ValueError(f"{who} trains on held-out configurations "
+                         f"{sorted(set(codes) & set(heldout))}")
     eval_config = EvalConfig(
         policy=f"hf:{grpo_dir / 'final'}",
         policy_options={"temperature": 0, "max_new_tokens": profile.max_new_tokens},
         suites=("micro",), settings=("in-space", "out-of-space", "train"), runs=1,
+        harnesses=tuple(micro_address(c) for c in heldout),
         # micro:CODE: the evaluator reads a plain code in the paper's space
         train_harnesses=tuple(micro_address(c) for c in codes), limit=profile.eval_tasks,
         concurrency=64,
@@ -454,7 +484,7 @@ def run_condition(condition: Condition, seed: int, model: Path, model_fingerprin
     found = run_stage(evaluation, lambda _resume: stages.evaluate(eval_config, eval_dir), who)
     done = (sft, grpo, evaluation)
     return {"condition": condition.name, "seed": seed, **found,
-            "training_harnesses": codes,
+            "train_configs": codes, "heldout_configs": heldout,
             "timings": {"sft_s": sft.seconds, "grpo_s": grpo.seconds,
                         "eval_s": evaluation.seconds},
             "stages_run": [s.label for s in done if s.action != "reuse"],
@@ -550,13 +580,15 @@ def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
     started = time.perf_counter()
     model = model_stage(root / "model", stages)
     runs = [(CONDITIONS[c], s) for s in range(n_seeds) for c in profile.conditions]
+    heldout = heldout_codes(n_seeds)
     workers = workers or min(len(runs), os.cpu_count() or 1)
     results: list[dict[str, Any]] = []
     context = multiprocessing.get_context("spawn")  # torch and sandboxes: no fork
     with ProcessPoolExecutor(max_workers=workers, mp_context=context,
                              initializer=_die_with_parent) as pool:
         futures = [pool.submit(run_condition, c, s, model.directory, model.fingerprint,
-                               root / f"{c.name}-seed{s}", profile, stages) for c, s in runs]
+                               root / f"{c.name}-seed{s}", profile, stages, heldout)
+                   for c, s in runs]
         for future in futures:
             result = future.result()
             results.append(result)
@@ -575,6 +607,7 @@ def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
         timing = _earlier_timing(root / "results.json", fingerprints)
     summary = {"profile": profile_name, "profile_budget": asdict(profile), "seeds": n_seeds,
                "model_parameters": stages.model_parameters(model.directory), "runs": results,
+               "conditions": condition_configs(results, profile.conditions),
                "table": table(results, profile.conditions),
                "table_well_formed": table(results, profile.conditions, key="well_formed"),
                **timing, "all_reused": all_reused,
@@ -623,42 +656,84 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+def condition_configs(results: Sequence[dict[str, Any]], conditions: Sequence[str]
+                      ) -> dict[str, dict[str, dict[str, list[str]]]]:
+    """condition → ``train_configs`` and ``heldout_configs``, each by seed: what every run
+    trained on and was scored on as held out."""
+    return {name: {key: {str(r["seed"]): r[key] for r in results if r["condition"] == name}
+                   for key in ("train_configs", "heldout_configs")} for name in conditions}
+
+
+#: Two-sided 95 % quantiles of Student's t by degrees of freedom (1-30); beyond, the normal's.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def ci95(values: Sequence[float]) -> float | None:
+    """Half-width of the 95 % t-interval of the mean of ``values`` (seeds): ``t(n-1) · s /
+    √n`` with the sample standard deviation; None for fewer than two values, which have no
+    interval. With two seeds t is 12.7: two seeds resolve only large differences."""
+    n = len(values)
+    if n < 2:
+        return None
+    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.960
+    return t * statistics.stdev(values) / n ** 0.5
+
+
+#: Why the emulated shells' Pass@1 is not a measurement at micro scale: written in every table
+#: in place of a 0 that no model of the demo could have avoided.
+NOT_MEASURABLE = "n/m"
+OUT_OF_SPACE_NOTE = (
+    "n/m: not measurable at micro scale. The emulated Claude Code and OpenClaw shells take "
+    "calls in their own tool syntax (`Read`, `Write`, `Bash`, ... with JSON arguments), which "
+    "occurs in no warm-start or training row of the micro harnesses, and their first prompts "
+    "are several times longer than any micro episode: Pass@1 there is 0 by construction, not "
+    "by measurement (results.json keeps the counted value, marked by_construction).")
+
+
 def table(results: Sequence[dict[str, Any]], conditions: Sequence[str], key: str = "scores"
-          ) -> dict[str, dict[str, dict[str, float | None]]]:
-    """condition → setting → mean and spread (population std) over seeds of each run's
-    ``key`` (``scores``: Pass@1; ``well_formed``: the share of well-formed turns). The spread of
-    one seed is ``None``: one value has no spread to report."""
-    out: dict[str, dict[str, dict[str, float | None]]] = {}
+          ) -> dict[str, dict[str, dict[str, Any]]]:
+    """condition → setting → over seeds of each run's ``key`` (``scores``: Pass@1;
+    ``well_formed``: the share of well-formed turns): the mean, the half-width of its 95 %
+    t-interval (``ci95``; None for one seed, which has no interval), the per-seed values, and
+    for out-of-space ``by_construction`` (see :data:`OUT_OF_SPACE_NOTE`)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     for name in conditions:
-        mine = [r for r in results if r["condition"] == name]
+        mine = sorted((r for r in results if r["condition"] == name), key=lambda r: r["seed"])
         out[name] = {}
         for setting in SETTINGS:
             values = [r[key][setting] for r in mine if r.get(key, {}).get(setting) is not None]
             out[name][setting] = {
                 "mean": statistics.fmean(values) if values else None,
-                "spread": statistics.pstdev(values) if len(values) > 1 else None,
-                "seeds": len(values)}
+                "ci95": ci95(values), "seeds": len(values), "per_seed": values,
+                **({"by_construction": True} if setting == "out-of-space" else {})}
     return out
 
 
 def spread_words(summary: dict[str, Any]) -> str:
-    """What the tables' cells are: ``mean ± spread over 3 seeds``, or ``1 seed (no spread)``."""
+    """What the tables' cells are: ``mean ± 95 % t-interval over 3 seeds``, or ``1 seed (no
+    interval)``."""
     n = summary["seeds"]
-    return "1 seed (no spread)" if n == 1 else f"mean ± spread (population std) over {n} seeds"
+    return ("1 seed (no interval)" if n == 1
+            else f"mean ± half-width of its 95 % t-interval over {n} seeds")
 
 
 def format_table(summary: dict[str, Any], key: str = "table") -> str:
     """The paper-shaped table as markdown (``key="table_well_formed"``: well-formed turns).
-    A cell is ``mean ± spread``; with one seed the value alone (a spread of 0.0 would claim a
-    measurement there is none of), marked ``(1 seed)`` when other cells have more."""
+    A cell is ``mean ± ci95``; with one seed the value alone (an interval of 0.0 would claim a
+    precision there is none of), marked ``(1 seed)`` when other cells have more. Out-of-space
+    cells are ``n/m`` (:data:`OUT_OF_SPACE_NOTE`), never a 0 printed as measured."""
     rows = summary[key]
     several = any((stat.get("seeds") or 0) > 1 for row in rows.values() for stat in row.values())
 
-    def cell(stat: dict[str, float | None]) -> str:
+    def cell(stat: dict[str, Any]) -> str:
+        if stat.get("by_construction"):
+            return NOT_MEASURABLE
         if stat["mean"] is None:
             return "-"
-        if (stat.get("seeds") or 0) > 1:
-            return f"{100 * stat['mean']:.1f} ± {100 * (stat['spread'] or 0):.1f}"
+        if stat.get("ci95") is not None:
+            return f"{100 * stat['mean']:.1f} ± {100 * stat['ci95']:.1f}"
         return f"{100 * stat['mean']:.1f}" + (" (1 seed)" if several else "")
 
     lines = ["| condition | in-space (18 held out) | out-of-space (Claude Code, OpenClaw) "

@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from harnessgrid.evaluation.html import STYLE, markdown_table_to_html
-from harnessgrid.trainer.demo import spread_words
+from harnessgrid.trainer.demo import OUT_OF_SPACE_NOTE, spread_words
 
 __all__ = ["Plot", "draw_plots", "render_html", "render_markdown"]
 
@@ -90,7 +90,7 @@ def render_markdown(summary: dict[str, Any], table_md: str, well_formed_md: str,
     lines = ["# harnessgrid demo: harness scaling at CPU scale", ""]
     lines += [f"- {fact}" for fact in _facts(summary)]
     lines += ["", _pass1(summary) + ":", "", table_md, ""]
-    lines += [_well_formed(summary) + ":", "", well_formed_md, ""]
+    lines += [_well_formed(summary) + ":", "", well_formed_md, "", OUT_OF_SPACE_NOTE, ""]
     for plot in plots:
         lines += [f"![{plot.title}]({plot.file})" if plot.png is not None
                   else f"*{plot.title}: {plot.note}*", ""]
@@ -110,7 +110,8 @@ def render_html(summary: dict[str, Any], table_md: str, well_formed_md: str,
     parts += [f"<p class='summary'>{_inline(fact)}</p>" for fact in _facts(summary)]
     parts += [f"<h2>{_inline(_pass1(summary))}</h2>", markdown_table_to_html(table_md),
               f"<h2>{_inline(_well_formed(summary))}</h2>",
-              markdown_table_to_html(well_formed_md)]
+              markdown_table_to_html(well_formed_md),
+              f"<p class='summary'>{_inline(OUT_OF_SPACE_NOTE)}</p>"]
     for plot in plots:
         parts.append(f"<h2>{escape(plot.title)}</h2>")
         if plot.png is None:
@@ -146,9 +147,12 @@ def draw_plots(summary: dict[str, Any]) -> list[Plot]:
 
 
 def _bars(plt: Any, table: dict[str, Any], file: str, title: str, ylabel: str) -> Plot:
-    """One group of bars per condition, one bar per setting, with the spread (when there is
-    more than one seed) as error bars."""
-    conditions, settings = list(table), list(SETTING_LABELS)
+    """One group of bars per condition, one bar per measured setting (out-of-space is 0 by
+    construction at this scale: not drawn), with the 95 % interval (when there is more than one
+    seed) as error bars."""
+    conditions = list(table)
+    settings = [s for s in SETTING_LABELS
+                if not any(table[c][s].get("by_construction") for c in conditions)]
     if not any(table[c][s]["mean"] for c in conditions for s in settings):
         return Plot(file, title, None, f"not drawn: {ylabel.split(' (')[0]} is 0 (or not "
                                        "measured) for every condition and setting")
@@ -156,7 +160,7 @@ def _bars(plt: Any, table: dict[str, Any], file: str, title: str, ylabel: str) -
     width = 0.8 / len(settings)
     for j, setting in enumerate(settings):
         means = [100 * (table[c][setting]["mean"] or 0) for c in conditions]
-        spreads = [table[c][setting].get("spread") for c in conditions]
+        spreads = [table[c][setting].get("ci95") for c in conditions]
         xs = [i + (j - (len(settings) - 1) / 2) * width for i in range(len(conditions))]
         errors = ([100 * (s or 0) for s in spreads] if any(s is not None for s in spreads)
                   else None)

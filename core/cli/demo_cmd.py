@@ -37,7 +37,14 @@ def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full 
     require_output_dir(out, "--out")  # before any import or line that implies it will work
     require_training_extras()
     from harnessgrid.engine.runtime import EpisodeLimits, require_sandbox
-    from harnessgrid.trainer.demo import PROFILES, format_table, run_demo, spread_words
+    from harnessgrid.trainer.demo import (
+        NOT_MEASURABLE,
+        OUT_OF_SPACE_NOTE,
+        PROFILES,
+        format_table,
+        run_demo,
+        spread_words,
+    )
 
     require_sandbox(EpisodeLimits())
     profile = "quick" if quick else "full" if full else "default"
@@ -47,7 +54,8 @@ def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full 
                   f"{seeds or budget.seeds} seed(s); writing {out / profile}", highlight=False)
 
     def done(result: dict[str, Any]) -> None:
-        scores = " · ".join(f"{k} {_percent(v)}" for k, v in result["scores"].items())
+        scores = " · ".join(f"{k} {NOT_MEASURABLE if k == 'out-of-space' else _percent(v)}"
+                            for k, v in result["scores"].items())
         formed = _percent(result["well_formed"]["in-space"])
         minutes = sum(t or 0.0 for t in result["timings"].values()) / 60
         how = ("reused" if not result["stages_run"] else
@@ -62,6 +70,7 @@ def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full 
     typer.echo("\nWell-formed turns (%): turns with a call the harness accepted "
                "(or the plan a plan-first workflow asks for):\n")
     typer.echo(format_table(summary, "table_well_formed"))
+    typer.echo(f"\n{OUT_OF_SPACE_NOTE}")
     report = out / profile / "report.html"
     if not summary["all_reused"]:
         took = f"{summary['seconds'] / 60:.1f} min"

@@ -15,31 +15,59 @@ from episode_stubs import Bound, EpisodeStub
 
 from harnessgrid.trainer.demo import (
     CONDITIONS,
+    GAIN,
+    SINGLE_BEST,
+    SINGLE_MEAN,
+    SINGLES,
     PROFILES,
     Profile,
     Stages,
     ci95,
+    derived_runs,
     design_codes,
     format_table,
     heldout_codes,
     run_demo,
-    single_harness,
     table,
 )
 
 
-def test_conditions_train_on_their_designs_and_single_is_never_held_out() -> None:
-    from harnessgrid.designs import holdout, orthogonal_design
+def test_conditions_train_on_their_designs() -> None:
+    from harnessgrid.designs import orthogonal_design
     from harnessgrid.plugins.micro import MICRO_SPACE
 
     oa = orthogonal_design(MICRO_SPACE)
-    held_out = set(holdout(oa, 18, 0).codes)
-    assert design_codes(CONDITIONS["single"], 0) == [single_harness()]
-    assert single_harness() not in held_out
+    held_out = set(heldout_codes())
+    # one single baseline per tool-interface level, the other factors at their first level
+    assert [design_codes(CONDITIONS[name], 0) for name in SINGLES] == [
+        ["S0-T0-O0-C0-W0"], ["S0-T1-O0-C0-W0"], ["S0-T2-O0-C0-W0"]]
     assert design_codes(CONDITIONS["oa-18"], 0) == oa.codes
     assert len(design_codes(CONDITIONS["random-18"], 0)) == 18
     assert len(design_codes(CONDITIONS["first-order-3"], 0)) == 3
     assert not set(design_codes(CONDITIONS["oa-18"], 0)) & held_out
+
+
+def test_single_baselines_are_summarised_by_mean_best_on_own_harness_and_paired_gain() -> None:
+    def run(name: str, seed: int, inside: float, own: float) -> dict[str, Any]:
+        scores = {"in-space": inside, "out-of-space": 0.0, "original": own}
+        return {"condition": name, "seed": seed, "scores": scores, "well_formed": scores}
+
+    results = [run("single-T0", 0, 0.0, 0.0), run("single-T1", 0, 0.3, 0.5),
+               run("single-T2", 0, 0.6, 0.4), run("oa-18", 0, 0.5, 0.5),
+               run("single-T0", 1, 0.1, 0.2), run("single-T1", 1, 0.2, 0.2),
+               run("single-T2", 1, 0.3, 0.1), run("oa-18", 1, 0.4, 0.4)]
+    derived = {(r["condition"], r["seed"]): r
+               for r in derived_runs(results, ["single-T0", "single-T1", "single-T2", "oa-18"])}
+    assert derived[(SINGLE_MEAN, 0)]["scores"]["in-space"] == pytest.approx(0.3)
+    # picked on its own harness (0.5 > 0.4), not on held-out Pass@1 (where T2 is higher)
+    assert derived[(SINGLE_BEST, 0)]["picked"] == "single-T1"
+    assert derived[(SINGLE_BEST, 1)]["picked"] == "single-T0"  # a tie goes to the first
+    assert derived[(GAIN, 0)]["scores"]["in-space"] == pytest.approx(0.2)
+    assert derived[(GAIN, 1)]["scores"]["in-space"] == pytest.approx(0.2)
+    gain = table(list(derived.values()), [GAIN])[GAIN]["in-space"]
+    assert gain["mean"] == pytest.approx(0.2)
+    assert gain["ci95"] == pytest.approx(0.0, abs=1e-12)  # paired by seed: the same gain
+    assert derived_runs(results[:1], ["single-T0"]) == []
 
 
 ORPHAN_SCRIPT = """
@@ -252,7 +280,7 @@ class FakeStages(Stages):
                 "evaluated_in_space": list(config.harnesses or ())}
 
 
-TINY = Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=2, sft_steps=2,
+TINY = Profile(conditions=("single-T0", "oa-18"), seeds=1, sft_episodes=2, sft_steps=2,
                sft_batch=2, sft_lr=1e-3, grpo_steps=1, tasks_per_step=1, rollouts=2,
                grpo_lr=1e-5, eval_tasks=1, max_turns=4, sft_micro_batches=1)
 
@@ -276,7 +304,7 @@ def test_quick_then_default_into_one_out_do_not_share_stages(
     for summary in (quick, default):
         assert [r["stages_run"] for r in summary["runs"]] == [["SFT", "GRPO", "evaluation"]] * 2
         assert not any(r["redone"] for r in summary["runs"])
-    for run in ("single-seed0", "oa-18-seed0"):
+    for run in ("single-T0-seed0", "oa-18-seed0"):
         assert _final(out, "quick", run, "sft")["steps"] == 2
         assert _final(out, "default", run, "sft")["steps"] == 3
         assert _final(out, "default", run, "grpo")["max_turns"] == 8
@@ -299,7 +327,7 @@ def test_a_stage_made_with_other_parameters_is_redone_with_a_reason(
     summary = run_demo(out, "default", workers=1, profile=more_tasks, stages=FakeStages())
     assert [r["stages_run"] for r in summary["runs"]] == [["evaluation"]] * 2
     err = capfd.readouterr().err
-    assert "single seed 0: redoing evaluation: its parameters changed: limit 1 → 2" in err
+    assert "single-T0 seed 0: redoing evaluation: its parameters changed: limit 1 → 2" in err
     assert err.count("redoing") == 2
     longer = Profile(**{**more_tasks.__dict__, "sft_steps": 5})
     summary = run_demo(out, "default", workers=1, profile=longer, stages=FakeStages())
@@ -312,10 +340,10 @@ def test_a_stage_made_with_other_parameters_is_redone_with_a_reason(
     assert _final(out, "default", "oa-18-seed0", "sft") == {"steps": 5, "max_turns": 4,
                                                              "resume": False}
     # A stage with no record (made by an earlier demo version) is not trusted.
-    (out / "default" / "single-seed0" / "grpo.stage.json").unlink()
+    (out / "default" / "single-T0-seed0" / "grpo.stage.json").unlink()
     summary = run_demo(out, "default", workers=1, profile=longer, stages=FakeStages())
     assert [r["stages_run"] for r in summary["runs"]] == [["GRPO", "evaluation"], []]
-    assert "single seed 0: redoing GRPO: no record of the parameters it was made with" in \
+    assert "single-T0 seed 0: redoing GRPO: no record of the parameters it was made with" in \
         capfd.readouterr().err
 
 
@@ -393,10 +421,10 @@ def test_quick_demo_completes_with_a_well_formed_report(tmp_path: Path) -> None:
                            str(out)], capture_output=True, text=True, timeout=1500,
                           check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| single |" in done.stdout
+    assert "| single-T0 |" in done.stdout
     assert "| oa-18 |" in done.stdout
     results = json.loads((out / "quick" / "results.json").read_text())
-    assert {r["condition"] for r in results["runs"]} == {"single", "oa-18"}
+    assert {r["condition"] for r in results["runs"]} == {"single-T0", "oa-18"}
     for run in results["runs"]:
         assert set(run["scores"]) == {"in-space", "out-of-space", "original"}
         assert all(v is not None and 0.0 <= v <= 1.0 for v in run["scores"].values())

@@ -11,8 +11,9 @@ code path a GPU user runs on the real 15 levels and Qwen3-4B -- only the scale d
   (:mod:`harnessgrid.plugins.micro.pretraining`), as a GPU user starts from a pretrained Qwen3;
 - **space and tasks**: the ``micro`` plugin (five factors x three compact levels, shipped as a
   third party's plugin) and its ``micro`` suite of one- to four-step file tasks;
-- **per condition** (``single``, ``oa-18``; with ``--full`` also ``random-18``,
-  ``first-order-3`` and ``oa-18-k1``) and seed: a supervised warm start on scripted-oracle
+- **per condition** (three single-harness baselines, one per tool-interface level -
+  :data:`SINGLES`, a rule fixed before any result -, ``oa-18``; with ``--full`` also
+  ``random-18``, ``first-order-3`` and ``oa-18-k1``) and seed: a supervised warm start on scripted-oracle
   demonstrations rendered through the condition's harnesses (TRL SFTTrainer), then GRPO
   through the harness-scaling schedule (the project's trainer), the same number of steps and
   episodes for every condition;
@@ -20,7 +21,10 @@ code path a GPU user runs on the real 15 levels and Qwen3-4B -- only the scale d
   configurations, *out-of-space* through the emulated Claude Code and OpenClaw shells, and
   *original* on the condition's own training harnesses.
 
-Two tables, mean ± spread over seeds (one seed: the value alone): Pass@1, and the share of
+Every condition is scored in-space on one set of 18 configurations outside every condition's
+training design (:func:`heldout_codes`). Two tables, mean ± the half-width of its 95 %
+t-interval over seeds (one seed: the value alone), with the singles' mean, the single picked
+on its own harness and oa-18's paired gain over the mean as extra rows: Pass@1, and the share of
 *well-formed turns* (a call the harness accepted). The second shows whether the policy speaks a
 harness's protocol at all: that is the first thing a harness change breaks, and it explains the
 first (a model that cannot speak a harness solves nothing through it). Both go to the terminal, ``OUT/PROFILE/report.md``, ``OUT/PROFILE/results.json`` and
@@ -61,10 +65,19 @@ class Condition:
     k: int = 2
     pairing: str = "hamming"
     design_size: int = 18
+    harness: str | None = None  # design "single": its one configuration
 
+
+#: The single-harness baselines, by a rule fixed before any result (issue 37): one per
+#: tool-interface level - the factor a harness change breaks first - with every other factor
+#: at its first level. The paper trains one fixed harness; which one is a choice that moves
+#: the baseline by the interface's own difficulty, so the demo reports all three, their mean
+#: per seed, and the one a user would pick without the test set: the best on its own harness.
+SINGLES: dict[str, str] = {f"single-T{level}": f"S0-T{level}-O0-C0-W0" for level in range(3)}
 
 CONDITIONS: dict[str, Condition] = {
-    "single": Condition("single", "single", k=1, pairing="repeat"),
+    **{name: Condition(name, "single", k=1, pairing="repeat", harness=code)
+       for name, code in SINGLES.items()},
     "oa-18": Condition("oa-18", "oa", k=2),
     "random-18": Condition("random-18", "random", k=2),
     "first-order-3": Condition("first-order-3", "first-order", k=2),
@@ -102,13 +115,13 @@ class Profile:
 #: 400 steps, two seeds of each condition (10.7 minutes on 2026-12-04); ``full`` the same
 #: budget per run for five conditions and three seeds (15 runs: 36.8 minutes the same day).
 PROFILES: dict[str, Profile] = {
-    "quick": Profile(conditions=("single", "oa-18"), seeds=1, sft_episodes=48, sft_steps=20,
+    "quick": Profile(conditions=("single-T0", "oa-18"), seeds=1, sft_episodes=48, sft_steps=20,
                      sft_batch=8, sft_lr=3e-3, grpo_steps=1, tasks_per_step=2, rollouts=2,
                      grpo_lr=2e-5, eval_tasks=1, max_turns=4),
-    "default": Profile(conditions=("single", "oa-18"), seeds=2, sft_episodes=400,
+    "default": Profile(conditions=(*SINGLES, "oa-18"), seeds=2, sft_episodes=400,
                        sft_steps=400, sft_batch=8, sft_lr=3e-3, grpo_steps=2,
                        tasks_per_step=4, rollouts=4, grpo_lr=2e-5, eval_tasks=4),
-    "full": Profile(conditions=("single", "oa-18", "random-18", "first-order-3", "oa-18-k1"),
+    "full": Profile(conditions=(*SINGLES, "oa-18", "random-18", "first-order-3", "oa-18-k1"),
                     seeds=3, sft_episodes=400, sft_steps=400, sft_batch=8, sft_lr=3e-3,
                     grpo_steps=2, tasks_per_step=4, rollouts=4, grpo_lr=2e-5, eval_tasks=4),
 }
@@ -148,15 +161,6 @@ def heldout_codes(seeds: int = HOLDOUT_SEEDS) -> list[str]:
     return list(holdout(union, 18, 0).codes)
 
 
-def single_harness() -> str:
-    """The one harness of ``single``: the orthogonal array's first run, so it is never among
-    the held-out in-space configurations (which the array's holdout excludes)."""
-    from harnessgrid.designs import orthogonal_design
-    from harnessgrid.plugins.micro import MICRO_SPACE
-
-    return orthogonal_design(MICRO_SPACE).codes[0]
-
-
 def _config(condition: Condition, seed: int, model: Path, out: Path, algorithm: str,
             profile: Profile, init_from: Path | None = None) -> Any:
     from harnessgrid.plugins.micro import MICRO_LEVELS
@@ -168,7 +172,7 @@ def _config(condition: Condition, seed: int, model: Path, out: Path, algorithm: 
         "algorithm": algorithm, "device": "cpu",
         "design": condition.design, "k": condition.k, "pairing": condition.pairing,
         "design_size": condition.design_size,
-        "harness": single_harness() if condition.design == "single" else None,
+        "harness": condition.harness,
         "space": {f: list(v) for f, v in MICRO_LEVELS.items()},
         "suite": "micro", "split": "train",
         "tasks_per_step": profile.tasks_per_step,
@@ -603,13 +607,17 @@ def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
                                                             for r in results),
               "stages": len(fingerprints), "workers": workers, "cpus": os.cpu_count()}
     all_reused = timing["stages_run"] == 0
+    derived = derived_runs(results, profile.conditions)
+    rows = [*profile.conditions, *dict.fromkeys(r["condition"] for r in derived)]
     if all_reused:
         timing = _earlier_timing(root / "results.json", fingerprints)
     summary = {"profile": profile_name, "profile_budget": asdict(profile), "seeds": n_seeds,
                "model_parameters": stages.model_parameters(model.directory), "runs": results,
                "conditions": condition_configs(results, profile.conditions),
-               "table": table(results, profile.conditions),
-               "table_well_formed": table(results, profile.conditions, key="well_formed"),
+               "derived": derived, "single_best_picked": {
+                   str(r["seed"]): r["picked"] for r in derived if "picked" in r},
+               "table": table([*results, *derived], rows),
+               "table_well_formed": table([*results, *derived], rows, key="well_formed"),
                **timing, "all_reused": all_reused,
                "stage_seconds": _stage_seconds(model, results),
                "stage_fingerprints": fingerprints}
@@ -654,6 +662,51 @@ def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+SINGLE_MEAN = "single: mean of 3"
+SINGLE_BEST = "single: best on own harness"
+GAIN = "oa-18 − single: mean of 3"
+"""The rows the tables add to the runs': the single baselines' mean and the single a user
+would pick (highest Pass@1 on its own training harness - never on held-out ones), and
+oa-18's gain over the mean, each per seed and then over seeds, so the gain's interval is a
+paired one."""
+
+
+def derived_runs(results: Sequence[dict[str, Any]], conditions: Sequence[str]
+                 ) -> list[dict[str, Any]]:
+    """Per seed with every single baseline done: :data:`SINGLE_MEAN`, :data:`SINGLE_BEST`
+    (``picked`` names it) and, with oa-18, :data:`GAIN` - in the shape of a run's result."""
+    singles = [c for c in conditions if c in SINGLES]
+    if len(singles) < 2:
+        return []
+    out: list[dict[str, Any]] = []
+    for seed in sorted({r["seed"] for r in results}):
+        mine = sorted((r for r in results if r["seed"] == seed and r["condition"] in singles),
+                      key=lambda r: singles.index(r["condition"]))
+        if len(mine) != len(singles):
+            continue
+        mean = {key: {setting: _mean_or_none([r[key][setting] for r in mine])
+                      for setting in SETTINGS} for key in ("scores", "well_formed")}
+        out.append({"condition": SINGLE_MEAN, "seed": seed, **mean})
+        best = max(mine, key=lambda r: r["scores"]["original"] or 0.0)  # first on ties
+        out.append({"condition": SINGLE_BEST, "seed": seed, "picked": best["condition"],
+                    "scores": best["scores"], "well_formed": best["well_formed"]})
+        oa = [r for r in results if r["seed"] == seed and r["condition"] == "oa-18"]
+        if oa:
+            out.append({"condition": GAIN, "seed": seed, **{
+                key: {setting: _difference(oa[0][key][setting], mean[key][setting])
+                      for setting in SETTINGS} for key in ("scores", "well_formed")}})
+    return out
+
+
+def _mean_or_none(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if len(known) == len(values) and known else None
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
 
 
 def condition_configs(results: Sequence[dict[str, Any]], conditions: Sequence[str]

@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from harnessgrid.evaluation.html import STYLE, markdown_table_to_html
-from harnessgrid.trainer.demo import OUT_OF_SPACE_NOTE, spread_words
+from harnessgrid.trainer.demo import GAIN, OUT_OF_SPACE_NOTE, SINGLE_BEST, spread_words
 
 __all__ = ["Plot", "draw_plots", "render_html", "render_markdown"]
 
@@ -71,8 +71,22 @@ def _facts(summary: dict[str, Any]) -> list[str]:
         f"episodes ({budget['sft_steps']} steps of {budget['sft_batch']} rows), then "
         f"{budget['grpo_steps']} GRPO steps of {budget['tasks_per_step']} tasks x "
         f"{budget['rollouts']} rollouts",
-        f"evaluation: greedy Pass@1 on {budget['eval_tasks']} micro eval tasks per harness",
+        f"evaluation: greedy Pass@1 on {budget['eval_tasks']} micro eval tasks per harness; "
+        "in-space: 18 configurations outside every condition's training design at every "
+        "seed (the same for all conditions; results.json lists them per run)",
+        *_baseline_facts(summary),
     ]
+
+
+def _baseline_facts(summary: dict[str, Any]) -> list[str]:
+    picked = summary.get("single_best_picked") or {}
+    if not picked:
+        return []
+    choice = ", ".join(f"seed {seed}: {name}" for seed, name in sorted(picked.items()))
+    return [f"single baselines: one per tool-interface level, the other factors at their first "
+            f"level (a rule fixed before any result); `{SINGLE_BEST}` is, per seed, the one "
+            f"with the highest Pass@1 on its own training harness ({choice}); "
+            f"`{GAIN}` is the difference per seed, so its interval is paired"]
 
 
 def _well_formed(summary: dict[str, Any]) -> str:
@@ -150,7 +164,7 @@ def _bars(plt: Any, table: dict[str, Any], file: str, title: str, ylabel: str) -
     """One group of bars per condition, one bar per measured setting (out-of-space is 0 by
     construction at this scale: not drawn), with the 95 % interval (when there is more than one
     seed) as error bars."""
-    conditions = list(table)
+    conditions = [c for c in table if c != GAIN]  # a difference: not a bar of 0-100 %
     settings = [s for s in SETTING_LABELS
                 if not any(table[c][s].get("by_construction") for c in conditions)]
     if not any(table[c][s]["mean"] for c in conditions for s in settings):

@@ -17,8 +17,9 @@ Per episode, CPU: (f) what one sandbox costs the host in all, start to close, th
 its children (bwrap, the command server) together, measured while the pool is idle - what each
 episode costs without recycling. A pool takes (d)'s latency off the critical path but not (f):
 back-to-back short episodes are bound by it. (g) what an episode's sandbox costs when it is
-recycled instead: the task's files written, one command, the reset (host, and the server's
-own CPU and its commands' from ``/proc``; the mean of a batch of 50 per round).
+recycled instead: the task's files written, one command, the reset - a new lease: new
+namespaces, mounts and server - (host, and the sandbox's own CPU from ``/proc``: its PID 1's
+and that of the lease servers and commands it reaped; the mean of a batch of 50 per round).
 
 The variants run interleaved in rounds so that load from other processes hits them alike. Each
 round yields a median per variant and its ratio to the round's reference; the figures printed
@@ -110,7 +111,7 @@ def sandbox_cpu() -> float:
 
 
 def _server_cpu(pid: int) -> float:
-    """CPU of the sandbox server and of the commands it reaped (``/proc/PID/stat``)."""
+    """CPU of the sandbox's PID 1 and of the processes it reaped (``/proc/PID/stat``)."""
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
@@ -123,13 +124,13 @@ sample is the mean of a batch."""
 
 def recycle_cpu(ws: Workspace, sandbox: Sandbox) -> float:
     """CPU of one episode on a recycled sandbox: its files written, one command, the reset."""
-    pid = sandbox.server_pid
+    pid = sandbox._pid1()  # as root the lessor: each lease's server ends as its reaped child
     assert pid is not None
     before = cpu_seconds() + _server_cpu(pid)
     for _ in range(RECYCLE_BATCH):
         Workspace.create(TASK_FILES, into=ws)
         assert sandbox.run_sync("true").exit_code == 0
-        assert sandbox.reset_sync() is None
+        assert sandbox.reset_sync(empty_workspace=True) is None
     return (cpu_seconds() + _server_cpu(pid) - before) / RECYCLE_BATCH
 
 

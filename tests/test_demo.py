@@ -16,10 +16,10 @@ from episode_stubs import Bound, EpisodeStub
 from harnessgrid.trainer.demo import (
     CONDITIONS,
     GAIN,
+    PROFILES,
     SINGLE_BEST,
     SINGLE_MEAN,
     SINGLES,
-    PROFILES,
     Profile,
     Stages,
     ci95,

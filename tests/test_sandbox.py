@@ -152,11 +152,12 @@ def test_host_secrets_are_not_visible(sb: Sandbox, tmp_path: Path) -> None:
 
 
 def test_system_is_read_only(sb: Sandbox, ws: Workspace) -> None:
-    """Only the workspace (and the private /tmp) can be written; the system cannot."""
-    for path in ["/usr/hg", "/etc/hg", "/hg", "/bin/hg", "/proc/hg", "/dev/shm/hg"]:
+    """Only the workspace (and the private /tmp and /dev/shm) can be written; the system
+    cannot."""
+    for path in ["/usr/hg", "/etc/hg", "/hg", "/bin/hg", "/proc/hg", "/dev/hg"]:
         result = sb.run_sync(f"touch {path}")
         assert result.exit_code != 0, path
-    assert sb.run_sync("touch /tmp/ok && touch /workspace/ok").ok
+    assert sb.run_sync("touch /tmp/ok && touch /dev/shm/ok && touch /workspace/ok").ok
     assert ws.exists("ok")
 
 

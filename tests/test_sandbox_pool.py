@@ -349,8 +349,8 @@ def test_a_recycled_sandbox_leaves_nothing_of_the_previous_episode() -> None:
             assert left.stdout.strip() == "done", left
             pool.release(ws, a)
             ws, b = await pool.acquire({"task-b.txt": "b\n"})
-            assert b is a
-            assert b.server_pid == server  # recycled, not started again
+            assert b is a  # recycled, not started again (pool.stats.started below) ...
+            assert b.server_pid != server  # ... with a new lease: a new server
             looked = await b.run(LOOK_FOR_LEFTOVERS)
             # The whole 5 MB quota is B's: 4 MB fit (A's 3 MB would have left no room) ...
             fits = await b.run("head -c 4000000 /dev/zero > mine && echo ok")
@@ -466,18 +466,18 @@ def test_a_sandbox_whose_command_was_cancelled_is_not_recycled() -> None:
 
 
 def test_a_sandbox_is_closed_after_reuse_episodes() -> None:
-    async def main() -> tuple[list[Any], SandboxPool]:
+    async def main() -> tuple[list[Sandbox], SandboxPool]:
         async with SandboxPool(1, expected=1, reuse=2) as pool:
-            pids = []
+            boxes = []
             for _ in range(3):
                 ws, sb = await pool.acquire()
                 assert sb is not None
-                pids.append(sb.server_pid)
+                boxes.append(sb)
                 pool.release(ws, sb)
-        return pids, pool
+        return boxes, pool
 
-    pids, pool = run(main())
-    assert pids[0] == pids[1] != pids[2]
+    boxes, pool = run(main())
+    assert boxes[0] is boxes[1] is not boxes[2]
     assert pool.stats.recycled == 1
     assert pool.stats.started == 2
 

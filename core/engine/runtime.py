@@ -198,6 +198,9 @@ async def _play(episode: episode_run.Episode, ws: Workspace, pooled: Sandbox | N
     try:
         async with _episode_sandbox(ws, limits, pooled, task.grader is not None,
                                     episode.environment) as sb:
+            # The sandbox (host-side id) and which of its episodes this is: a pool's
+            # recycling shows in the record, never to the episode's commands.
+            traj.meta["sandbox"] = {"id": sb.identity, "episode": sb.episodes}
             await episode.run(Environment(workspace=ws, sandbox=sb))
     except SandboxError as exc:
         traj.termination, traj.error = "sandbox_error", exc.message

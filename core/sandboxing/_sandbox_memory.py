@@ -14,20 +14,18 @@ kernel-enforced bounds back it up here:
   count. The limit is everything the sandbox may legitimately pin at once - ``memory_mb`` for
   processes plus the tmpfs it is given (``/tmp``, a kernel-capped workspace) -
   so it never stops a command the poll would let run; it bounds what no poll sees.
-- **System V IPC limits of the sandbox's ipc namespace** (:func:`cap_ipc_namespace`): one
+- **System V IPC limits of the sandbox's ipc namespace** (:func:`ipc_namespace_limits`): one
   shared memory segment at most ``memory_mb``, all of them together too, a few dozen segments
   and message queues. They are per namespace, and only a process inside it with privileges
-  can set them, which no process of the sandbox has: a short-lived host thread joins the
-  namespace to write them.
+  can set them: each lease's server (a root sandbox's, see ``_sandbox_server.lease``) writes
+  them into its new ipc namespace before it drops its privileges.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +33,6 @@ logger = logging.getLogger(__name__)
 
 MB = 1024 * 1024
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
-_CLONE_NEWIPC = 0x08000000
 #: Headroom of the cgroup for what the kernel charges besides the command's own pages (page
 #: tables, pipe and socket buffers, page cache of the files it reads, which it can reclaim).
 CGROUP_SLACK_MB = 64
@@ -122,36 +119,12 @@ def _candidate_parents() -> list[tuple[Path, int]]:
     return parents
 
 
-def cap_ipc_namespace(pid: int, memory_bytes: int) -> str | None:
-    """Set the System V IPC limits of the ipc namespace of process ``pid`` (the sandbox's):
-    None when done, else why not. Run in a thread of its own that ends right after, since
-    joining a namespace is per thread and nothing else of this process may run inside it."""
+def ipc_namespace_limits(memory_bytes: int) -> dict[str, int]:
+    """The System V IPC limits of a sandbox's ipc namespace, by sysctl (``/proc/sys/...``)."""
     page = os.sysconf("SC_PAGE_SIZE")
-    values = {
+    return {
         "kernel/shmmax": memory_bytes,  # bytes of one segment
         "kernel/shmall": memory_bytes // page,  # pages of all segments together
         "kernel/shmmni": 64,  # segments
         "kernel/msgmni": 32,  # message queues, 16 KiB each by default
     }
-    outcome: list[str | None] = []
-
-    def inside() -> None:
-        try:
-            fd = os.open(f"/proc/{pid}/ns/ipc", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                libc = ctypes.CDLL(None, use_errno=True)
-                if libc.setns(fd, _CLONE_NEWIPC) != 0:
-                    raise OSError(ctypes.get_errno(), "setns")
-            finally:
-                os.close(fd)
-            for name, value in values.items():
-                with open(f"/proc/sys/{name}", "w") as fh:
-                    fh.write(str(value))
-            outcome.append(None)
-        except OSError as exc:
-            outcome.append(f"cannot set the sandbox's IPC limits: {exc}")
-
-    thread = threading.Thread(target=inside, name="harnessgrid-ipc-limits")
-    thread.start()
-    thread.join()
-    return outcome[0] if outcome else "the IPC limits thread failed"

@@ -11,6 +11,14 @@ with ``tools``) may also produce, before its own header, ``{"host_tool": {"id", 
 headers whose stdout is a call's JSON arguments; the host answers each with a
 ``{"reply": id, "ok", "text"}`` request while the command runs (:class:`HostCalls`).
 Imported as a module (tooling, tests) it defines functions and does nothing.
+
+Run as root, the sandbox's PID 1 is a *lessor* instead (:func:`lessor`; ``CFG["lease_fd"]``):
+for each lease - an episode - the host sends a message on the lease socket, with a clone of the
+workspace's mount, and the lessor forks that lease's server (:func:`lease`): PID 1 of a new pid
+namespace, in new ipc, network and mount namespaces, which renews the mounts (:func:`renew`),
+drops its privileges and serves the episode's commands as above. ``{"end": true}`` on stdin
+ends the lease: the server exits with everything of the episode, and the lessor answers
+``{"ended": true}``, ready for the next lease.
 """
 
 import _ctypes  # C module: the `ctypes` package (struct, types, its own code) cost ~2 ms/start
@@ -92,12 +100,25 @@ def become_unprivileged():
         raise SystemExit(f"sandbox server: could not drop capabilities: {caps}")
 
 
-def forbid_keyrings():
+def restrict_syscalls():
     """Join a fresh, empty session keyring (the host's stays behind), empty the uid's own
-    keyrings, then install the filter the host built
-    (:mod:`harnessgrid.sandboxing._sandbox_seccomp`): no keyring syscall from here on, for us and
-    every command. A kernel that refuses the filter stops the sandbox: it would run without the
-    isolation it promises."""
+    keyrings, then install the seccomp filter the host built
+    (:mod:`harnessgrid.sandboxing._sandbox_seccomp`: keyrings, namespaces, mounts, io_uring,
+    bpf, ... refused as in Docker's default profile) on ourselves, so every command inherits
+    it. A kernel that refuses the filter, or a machine the filter has no table for, stops the
+    sandbox: it would run without the isolation it promises.
+
+    Installed on the server itself, not only on commands, because nothing it does from here on
+    is refused: all that needs a refused syscall or a privilege comes first - the namespaces,
+    mounts and ipc limits (set up by bwrap, the host or the lessor before :func:`setup`), the
+    rlimits, the uid and capability drop, the keyring calls above. What follows is spawning
+    (posix_spawn: glibc tries clone3, gets ENOSYS and falls back to clone, without namespace
+    flags), signals, waits, prctl, System V IPC removal, file and AF_UNIX socket calls. The
+    lessor, which must unshare and mount for each lease, never installs it: no command runs
+    under it."""
+    if CFG.get("seccomp") is None:
+        raise SystemExit("sandbox server: no seccomp filter for this machine's architecture "
+                         "(see harnessgrid.sandboxing._sandbox_seccomp)")
     keyctl = CFG.get("keyctl_nr")
     if keyctl is not None:
         LIBC.syscall(c_long(keyctl), c_long(1), c_long(0))  # JOIN_SESSION_KEYRING, anonymous
@@ -124,10 +145,10 @@ def prctl(option, value):
         pass
 
 
-def close_inherited_fds():
+def close_inherited_fds(*also):
     """Close every inherited descriptor but the memory cgroup's (see :func:`enter_cgroup`),
-    which commands must not inherit as such."""
-    keep = sorted(fd for fd in (CFG.get("cgroup_procs_fd"), CFG.get("cgroup_events_fd"))
+    which commands must not inherit as such, and ``also`` (the lessor's lease socket)."""
+    keep = sorted(fd for fd in (CFG.get("cgroup_procs_fd"), CFG.get("cgroup_events_fd"), *also)
                   if fd is not None)
     low = 3
     for fd in keep:
@@ -167,7 +188,7 @@ def setup():
         # live on, busy with its command, as a uid the host leases to the next sandbox.
         prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if PIDNS:
-        forbid_keyrings()
+        restrict_syscalls()
     prctl(4, 0)  # PR_SET_DUMPABLE 0
     if not PIDNS:
         prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come to us to be killed
@@ -292,7 +313,6 @@ class Disk:
     def __init__(self):
         st = os.statvfs(ROOT)
         self.kernel = st.f_blocks * st.f_frsize <= QUOTA and 0 < st.f_files <= MAX_FILES + 1
-        self.stale = False  # set by a reset: the host fills the workspace before the next command
         self.walk()
 
     def stat(self):
@@ -326,10 +346,8 @@ class Disk:
         return used > QUOTA or files > MAX_FILES
 
     def floor(self):
-        """Usage when a command starts: exact when we may already be over the quota, or when
-        the workspace was emptied and refilled by the host since the last walk (a reset)."""
-        if self.stale or self.beyond(*self.estimate()):
-            self.stale = False
+        """Usage when a command starts: exact when we may already be over the quota."""
+        if self.beyond(*self.estimate()):
             self.walk()
         used, files = self.estimate()
         return max(self.used, used), max(self.files, files)
@@ -355,7 +373,7 @@ class Disk:
 def memory_in_use():
     """What the command's processes pin, polled each tick: their resident memory, plus memory
     that is in no process's address space - memory files (memfd) they hold open and System V
-    shared memory, attached or not (/dev/shm is read-only in the sandbox). Shared pages that
+    shared memory, attached or not (/dev/shm is a small tmpfs, SHM_MB). Shared pages that
     are also mapped count twice: the check errs towards stopping. A memfd only mapped (its
     descriptor closed) is seen through its resident pages alone: the memory cgroup, where
     the host has one, bounds what this misses."""
@@ -919,50 +937,6 @@ IPC_RMID = 0
 IPC_KINDS = (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl"))
 
 
-def wipe(top, keep=()):
-    """Delete everything in the directory ``top`` but the names in ``keep``, as the sandbox uid;
-    None when it is empty then, else why not. Only called with no command process alive, so
-    nothing moves under the walk. Directories the agent locked (chmod 000, no write bit) are
-    ours: they are opened up (0700) before being entered and emptied. It walks by chdir like
-    :func:`usage` (no path longer than a name) and never crosses into another filesystem."""
-    try:
-        try:
-            top_st = enter(top)
-        except PermissionError:  # ours (the workspace root) but locked: open it up
-            os.chmod(top, 0o700)
-            top_st = enter(top)
-        if top_st.st_uid == UID_NOW:
-            os.chmod(".", 0o700)  # entries can only be removed from a writable directory
-        # Each level: (its name in the parent, its stat, the names still to delete in it).
-        stack = [(None, top_st, [n for n in listing() if n not in keep])]
-        while stack:
-            name, _, names = stack[-1]
-            if names:
-                entry = names.pop()
-                info = os.lstat(entry)
-                if not S_ISDIR(info.st_mode):
-                    os.unlink(entry)
-                    continue
-                if info.st_dev != top_st.st_dev:
-                    return f"{top}/.../{entry} is a mount point"
-                os.chmod(entry, 0o700)
-                inner = enter(entry)
-                stack.append((entry, inner, listing()))
-                continue
-            stack.pop()
-            if name is not None:
-                up = enter("..")
-                if (up.st_dev, up.st_ino) != (stack[-1][1].st_dev, stack[-1][1].st_ino):
-                    return f"{top} changed while it was emptied"
-                os.rmdir(name)
-    except OSError as exc:
-        return f"cannot empty {top}: {exc}"
-    finally:
-        os.chdir("/")
-    left = [n for n in os.listdir(top) if n not in keep]
-    return f"{top} still holds {left[:3]!r}" if left else None
-
-
 def remove_ipc():
     """Remove the System V IPC objects (shared memory, message queues, semaphore sets) the
     agent made: they live in the sandbox's ipc namespace, not in a process, and would outlast
@@ -988,46 +962,248 @@ def read_lines(path):
         return []
 
 
-def reset_root():
-    """The workspace root itself stays (it is the bind mount): give back its mode and drop the
-    extended attributes (ACLs included) and times the agent may have set on it, so the next
-    episode cannot read anything from it."""
-    os.chmod(ROOT, ROOT_MODE)
-    for name in os.listxattr(ROOT):
-        os.removexattr(ROOT, name)
-    os.utime(ROOT)
+# ---------------------------------------------------------------------------- leases (root)
+#
+# Run as root, the sandbox's PID 1 is a *lessor*, not the command server: each episode (lease)
+# gets a server of its own, forked from the lessor into new pid, ipc, net and mount namespaces,
+# with a new /proc, /tmp, /dev/mqueue and workspace mount (see ``lessor``). Nothing a lease
+# could move - pid numbers, System V IPC ids, tmpfs inode numbers and directory offsets,
+# network counters, the server's own scheduling and memory counts - carries over to the next.
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_REMOUNT, MS_NOATIME, MS_NODIRATIME = 0x20, 0x400, 0x800
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+MNT_DETACH = 2
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x8000000, 0x20000000, 0x40000000
+# open_tree(2) and move_mount(2): the same numbers on every architecture (Linux >= 5.2).
+SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429
+OPEN_TREE_CLONE, AT_RECURSIVE, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 1, 0x8000, -100, 4
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 
 
-def reset(disk):
-    """Make this sandbox as new for another episode (a pool recycles it): kill every process,
-    remove the IPC objects, and empty the workspace, /tmp, /dev/shm and /dev/mqueue - all
-    that a command can write. Returns None, or why it is not clean (the host then closes the
-    sandbox instead). The host fills the workspace with the next task's files afterwards."""
-    if not PIDNS:
-        return "not in a pid namespace: leftovers cannot all be found"
-    kill_all(0, True)
-    if any(name.isdigit() and name != "1" for name in os.listdir("/proc")):
-        return "processes survived"
-    why = remove_ipc()
-    for top, keep in ((ROOT, ()), ("/tmp", TMP_KEEP), ("/dev/shm", ()), ("/dev/mqueue", ())):
-        if why is None and (top == ROOT or os.access(top, os.F_OK)):
-            why = wipe(top, keep)
-    if why is None:
+def checked(result, what):
+    if result < 0:
+        raise OSError(_ctypes.get_errno(), what)
+    return result
+
+
+def mount(source, target, fstype, flags, data=None):
+    checked(LIBC.mount(source, as_bytes(target), fstype, c_long(flags), data), f"mount {target}")
+
+
+def unmount(target):
+    checked(LIBC.umount2(as_bytes(target), MNT_DETACH), f"umount {target}")
+
+
+def clone_mount(path):
+    """A detached copy of the mount tree at ``path`` (an O_PATH descriptor), to attach again."""
+    return checked(LIBC.syscall(c_long(SYS_OPEN_TREE), c_long(AT_FDCWD), as_bytes(path),
+                                c_long(OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC)),
+                   f"open_tree {path}")
+
+
+def attach_mount(fd, target):
+    checked(LIBC.syscall(c_long(SYS_MOVE_MOUNT), c_long(fd), b"", c_long(AT_FDCWD),
+                         as_bytes(target), c_long(MOVE_MOUNT_F_EMPTY_PATH)), f"move_mount {target}")
+
+
+def mounts():
+    """(mount point, shared with a peer group) of each mount, in /proc/self/mountinfo's order."""
+    found = []
+    for line in read_lines("/proc/self/mountinfo"):
+        fields = line.split(" ", 7)
+        point = fields[4]
+        if "\\" in point:  # space, tab, newline and backslash are written as \\ooo
+            parts = point.split("\\")
+            point = parts[0] + "".join(chr(int(p[:3], 8)) + p[3:] for p in parts[1:])
+        found.append((point, fields[6].startswith("shared:")))  # the first optional field
+    return found
+
+
+def submounts(table, top):
+    """The mount points below ``top``, outermost only (a recursive clone carries the rest)."""
+    found = []
+    for point, _ in table:
+        outer = not any(point == p or point.startswith(p + "/") for p in found)
+        if point.startswith(top + "/") and outer:
+            found.append(point)
+    return found
+
+
+def make_dirs(path):
+    """Create the missing directories of ``path`` (mode 0755, as bwrap makes them)."""
+    here = ""
+    for name in path.strip("/").split("/"):
+        here += "/" + name
         try:
-            reset_root()
-        except OSError as exc:
-            why = f"cannot reset the workspace root: {exc}"
-    disk.stale = True  # walked at the next command, once the host refilled the workspace
-    return why
+            os.mkdir(here, 0o755)
+        except FileExistsError:
+            pass
 
 
-def main():
-    global ROOT_MODE, TMP_KEEP, UID_NOW
-    setup()
-    UID_NOW = os.geteuid()
-    ROOT_MODE = os.stat(ROOT).st_mode & 0o7777
-    # What bwrap made in /tmp (the parents of an environment mounted there): not the agent's.
-    TMP_KEEP = frozenset(os.listdir(CFG["tmp"])) if PIDNS else frozenset()
+def new_tmp(table):
+    """A new /tmp tmpfs of ``tmp_mb``; what bwrap mounted below /tmp (an environment, extra
+    binds) is carried over onto it, at the same paths."""
+    carried = []
+    try:
+        for point in submounts(table, "/tmp"):
+            fd = clone_mount(point)
+            carried.append((point, fd, S_ISDIR(os.fstat(fd).st_mode)))
+        unmount("/tmp")
+        size = int(LIM["tmp_mb"]) * MB
+        mount(b"tmpfs", "/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777,size=%d" % size)
+        for point, fd, is_dir in carried:
+            make_dirs(point.rsplit("/", 1)[0])
+            if is_dir:
+                make_dirs(point)
+            else:
+                os.close(os.open(point, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+            attach_mount(fd, point)
+    finally:
+        for _, fd, _ in carried:
+            os.close(fd)
+
+
+def new_proc(table):
+    """A /proc of the lease's pid namespace, with the System V IPC limits of its new ipc
+    namespace written (only a privileged process inside may) and the read-only covers bwrap
+    put on the old one (``/proc/irq``, ``/proc/bus``, ...) put on it too."""
+    covers = submounts(table, "/proc")
+    unmount("/proc")
+    mount(b"proc", "/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name, value in CFG["ipc_limits"].items():
+        with open("/proc/sys/" + name, "w") as fh:
+            fh.write(str(value))
+    for point in covers:
+        mount(as_bytes(point), point, None, MS_BIND | MS_REC)
+        mount(None, point, None,
+              MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def loopback_up():
+    """Bring up the new network namespace's loopback (the kernel gives it 127.0.0.1 and ::1)."""
+    sock = checked(LIBC.socket(2, 2 | os.O_CLOEXEC, 0), "socket")  # AF_INET, SOCK_DGRAM
+    try:
+        request = c_buffer(b"lo".ljust(16, b"\0") + bytes(24))  # struct ifreq: name, flags
+        checked(LIBC.ioctl(sock, c_long(SIOCGIFFLAGS), request), "SIOCGIFFLAGS lo")
+        flags = int.from_bytes(bytes(request)[16:18], sys.byteorder) | IFF_UP
+        request = c_buffer(bytes(request)[:16] + flags.to_bytes(2, sys.byteorder) + bytes(22))
+        checked(LIBC.ioctl(sock, c_long(SIOCSIFFLAGS), request), "SIOCSIFFLAGS lo")
+    finally:
+        os.close(sock)
+
+
+def renew(workspace_fd, table):
+    """In the lease's namespaces, as root still: mounts of its own for all that holds state -
+    /proc, /tmp, /dev/mqueue (tied to the ipc namespace) and the workspace (``workspace_fd``:
+    the host's clone of the lease's workspace; None: the one bwrap mounted) -, then loopback.
+    ``table``: the lessor's mounts (:func:`mounts`), which this mount namespace copied."""
+    if any(shared for _, shared in table):  # bwrap's are private: no peer sees our mounts
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+    new_proc(table)
+    new_tmp(table)
+    unmount("/dev/shm")
+    mount(b"tmpfs", "/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV,
+          b"mode=1777,size=%d" % (int(CFG["shm_mb"]) * MB))
+    unmount("/dev/mqueue")
+    mount(b"mqueue", "/dev/mqueue", b"mqueue", 0)
+    if workspace_fd is not None:
+        attach_mount(workspace_fd, ROOT)
+        os.close(workspace_fd)
+        # As bwrap's binds: no set-id programs or device files from a host directory.
+        flags = os.statvfs(ROOT).f_flag  # ST_* flags: the same bits as MS_* for these
+        if flags & (MS_NOSUID | MS_NODEV) != MS_NOSUID | MS_NODEV:
+            kept = flags & (MS_RDONLY | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME)
+            mount(None, ROOT, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | kept)
+    loopback_up()
+
+
+def fail(message):
+    try:
+        os.write(2, as_bytes(f"sandbox server: {message}\n"))
+    except OSError:
+        pass
+
+
+def lease(workspace_fd, table):
+    """The lease's server: PID 1 of the pid namespace the lessor made for it, it moves into new
+    ipc, network and mount namespaces, renews the mounts (:func:`renew`), drops its
+    privileges like any server (:func:`setup`) and serves the episode's commands. Exits 0 when
+    the host ended the lease."""
+    code = 1
+    try:
+        checked(LIBC.unshare(c_int(CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWNS)), "unshare")
+        renew(workspace_fd, table)
+        setup()
+        serve()
+        code = 0
+    except SystemExit as exc:  # setup()'s messages already name us
+        fail(str(exc.code).removeprefix("sandbox server: "))
+    except BaseException as exc:  # noqa: BLE001 - reported, then this process ends
+        fail(f"the lease could not start: {type(exc).__name__}: {exc}")
+    os._exit(code)
+
+
+def next_lease(sock):
+    """The host's next lease request on the lease socket: (True, the workspace descriptor or
+    None), or (False, None) once the host closed the sandbox."""
+    try:
+        data, ancillary, _, _ = sock.recvmsg(16, _socket.CMSG_SPACE(4))
+    except OSError:
+        return False, None
+    fds = [int.from_bytes(payload[i:i + 4], sys.byteorder)
+           for level, kind, payload in ancillary
+           if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS
+           for i in range(0, len(payload) - 3, 4)]
+    for fd in fds[1:]:
+        os.close(fd)
+    return bool(data), (fds[0] if fds else None)
+
+
+def lessor():
+    """PID 1 of the sandbox, as root: it keeps CAP_SYS_ADMIN and CAP_NET_ADMIN (with SETUID and
+    SETGID) and never runs a command. For each lease the host asks for (a message on the lease
+    socket, with the workspace's mount), it forks :func:`lease`; when that ends - the host
+    asked, the server answered no more - it says ``ended`` on stdout and waits for the next.
+    A lease that failed or died takes the sandbox with it (the host then sees it end).
+    Commands never reach it: they live in a pid namespace below this one and in mount, ipc and
+    network namespaces of their lease's own."""
+    global _socket
+    import _socket  # C module (SCM_RIGHTS), here only: the unprivileged path does not pay it
+
+    close_inherited_fds(CFG["lease_fd"])
+    if os.getpid() != 1:
+        raise SystemExit("sandbox server: expected to be PID 1 of its own pid namespace")
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    prctl(4, 0)  # PR_SET_DUMPABLE 0
+    sock = _socket.socket(fileno=CFG["lease_fd"])
+    own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    table = mounts()  # what bwrap mounted: each lease's mount namespace starts as a copy
+    while True:
+        wanted, workspace_fd = next_lease(sock)
+        if not wanted:
+            return
+        # A new pid namespace for the next child: unshare() makes one only while children
+        # still go into our own, so point them back there first.
+        checked(LIBC.setns(own_pid_ns, CLONE_NEWPID), "setns")
+        checked(LIBC.unshare(c_int(CLONE_NEWPID)), "unshare")
+        child = os.fork()
+        if child == 0:
+            sock.close()
+            lease(workspace_fd, table)
+        if workspace_fd is not None:
+            os.close(workspace_fd)
+        # The server is its namespace's PID 1: when it exits, all the lease's processes are
+        # gone (the kernel kills them and it reaps them first).
+        if os.waitpid(child, 0)[1] != 0:
+            return
+        try:
+            send({"ended": True})
+        except OSError:
+            return
+
+
+def serve():
     disk = Disk()
     send({"ready": True})
     # The bootstrap read its frame through sys.stdin.buffer, which holds nothing more: the host
@@ -1036,11 +1212,9 @@ def main():
         req = next_request()
         if req is None:
             break
+        if isinstance(req, dict) and req.get("end") is True:
+            break  # the host ends the lease (the lessor says when it is over)
         began = time.monotonic()
-        if isinstance(req, dict) and req.get("reset") is True:
-            why = reset(disk)
-            send({"reset": why is None, "why": why, "duration_s": time.monotonic() - began})
-            continue
         if not isinstance(req, dict) or "cmd" not in req:
             if not (isinstance(req, dict) and "reply" in req):  # a late reply: its call ended
                 send({"error": f"bad request: {req!r}"})
@@ -1048,6 +1222,16 @@ def main():
         header, out, err = run_any(req, disk)
         header["duration_s"] = time.monotonic() - began
         send(header, out, err)
+    if PIDNS:
+        kill_all(0, True)
+
+
+def main():
+    if CFG.get("lease_fd") is not None:
+        lessor()
+    else:
+        setup()
+        serve()
 
 
 if CFG is not None:

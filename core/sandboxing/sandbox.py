@@ -6,29 +6,56 @@ command server (``_sandbox_server.py``) as the sandbox's PID 1, and every :meth:
 request/response on a pipe: the server spawns the command (``posix_spawn``, i.e. vfork speed),
 streams back bounded output and kills whatever the command left behind. Episodes never share a
 sandbox at the same time, and each sees only its own workspace: a sandbox pool may hand one
-sandbox to several episodes in turn, but only after :meth:`Sandbox.reset_sync` killed every
-process and emptied all that commands can write (workspace, ``/tmp``, IPC objects).
+sandbox to several episodes in turn, each as new (:meth:`Sandbox.reset_sync`).
+
+**Leases** (as root). There the sandbox's PID 1 is a *lessor*, not the command server: each
+episode - a lease - gets a server of its own, forked from the lessor as PID 1 of a new pid
+namespace, in new ipc, network and mount namespaces, with a new ``/proc``, ``/tmp`` tmpfs,
+``/dev/mqueue`` and workspace mount, and a loopback with no history. When the lease ends the
+server exits and the kernel takes every process and namespace of the episode with it; the next
+lease starts from the lessor's untouched state again. So a recycled sandbox is as new down to
+what the kernel counts, which emptying directories never reset: its first command gets the pid
+a fresh sandbox's first command gets, System V IPC objects get the same ids, files the same
+inode numbers (in ``/tmp`` and, emptied by the pool, the workspace: a new tmpfs too), the
+loopback's counters start at zero, and PID 1's own counters (CPU, context switches, memory
+high-water mark) start over. What a recycled lease shares with the previous one: the sandbox's
+uid (and its kernel keyrings, which no command can use, see below; the previous leases' session
+keyrings linger, empty, until the kernel collects them, within about a second), its memory
+cgroup (not visible inside), its bwrap mounts (read-only) and the lessor, which no command can
+see or signal: it lives in the pid namespace above the lease's and in mount, ipc and network
+namespaces of its own. A lease costs ~4 ms of CPU (fork, namespaces, mounts, the server's
+privilege drop, its end), a fresh sandbox ~25 ms. Run as a normal user there are no leases: the
+server is PID 1, and a pool starts a new sandbox per episode.
 
 What the sandbox enforces (see ``SandboxLimits``):
 
-- **Isolation** - new pid, net, ipc, uts (and cgroup) namespaces; no network but loopback; the
-  system (``/usr``, the ``/lib*`` and ``/bin`` links, a short allow-list of ``/etc``) read-only;
-  the interpreter's install prefix read-only when it lives outside ``/usr``; a private size-capped
+- **Isolation** - new pid, net, ipc, uts (and cgroup) namespaces (as root, pid, net, ipc and
+  mount namespaces of each lease's own besides); no network but loopback; the system
+  (``/usr``, the ``/lib*`` and ``/bin`` links, a short allow-list of ``/etc``) read-only; the
+  interpreter's install prefix read-only when it lives outside ``/usr``; a private size-capped
   tmpfs ``/tmp``; the workspace read-write at ``mount_path``. Nothing else of the host (``/root``,
   ``/home``, ``/work``, ``/tmp``, other workspaces) exists inside.
 - **Unprivileged commands** - run as root, ``bwrap`` skips the user namespace and the server,
-  holding only CAP_SETUID/SETGID, drops at startup to a uid of this sandbox's own (leased from
-  ``_UID_BASE`` + slot through a lock file; the workspace is chowned to it while the sandbox runs
-  and handed back at close). Commands therefore have no capabilities, run with ``no_new_privs``
-  (setuid binaries are inert), and RLIMIT_NPROC - which the kernel ignores for root - holds, per
-  sandbox since the uid is private. The server keeps a saved uid of 0 (and no capabilities):
-  that makes ``prlimit`` on it fail for commands; as PID 1 it ignores their signals and, being
-  non-dumpable, cannot be ptraced or read through ``/proc``. Run as a normal user, ``bwrap``
-  uses a user namespace instead: isolation and RLIMIT_NPROC (counted per namespace) hold, but
-  commands share the server's uid and could ``prlimit`` it to death (a ``SandboxError``).
-- **No keyrings** - a seccomp filter (``_sandbox_seccomp``) refuses the keyring syscalls, which
-  are not namespaced: a key would outlive the episode under a uid that is leased again, and
-  the host's session keyring would be inherited. The server joins a fresh session keyring first.
+  holding only CAP_SETUID/SETGID (its lessor, which forked it, also CAP_SYS_ADMIN and
+  CAP_NET_ADMIN for the lease's namespaces and mounts; it never runs a command), drops at
+  startup to a uid of this sandbox's own (leased from ``_UID_BASE`` + slot through a lock file;
+  the workspace is chowned to it while the sandbox runs and handed back at close). Commands
+  therefore have no capabilities, run with ``no_new_privs`` (setuid binaries are inert), and
+  RLIMIT_NPROC - which the kernel ignores for root - holds, per sandbox since the uid is
+  private. The server keeps a saved uid of 0 (and no capabilities): that makes ``prlimit`` on
+  it fail for commands; as PID 1 it ignores their signals and, being non-dumpable, cannot be
+  ptraced or read through ``/proc``. Run as a normal user, ``bwrap`` uses a user namespace
+  instead: isolation and RLIMIT_NPROC (counted per namespace) hold, but commands share the
+  server's uid and could ``prlimit`` it to death (a ``SandboxError``).
+- **Syscalls Docker refuses** - a seccomp filter (``_sandbox_seccomp``), installed by the server
+  on itself once its privileged setup is done and inherited by every command, refuses on every
+  ABI (64-bit, 32-bit compat, x32) what Docker's default profile refuses: keyrings (not
+  namespaced: a key would outlive the episode under a uid that is leased again, and the host's
+  session keyring would be inherited; the server joins a fresh one first), new namespaces
+  (``unshare``/``clone`` flags, ``setns``; ``clone3`` gets ENOSYS), mounts, io_uring (ENOSYS),
+  ``bpf``, ``perf_event_open``, ``userfaultfd``, unsafe ``personality`` values, AF_ALG and
+  AF_VSOCK sockets, module, kexec, clock and other host-wide calls, and syscalls newer than its
+  table (ENOSYS). A machine it has no table for cannot start a sandbox.
 - **Limits per command** - wall clock (then SIGKILL to everything in the sandbox but the server),
   RLIMIT_CPU (``ulimit -t`` ahead of the command), RLIMIT_AS, RLIMIT_NPROC (fork bombs stop at
   ``max_procs``), RLIMIT_FSIZE and no core files (set once on the server, inherited with
@@ -74,8 +101,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import fcntl
 import functools
+import itertools
 import json
 import logging
 import marshal
@@ -84,6 +113,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -100,14 +130,26 @@ from typing import IO, Any, NoReturn, Self, TypeVar
 
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.sandboxing._sandbox_accounts import account_files, data_fd
-from harnessgrid.sandboxing._sandbox_memory import CGROUP_SLACK_MB, MemoryCgroup, cap_ipc_namespace
-from harnessgrid.sandboxing._sandbox_seccomp import native_keyctl, no_keyrings_filter
+from harnessgrid.sandboxing._sandbox_memory import (
+    CGROUP_SLACK_MB,
+    MemoryCgroup,
+    ipc_namespace_limits,
+)
+from harnessgrid.sandboxing._sandbox_seccomp import native_keyctl, sandbox_filter
 from harnessgrid.sandboxing.environments import EnvironmentRecord
+from harnessgrid.sandboxing.scratch import mounted_tmpfs
 from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.sandboxing.workspace_owners import restore_owners
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
+
+_SERIALS = itertools.count(1)
+
+SHM_MB = 64
+"""Size of the sandbox's ``/dev/shm`` (a tmpfs; at most ``tmp_mb``): room for POSIX semaphores
+and shared memory - what ``multiprocessing`` uses -, bounded because its pages belong to no
+process (the memory cgroup, where the host has one, counts them; they go with the lease)."""
 
 MB = 1024 * 1024
 INSTALL_HINT = (
@@ -157,8 +199,10 @@ _ETC_ALLOWLIST = (
 The rest of the host's /etc (credentials, service configs) stays out; ``passwd`` and ``group``
 are the sandbox's own (:mod:`harnessgrid.sandboxing._sandbox_accounts`)."""
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID")
-_KEYRING_FILTER = no_keyrings_filter()
 """All the server needs, and only until it drops to the sandbox uid at startup."""
+_LESSOR_CAPS = (*_SERVER_CAPS, "CAP_SYS_ADMIN", "CAP_NET_ADMIN")
+"""As root, the sandbox's PID 1 (the lessor) also keeps these, to give each lease (episode) new
+namespaces and mounts; it never runs a command, and each lease's server drops them all."""
 
 
 @functools.cache
@@ -624,6 +668,43 @@ def _kill_process(proc: subprocess.Popen[bytes], server: int | None = None) -> N
         logger.warning("sandbox process %d did not exit after SIGKILL", proc.pid)
 
 
+_OPEN_TREE = 428  # open_tree(2): the same number on every architecture (Linux >= 5.2)
+_OPEN_TREE_CLONE = 1
+
+
+def _clone_mount(path: Path) -> int | None:
+    """A detached copy of the mount at ``path`` (an O_PATH descriptor, close-on-exec) that a
+    lease attaches as its workspace; None where the kernel has no ``open_tree`` (before 5.2)
+    or refuses (not root)."""
+    fd = _libc().syscall(ctypes.c_long(_OPEN_TREE), ctypes.c_long(-100), os.fsencode(path),
+                         ctypes.c_long(_OPEN_TREE_CLONE | os.O_CLOEXEC))
+    return int(fd) if fd >= 0 else None
+
+
+@functools.cache
+def _libc() -> Any:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+@functools.cache
+def _can_clone_mounts() -> bool:
+    """Whether this host can hand a lease its workspace as a mount (root, Linux >= 5.2)."""
+    fd = _clone_mount(Path("/")) if os.geteuid() == 0 else None
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(kid) for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
 def _needed_paths() -> tuple[str, ...]:
     """What the sandbox itself mounts and runs from: system dirs, /proc, /dev, /sys, /tmp
     (the server's scratch) and the interpreter the command server runs on."""
@@ -722,10 +803,18 @@ class Sandbox:
         self._lease: _UidLease | None = None
         self._original_owner: tuple[int, int] | None = None
         self._cgroup: MemoryCgroup | None = None
+        # As root: the lessor's lease socket (a lease request carries the workspace's mount).
+        self._lease_sock: socket.socket | None = None
+        self._workspace_by_fd = False  # leases attach the workspace themselves (renewable)
         self._made_mountpoints: list[Path] = []
         self._dead: str | None = None
         self._closed = False
         self._discard_workspace = False
+        self.identity = f"{os.getpid()}-{next(_SERIALS)}"
+        """This sandbox, host-side: the same for every episode it serves, recycled or not
+        (trajectories record it; commands cannot tell one lease from a fresh sandbox)."""
+        self.episodes = 0
+        """Episodes (leases) begun on it: 1 for a fresh sandbox, +1 per recycling."""
         # Launch and close may run in different lifecycle threads: one at a time, in order.
         self._closing = threading.RLock()
         self._busy = False
@@ -774,21 +863,29 @@ class Sandbox:
 
     @property
     def server_pid(self) -> int | None:
-        """Host pid of the command server (the sandbox's PID 1), for diagnostics."""
+        """Host pid of the command server, for diagnostics: the sandbox's PID 1 or, as root,
+        the current lease's server (PID 1 of the lease's own pid namespace, the only child of
+        the sandbox's PID 1, the lessor)."""
+        pid = self._pid1()
+        if pid is None or self._lease_sock is None:
+            return pid
+        kids = _children(pid)
+        return kids[0] if kids else None
+
+    def _pid1(self) -> int | None:
+        """Host pid of the sandbox's PID 1 (bwrap's child: the server, or the lessor)."""
         if self._proc is None or self._proc.poll() is not None:
             return None
         if self.unsafe_no_sandbox:
             return self._proc.pid
-        try:
-            kids = Path(f"/proc/{self._proc.pid}/task/{self._proc.pid}/children").read_text()
-        except OSError:
-            return None
-        return int(kids.split()[0]) if kids.split() else None
+        kids = _children(self._proc.pid)
+        return kids[0] if kids else None
 
     def _server_pidfd(self) -> int | None:
-        """A pidfd of the running server, to kill it and wait for its end (None when it has
-        already exited, in unsafe mode - bwrap's pid is the server's - or without pidfds)."""
-        pid = None if self.unsafe_no_sandbox else self.server_pid
+        """A pidfd of the sandbox's running PID 1, to kill it - and with it the whole sandbox -
+        and wait for its end (None when it has already exited, in unsafe mode - bwrap's pid is
+        the server's - or without pidfds)."""
+        pid = None if self.unsafe_no_sandbox else self._pid1()
         if pid is None:
             return None
         try:
@@ -812,9 +909,7 @@ class Sandbox:
         try:
             channel = await asyncio.shield(launching)
             deadline = time.monotonic() + _START_TIMEOUT_S
-            frame = await self._guard(channel.read_async(deadline))
-            # Off the loop too: the IPC limits are set from a thread that joins the namespace.
-            await asyncio.shield(off_loop_detached(lambda: self._check_ready(frame)))
+            self._check_ready(await self._guard(channel.read_async(deadline)))
         except BaseException:
             launching.add_done_callback(lambda _: _LIFECYCLE.submit(self.close_sync))
             raise
@@ -828,18 +923,18 @@ class Sandbox:
     def _check_ready(self, frame: Frame) -> None:
         if not frame[0].get("ready"):
             self._fail(f"the sandbox server did not start: {frame[0]!r}")
-        if self._lease is not None:  # root: the IPC limits only a privileged thread can set
-            pid = self.server_pid
-            problem = "the server is gone" if pid is None else cap_ipc_namespace(
-                pid, self.limits.memory_mb * MB)
-            if problem is not None:
-                self._fail(f"cannot limit the sandbox's shared memory: {problem}")
+        self.episodes = 1
+
+    @property
+    def shm_mb(self) -> int:
+        """Size of the sandbox's ``/dev/shm`` tmpfs: :data:`SHM_MB`, at most ``tmp_mb``."""
+        return min(SHM_MB, self.limits.tmp_mb)
 
     def _pinnable(self) -> int:
         """Bytes the sandbox may legitimately pin at once: its processes' memory and the tmpfs
-        it is given (``/tmp``, the workspace when the kernel caps it)."""
+        it is given (``/tmp``, ``/dev/shm``, the workspace when the kernel caps it)."""
         limits = self.limits
-        return (limits.memory_mb + limits.tmp_mb + limits.workspace_mb
+        return (limits.memory_mb + limits.tmp_mb + self.shm_mb + limits.workspace_mb
                 + CGROUP_SLACK_MB) * MB
 
     def _launch(self) -> _Channel:
@@ -862,17 +957,21 @@ class Sandbox:
             self._original_owner = (st.st_uid, st.st_gid)
             self.workspace.assign_owner(uid, uid, journal=self._lease.journal)
             self._cgroup = MemoryCgroup.create(f"harnessgrid-sandbox-{uid}", self._pinnable())
+            # Each lease attaches the workspace itself, so a lease can get another one; extra
+            # binds (inside it, say) are bwrap's to mount, over a workspace bwrap binds.
+            self._workspace_by_fd = not self._binds and _can_clone_mounts()
         config = {
             "root": str(root) if self.unsafe_no_sandbox else self.workspace.mount_path,
             "uid": uid,
             "pidns": not self.unsafe_no_sandbox,
             "limits": {f.name: getattr(self.limits, f.name) for f in fields(self.limits)},
+            "shm_mb": self.shm_mb,
             "quota": self.limits.workspace_mb * MB,
             "discard_factor": _DISCARD_FACTOR,
             "env": self._base_env(),
             # Where a command's host tools live while it runs (HostTools): its own /tmp.
             "tmp": tempfile.gettempdir() if self.unsafe_no_sandbox else "/tmp",
-            "seccomp": _KEYRING_FILTER,
+            "seccomp": sandbox_filter(),  # None: no table for this machine, the server stops
             "keyctl_nr": native_keyctl(),
         }
         python = os.path.realpath(sys.executable)
@@ -883,6 +982,12 @@ class Sandbox:
             if self._cgroup is not None:
                 kept_fds += self._cgroup.open_fds()
                 config["cgroup_procs_fd"], config["cgroup_events_fd"] = kept_fds
+            if self._lease is not None:  # root: PID 1 is a lessor, see _sandbox_server.lessor
+                lessor_end, self._lease_sock = socket.socketpair(socket.AF_UNIX,
+                                                                 socket.SOCK_SEQPACKET)
+                kept_fds.append(lessor_end.detach())
+                config["lease_fd"] = kept_fds[-1]
+                config["ipc_limits"] = ipc_namespace_limits(self.limits.memory_mb * MB)
             if not self.unsafe_no_sandbox:
                 server = self._bwrap_argv(python, uid, data_fds) + server
             self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - as long as the sandbox
@@ -914,7 +1019,25 @@ class Sandbox:
         )
         boot = {"source": _server_code(), "config": config}
         self._guard_sync(lambda: self._usable_channel().send(_frame(boot)))
+        if self._lease_sock is not None:
+            self._guard_sync(self._ask_for_lease)
         return self._channel
+
+    def _ask_for_lease(self) -> None:
+        """Ask the lessor for a new lease over the current workspace (its server then says
+        ready): a message on the lease socket, with a clone of the workspace's mount."""
+        assert self._lease_sock is not None
+        fds = []
+        if self._workspace_by_fd:
+            fd = _clone_mount(self.workspace.root)
+            if fd is None:
+                raise OSError(f"cannot clone the mount of {self.workspace.root} (open_tree)")
+            fds.append(fd)
+        try:
+            socket.send_fds(self._lease_sock, [b"L"], fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def _link_binds(self) -> None:
         """Unsafe mode cannot mount: extra binds inside the workspace become symlinks (writable!)."""
@@ -953,7 +1076,7 @@ class Sandbox:
         args += ["--hostname", "sandbox"]
         if os.geteuid() == 0:
             args += ["--cap-drop", "ALL"]
-            for cap in _SERVER_CAPS:
+            for cap in _SERVER_CAPS if self._lease_sock is None else _LESSOR_CAPS:
                 args += ["--cap-add", cap]
         mounted: list[str] = []
         made: set[str] = set()
@@ -991,6 +1114,10 @@ class Sandbox:
             mount("--ro-bind-data", str(data_fds[-1]), dst, perms="0644")
         mount("--proc", None, "/proc")
         mount("--dev", None, "/dev")
+        # POSIX semaphores and shared memory (multiprocessing's locks and queues) need a
+        # writable /dev/shm: a small tmpfs of the sandbox's own, renewed with each lease.
+        args += ["--perms", "1777", "--size", str(self.shm_mb * MB)]
+        mount("--tmpfs", None, "/dev/shm")
         # POSIX message queues live in the ipc namespace, not in a process: mounted, a reset
         # can list and remove those an episode left (Sandbox.reset_sync).
         mount("--mqueue", None, "/dev/mqueue")
@@ -1013,7 +1140,10 @@ class Sandbox:
         # As root the kernel holds the workspace to its quota (a capped tmpfs on the host, which
         # graders read after close); elsewhere the server polls. See Workspace.limit_size.
         self.workspace.limit_size(self.limits.workspace_mb * MB, self.limits.max_files)
-        mount("--bind", str(self.workspace.root), workspace_mount)
+        if self._workspace_by_fd:  # each lease attaches it here (see _ask_for_lease)
+            mount("--dir", None, workspace_mount, perms="0755")
+        else:
+            mount("--bind", str(self.workspace.root), workspace_mount)
         for src, dst in self._binds:
             if _under(dst, workspace_mount) and dst != workspace_mount:
                 host_path = self.workspace.root / os.path.relpath(dst, workspace_mount)
@@ -1048,30 +1178,62 @@ class Sandbox:
                 _kill_process(proc, self._server_pidfd())
             self._release_host_state()
 
-    def reset_sync(self, timeout_s: float = 10.0) -> str | None:
-        """Make a started sandbox as new for another episode over the same workspace (a
-        :class:`~harnessgrid.sandboxing.sandbox_pool.SandboxPool` recycles its sandboxes this way),
-        or say why it cannot be: None when done; otherwise the reason, and the caller must close it.
+    def reset_sync(self, *, empty_workspace: bool = False, timeout_s: float = 10.0) -> str | None:
+        """End the current lease (episode) of a started sandbox and begin a new one, as new - a
+        :class:`~harnessgrid.sandboxing.sandbox_pool.SandboxPool` recycles its sandboxes this
+        way -, or say why it cannot be: None when done; otherwise the reason, and the caller
+        must close it.
 
-        The server kills every process, removes the episode's System V IPC objects and POSIX
-        message queues, and empties everything a command can write - the workspace, ``/tmp``,
-        ``/dev/shm`` - locked directories included, then gives the workspace root its mode
-        back without the attributes the agent set. Refused for a sandbox that is not plainly
-        idle and healthy: never started, closed, dead, interrupted (a cancelled command), busy,
-        unsandboxed (no pid namespace to find every leftover) or with extra binds."""
+        The lease's server, PID 1 of the lease's own pid namespace, exits, and with it every
+        process of the episode and its pid, ipc, network and mount namespaces (System V
+        objects, message queues, ``/tmp``, the loopback's counters). The next lease is a new
+        server - forked from the sandbox's PID 1, the lessor, which no command can reach - in
+        new namespaces: a new pid namespace (its first command gets the pid a fresh sandbox's
+        first command gets), a new ipc namespace (the same IPC ids), a new ``/tmp`` tmpfs (the
+        same inode numbers), a new ``/proc``, a network namespace with no history, a server
+        with no history of its own. ``empty_workspace`` (what a pool asks): the workspace's
+        tmpfs, with all the episode left there, is detached and a new empty one of the same
+        size takes its place (the same inode numbers too); the workspace must then be one the
+        sandbox capped (``Workspace.limit_size``). Without it the workspace is kept as it is,
+        the caller's to fill or empty. Nothing else is kept but the sandbox's uid, its memory
+        cgroup and its PID 1, none of which a command can read anything from.
+
+        Refused for a sandbox that is not plainly idle and healthy: never started, closed,
+        dead, interrupted (a cancelled command), busy, not run as root (only a root sandbox has
+        leases), unsandboxed or with extra binds."""
         why = self._why_not_resettable()
+        if why is None and empty_workspace and not mounted_tmpfs(self.workspace.root):
+            why = "the workspace is not a tmpfs of the sandbox's own: it cannot be emptied"
         if why is not None:
             return why
         channel = self._usable_channel()
+        deadline = time.monotonic() + timeout_s
         try:
-            self._guard_sync(lambda: channel.send(_frame({"reset": True})))
-            header = self._guard_sync(
-                lambda: channel.read_sync(time.monotonic() + timeout_s))[0]
+            self._guard_sync(lambda: channel.send(_frame({"end": True})))
+            ended = self._guard_sync(lambda: channel.read_sync(deadline))[0]
+            if ended.get("ended") is not True:
+                return f"the sandbox did not end its lease: {ended!r:.300}"
+            if empty_workspace:  # no process of the episode is left to hold it
+                if _libc().umount2(os.fsencode(self.workspace.root), 2) != 0:  # MNT_DETACH
+                    return f"cannot detach the workspace's tmpfs: errno {ctypes.get_errno()}"
+                if not self.workspace.limit_size(self.limits.workspace_mb * MB,
+                                                 self.limits.max_files):
+                    return "cannot mount a new tmpfs for the workspace"
+                assert self._lease is not None
+                self.workspace.assign_owner(self._lease.uid, self._lease.uid)
+            self._guard_sync(self._ask_for_lease)
+            ready = self._guard_sync(lambda: channel.read_sync(deadline))[0]
         except SandboxError as exc:
             return str(exc.message)
-        if header.get("reset") is not True:
-            return f"the sandbox server could not reset: {header.get('why') or header!r}"
+        if ready.get("ready") is not True:
+            return f"the sandbox's new lease did not start: {ready!r:.300}"
+        self.episodes += 1
         return None
+
+    def renewable(self) -> bool:
+        """Whether :meth:`reset_sync` can give this sandbox a new lease at all: started as root
+        without extra binds, on a kernel that can move a mount into it (Linux >= 5.2)."""
+        return self._lease_sock is not None and self._workspace_by_fd
 
     def _why_not_resettable(self) -> str | None:
         if not self.running:
@@ -1084,6 +1246,9 @@ class Sandbox:
             return "a command is running"
         if self._binds or self._made_mountpoints:
             return "the sandbox has extra binds"
+        if not self.renewable():
+            return ("only a sandbox started as root, on Linux >= 5.2, gets new leases (new "
+                    "namespaces and mounts); close it and start another")
         if self._channel is None or self._channel._buf or self._channel._out:
             return "unread or unsent data is pending on the server's channel"
         if not self.alive():
@@ -1098,9 +1263,13 @@ class Sandbox:
         if proc is not None and proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # EOF: the server exits, and with PID 1 the whole sandbox
+        if self._lease_sock is not None:
+            self._lease_sock.close()  # EOF: the lessor, once its lease is over, exits too
         return proc
 
     def _release_host_state(self) -> None:
+        if self._lease_sock is not None:
+            self._lease_sock.close()
         if self._proc is not None and self._proc.stdout is not None:
             self._proc.stdout.close()
         if self._stderr is not None:

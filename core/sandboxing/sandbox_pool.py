@@ -8,18 +8,29 @@ workspace at launch), which :meth:`SandboxPool.acquire` then fills with the task
 (``Workspace.create(into=...)``, owned by the sandbox's uid).
 
 A returned sandbox is recycled for a later episode instead of closed (:meth:`SandboxPool.
-release`): its server kills every process, removes the IPC objects, and empties the workspace,
-``/tmp`` and ``/dev/shm`` (:meth:`Sandbox.reset_sync`, about a millisecond against tens for a
-start), and it goes back to the pool - so sequential and concurrent episodes stop paying a
-sandbox start each. Isolation holds as with a fresh sandbox: a sandbox is lent to one episode
-at a time, and the next one sees none of the previous episode's files or processes. A sandbox
-whose reset fails, or that is not plainly healthy when returned (closed - a graded episode
-closes its sandbox before grading unless it is idle -, dead, a command cancelled, busy,
-unsandboxed), is closed and its directory removed; so is one that served ``reuse`` episodes (a bound on whatever a reset might miss),
-or one the pool has no room for. ``reuse=1`` turns recycling off. Only what can be decided
-before the task is known is pooled - the mount path, the limits, the sandbox mode and the
-environment (the :class:`PoolKey`); an episode that needs anything else (another mount
-path, other limits, extra binds) gets a fresh start, as without a pool. A pooled sandbox whose
+release`): it gets a new lease (:meth:`Sandbox.reset_sync` with ``empty_workspace``) - the
+episode's command server exits, taking every process of the episode and its pid, ipc, network
+and mount namespaces with it; the workspace's tmpfs is replaced by a new, empty one; a new
+server starts, forked from the sandbox's PID 1 in new namespaces, with a new ``/proc``, ``/tmp``
+and ``/dev/mqueue`` (about 4 ms of CPU, against ~25 for a start) - and it goes back to the pool,
+so sequential and concurrent episodes stop paying a sandbox start each. The next episode gets
+it **as new**: nothing the previous episode could set tells it apart from a freshly started
+sandbox - no file, process, IPC object or message queue, and no kernel counter either: its
+first command gets the pid a fresh sandbox's does, IPC objects get the same ids, files in
+``/tmp`` and the workspace the same inode numbers, the loopback's traffic counters and the
+server's own CPU and scheduling counts start from zero (``tests/test_sandbox_pool_as_new.py``
+encodes a number in each and reads them back on the next lease). What it keeps is the
+sandbox's uid, its memory cgroup and its PID 1, from none of which a command can read
+anything. Only root sandboxes have leases: run as a normal user, a returned sandbox is closed
+and each episode gets one freshly started (ahead of need all the same). A sandbox is lent to
+one episode at a time. A sandbox whose reset fails, or that is not plainly healthy when
+returned (closed - a graded episode closes its sandbox before grading unless it is idle -,
+dead, a command cancelled, busy, unsandboxed), is closed and its directory removed; so is one
+that served ``reuse`` episodes (a bound on the lessor's own lifetime), or one the pool has no
+room for. ``reuse=1`` turns recycling off. Only what can be decided before the task is known
+is pooled - the mount path, the limits, the sandbox mode and the environment (the
+:class:`PoolKey`); an episode that needs anything else (another mount path, other limits,
+extra binds) gets a fresh start, as without a pool. A pooled sandbox whose
 server died while it waited is discarded, never handed out. Closing the pool (``async with``
 does it, on errors and cancellation too) stops what is still waiting and removes its
 directories; returned sandboxes are reset or closed in the background, awaited by
@@ -56,7 +67,7 @@ _Ready = tuple[Workspace, Sandbox]
 MIN_SLOTS = 2
 """Sandboxes a pool keeps started even for one episode at a time (a smaller ``size`` is raised)."""
 DEFAULT_REUSE = 50
-"""Episodes one pooled sandbox serves, reset in between, before it is closed."""
+"""Episodes (leases) one pooled sandbox serves, each as new, before it is closed."""
 
 
 @dataclass(frozen=True)
@@ -98,9 +109,10 @@ def _prestart(key: PoolKey) -> _Ready:
 
 
 def _reset(ws: Workspace, sandbox: Sandbox) -> str | None:
-    """Blocking: make a returned sandbox as new (None), or say why it cannot be."""
-    why: str | None = sandbox.reset_sync()
-    if why is None and any(ws.root.iterdir()):  # the server emptied it: trust, but verify
+    """Blocking: make a returned sandbox as new - a new lease over an empty workspace - (None),
+    or say why it cannot be."""
+    why: str | None = sandbox.reset_sync(empty_workspace=True)
+    if why is None and any(ws.root.iterdir()):  # a new tmpfs: trust, but verify
         why = "the workspace is not empty after the reset"
     return why
 
@@ -245,7 +257,7 @@ class SandboxPool:
             raise HarnessgridError("this sandbox is not lent by this pool (returned twice?)",
                                    hint="call release() once per acquire(), with what it gave")
         if (self._closed or uses >= self.reuse or not sandbox.idle()
-                or sandbox.unsafe_no_sandbox  # no pid namespace: leftovers cannot all be found
+                or not sandbox.renewable()  # not root: no leases, a fresh start instead
                 or self._total() >= self._capacity):  # (the others: this one is not lent now)
             self._not_recycled(ws, sandbox)
             return
@@ -277,7 +289,7 @@ class SandboxPool:
     def _reset_done(self, ws: Workspace, sandbox: Sandbox, uses: int,
                     future: asyncio.Future[object]) -> None:
         self._resetting -= 1
-        why = None if future.cancelled() else (future.exception() or future.result())
+        why = "cancelled" if future.cancelled() else (future.exception() or future.result())
         if why is not None or self._closed:
             if why is not None:
                 logger.info("a returned sandbox is closed, not recycled: %s", why)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import statistics
@@ -112,8 +113,9 @@ class Profile:
 #: about 0.9 s (rows drawn at random; grouping them by length learned much less per step, see
 #: ``sft_args``). From the pretrained base, 200 SFT steps gave no held-out Pass@1 and 400 gave
 #: 19-33 % through the array (benchmarks/README.md, "A base that copies"), so ``default`` runs
-#: 400 steps, two seeds of each condition (10.7 minutes on 2026-12-04); ``full`` the same
-#: budget per run for five conditions and three seeds (15 runs: 36.8 minutes the same day).
+#: 400 steps, two seeds of each condition (three single baselines and oa-18: 17.5 minutes on
+#: 2026-12-05); ``full`` the same budget per run for seven conditions and three seeds (21 runs,
+#: about 50 minutes estimated from the default's per-run time).
 PROFILES: dict[str, Profile] = {
     "quick": Profile(conditions=("single-T0", "oa-18"), seeds=1, sft_episodes=48, sft_steps=20,
                      sft_batch=8, sft_lr=3e-3, grpo_steps=1, tasks_per_step=2, rollouts=2,
@@ -731,7 +733,7 @@ def ci95(values: Sequence[float]) -> float | None:
     if n < 2:
         return None
     t = _T975[n - 2] if n - 1 <= len(_T975) else 1.960
-    return t * statistics.stdev(values) / n ** 0.5
+    return t * statistics.stdev(values) / math.sqrt(n)
 
 
 #: Why the emulated shells' Pass@1 is not a measurement at micro scale: written in every table

@@ -179,7 +179,8 @@ def _bars(plt: Any, table: dict[str, Any], file: str, title: str, ylabel: str) -
         errors = ([100 * (s or 0) for s in spreads] if any(s is not None for s in spreads)
                   else None)
         ax.bar(xs, means, width, yerr=errors, capsize=3, label=SETTING_LABELS[setting])
-    ax.set_xticks(range(len(conditions)), conditions)
+    ax.set_xticks(range(len(conditions)), [c.replace(": ", ":\n") for c in conditions],
+                  fontsize=8)
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, 100)
     ax.legend(fontsize=8)

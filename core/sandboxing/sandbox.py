@@ -10,8 +10,8 @@ sandbox to several episodes in turn, each as new (:meth:`Sandbox.reset_sync`).
 
 **Leases** (as root). There the sandbox's PID 1 is a *lessor*, not the command server: each
 episode - a lease - gets a server of its own, forked from the lessor as PID 1 of a new pid
-namespace, in new ipc, network and mount namespaces, with a new ``/proc``, ``/tmp`` tmpfs,
-``/dev/mqueue`` and workspace mount, and a loopback with no history. When the lease ends the
+namespace, in new ipc, network and mount namespaces, with a new ``/proc``, ``/tmp`` and
+``/dev/shm`` tmpfs, ``/dev/mqueue`` and workspace mount, and a loopback with no history. When the lease ends the
 server exits and the kernel takes every process and namespace of the episode with it; the next
 lease starts from the lessor's untouched state again. So a recycled sandbox is as new down to
 what the kernel counts, which emptying directories never reset: its first command gets the pid
@@ -101,7 +101,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import fcntl
 import functools
 import itertools
@@ -137,7 +136,12 @@ from harnessgrid.sandboxing._sandbox_memory import (
 )
 from harnessgrid.sandboxing._sandbox_seccomp import native_keyctl, sandbox_filter
 from harnessgrid.sandboxing.environments import EnvironmentRecord
-from harnessgrid.sandboxing.scratch import mounted_tmpfs
+from harnessgrid.sandboxing.scratch import (
+    can_clone_mounts,
+    clone_mount,
+    mounted_tmpfs,
+    unmount_capped_fs,
+)
 from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.sandboxing.workspace_owners import restore_owners
 
@@ -668,36 +672,6 @@ def _kill_process(proc: subprocess.Popen[bytes], server: int | None = None) -> N
         logger.warning("sandbox process %d did not exit after SIGKILL", proc.pid)
 
 
-_OPEN_TREE = 428  # open_tree(2): the same number on every architecture (Linux >= 5.2)
-_OPEN_TREE_CLONE = 1
-
-
-def _clone_mount(path: Path) -> int | None:
-    """A detached copy of the mount at ``path`` (an O_PATH descriptor, close-on-exec) that a
-    lease attaches as its workspace; None where the kernel has no ``open_tree`` (before 5.2)
-    or refuses (not root)."""
-    fd = _libc().syscall(ctypes.c_long(_OPEN_TREE), ctypes.c_long(-100), os.fsencode(path),
-                         ctypes.c_long(_OPEN_TREE_CLONE | os.O_CLOEXEC))
-    return int(fd) if fd >= 0 else None
-
-
-@functools.cache
-def _libc() -> Any:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc
-
-
-@functools.cache
-def _can_clone_mounts() -> bool:
-    """Whether this host can hand a lease its workspace as a mount (root, Linux >= 5.2)."""
-    fd = _clone_mount(Path("/")) if os.geteuid() == 0 else None
-    if fd is None:
-        return False
-    os.close(fd)
-    return True
-
-
 def _children(pid: int) -> list[int]:
     try:
         return [int(kid) for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -959,7 +933,7 @@ class Sandbox:
             self._cgroup = MemoryCgroup.create(f"harnessgrid-sandbox-{uid}", self._pinnable())
             # Each lease attaches the workspace itself, so a lease can get another one; extra
             # binds (inside it, say) are bwrap's to mount, over a workspace bwrap binds.
-            self._workspace_by_fd = not self._binds and _can_clone_mounts()
+            self._workspace_by_fd = not self._binds and can_clone_mounts()
         config = {
             "root": str(root) if self.unsafe_no_sandbox else self.workspace.mount_path,
             "uid": uid,
@@ -1029,7 +1003,7 @@ class Sandbox:
         assert self._lease_sock is not None
         fds = []
         if self._workspace_by_fd:
-            fd = _clone_mount(self.workspace.root)
+            fd = clone_mount(self.workspace.root)
             if fd is None:
                 raise OSError(f"cannot clone the mount of {self.workspace.root} (open_tree)")
             fds.append(fd)
@@ -1214,8 +1188,9 @@ class Sandbox:
             if ended.get("ended") is not True:
                 return f"the sandbox did not end its lease: {ended!r:.300}"
             if empty_workspace:  # no process of the episode is left to hold it
-                if _libc().umount2(os.fsencode(self.workspace.root), 2) != 0:  # MNT_DETACH
-                    return f"cannot detach the workspace's tmpfs: errno {ctypes.get_errno()}"
+                detached = unmount_capped_fs(self.workspace.root)
+                if detached is not None:
+                    return detached
                 if not self.workspace.limit_size(self.limits.workspace_mb * MB,
                                                  self.limits.max_files):
                     return "cannot mount a new tmpfs for the workspace"

@@ -11,8 +11,8 @@ A returned sandbox is recycled for a later episode instead of closed (:meth:`San
 release`): it gets a new lease (:meth:`Sandbox.reset_sync` with ``empty_workspace``) - the
 episode's command server exits, taking every process of the episode and its pid, ipc, network
 and mount namespaces with it; the workspace's tmpfs is replaced by a new, empty one; a new
-server starts, forked from the sandbox's PID 1 in new namespaces, with a new ``/proc``, ``/tmp``
-and ``/dev/mqueue`` (about 4 ms of CPU, against ~25 for a start) - and it goes back to the pool,
+server starts, forked from the sandbox's PID 1 in new namespaces, with a new ``/proc``, ``/tmp``,
+``/dev/shm`` and ``/dev/mqueue`` (about 4 ms of CPU, against ~25 for a start) - and it goes back to the pool,
 so sequential and concurrent episodes stop paying a sandbox start each. The next episode gets
 it **as new**: nothing the previous episode could set tells it apart from a freshly started
 sandbox - no file, process, IPC object or message queue, and no kernel counter either: its

@@ -155,7 +155,9 @@ def step_up(fd: int, parent: os.stat_result) -> int:
 def _libc() -> Any:
     import ctypes  # only here: mounts exist only where we run as root on Linux
 
-    return ctypes.CDLL(None, use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long  # a descriptor or -1, not a C int's worth of bits
+    return libc
 
 
 def mount_capped_fs(path: Path, *, size_bytes: int, max_inodes: int) -> bool:
@@ -187,11 +189,39 @@ def mounted_tmpfs(path: str | Path) -> bool:
         return False
 
 
-def unmount_capped_fs(path: str | Path) -> None:
+def unmount_capped_fs(path: str | Path) -> str | None:
     """Detach the workspace tmpfs mounted at ``path``, if one of ours is (MNT_DETACH: its
-    memory is freed once nothing holds it)."""
-    if mounted_tmpfs(path):
-        _libc().umount2(os.fsencode(path), 2)
+    memory is freed once nothing holds it); None, or why it could not be detached."""
+    if mounted_tmpfs(path) and _libc().umount2(os.fsencode(path), 2) != 0:
+        import ctypes
+
+        return f"cannot detach the tmpfs at {path}: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
+_OPEN_TREE = 428  # open_tree(2): the same number on every architecture (Linux >= 5.2)
+_OPEN_TREE_CLONE = 1
+
+
+def clone_mount(path: str | Path) -> int | None:
+    """A detached copy of the mount at ``path`` (an O_PATH descriptor, close-on-exec) to attach
+    elsewhere - a sandbox lease attaches its workspace so; None where the kernel has no
+    ``open_tree`` (before 5.2) or refuses (not root)."""
+    import ctypes
+
+    fd = _libc().syscall(ctypes.c_long(_OPEN_TREE), ctypes.c_long(-100), os.fsencode(path),
+                         ctypes.c_long(_OPEN_TREE_CLONE | os.O_CLOEXEC))
+    return int(fd) if fd >= 0 else None
+
+
+@functools.cache
+def can_clone_mounts() -> bool:
+    """Whether this process can clone mounts (:func:`clone_mount`): root, Linux >= 5.2."""
+    fd = clone_mount("/") if os.geteuid() == 0 else None
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
 
 
 def remove_tree(path: Path) -> None:

@@ -210,12 +210,12 @@ def _hand_to_owner(name: str, dir_fd: int, st: os.stat_result, uid: int, gid: in
 def _set(name: str, dir_fd: int, st: os.stat_result, uid: int, gid: int, mode: int) -> None:
     # chown first: it clears set-id bits, which the chmod after it then sets as wanted.
     with contextlib.suppress(OSError):
+        current = stat.S_IMODE(st.st_mode)
         if (st.st_uid, st.st_gid) != (uid, gid):
             os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
-        if not stat.S_ISLNK(st.st_mode):
             current = stat.S_IMODE(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-            if current != mode:
-                os.chmod(name, mode, dir_fd=dir_fd)
+        if not stat.S_ISLNK(st.st_mode) and current != mode:
+            os.chmod(name, mode, dir_fd=dir_fd)
 
 
 def _write(journal: Path, record: dict[str, Any]) -> None:

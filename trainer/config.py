@@ -4,8 +4,8 @@ Example (``examples/tiny-grpo.yaml``)::
 
     model: .tiny-model/tiny        # a local checkpoint or a hub name (hf: policy rules)
     algorithm: grpo                # grpo | ppo | sft
-    design: oa                     # single | first-order | random | oa | nearly-orthogonal
-                                   # | full | adapter:NAME
+    design: oa                     # single | list | first-order | random | oa
+                                   # | nearly-orthogonal | full | adapter:NAME
     k: 2                           # configurations per task, on successive steps
     tasks_per_step: 2
     rollouts_per_task: 4
@@ -35,7 +35,7 @@ from harnessgrid.errors import ConfigError
 __all__ = ["ExperimentConfig", "PPOOptions", "SFTOptions", "apply_overrides", "load_config"]
 
 Algorithm = Literal["grpo", "ppo", "sft"]
-DESIGNS = ("single", "first-order", "random", "oa", "nearly-orthogonal", "full")
+DESIGNS = ("single", "list", "first-order", "random", "oa", "nearly-orthogonal", "full")
 
 #: GRPOConfig / SFTConfig fields this config sets itself; setting them under ``trl:`` would
 #: silently disagree with the top-level field, so it is refused with the field to use instead.
@@ -117,6 +117,8 @@ class ExperimentConfig(BaseModel):
     design: str = "oa"
     harness: str | None = Field(default=None, description="the configuration of design: single: "
                                                           "a code or a level list")
+    harnesses: tuple[str, ...] = Field(default=(), description="the configurations of "
+                                                               "design: list (codes)")
     design_size: int = Field(default=18, ge=1, description="N of design: random and "
                                                            "nearly-orthogonal")
     space: dict[str, tuple[str, ...]] | None = Field(
@@ -189,6 +191,9 @@ class ExperimentConfig(BaseModel):
         if self.design == "single" and self.harness is None:
             raise ValueError("design: single needs harness: CODE (e.g. S0-T0-O0-C0-W0) or a "
                              "level list")
+        if (self.design == "list") != bool(self.harnesses):
+            raise ValueError("design: list needs harnesses: [CODE, ...], and harnesses: is "
+                             "read only by design: list")
         if self.rollout_backend == "ray" and self.generation != "hf":
             raise ValueError("rollout_backend: ray generates on the workers (generation: hf); "
                              "with vLLM, use its server mode and local rollouts")

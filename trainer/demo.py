@@ -145,6 +145,30 @@ def design_codes(condition: Condition, seed: int) -> list[str]:
 HOLDOUT_SEEDS = 3
 
 
+def warm_start_codes(seeds: int = HOLDOUT_SEEDS) -> list[str]:
+    """The configurations of the shared warm start: the union of every condition's training
+    design at every seed below ``max(seeds, HOLDOUT_SEEDS)``. Every condition then starts from
+    a model that has seen its own training harnesses no more and no less than the others', and
+    the held-out and validation sets lie outside it."""
+    return sorted({code for condition in CONDITIONS.values()
+                   for seed in range(max(seeds, HOLDOUT_SEEDS))
+                   for code in design_codes(condition, seed)})
+
+
+def validation_codes(seeds: int = HOLDOUT_SEEDS) -> list[str]:
+    """18 configurations for choices made while building the demo (warm-start recipe, RL
+    steps and learning rate): outside every training design and the test holdout
+    (:func:`heldout_codes`), balanced over the levels like it."""
+    from harnessgrid.designs import Design, holdout
+    from harnessgrid.plugins.micro import MICRO_SPACE
+
+    taken = sorted({*warm_start_codes(seeds), *heldout_codes(seeds)})
+    union = Design(space=MICRO_SPACE, configs=tuple(MICRO_SPACE.parse(c) for c in taken),
+                   kind="custom", params={"training_and_test_to_seed": max(seeds,
+                                                                           HOLDOUT_SEEDS)})
+    return list(holdout(union, 18, 0).codes)
+
+
 def heldout_codes(seeds: int = HOLDOUT_SEEDS) -> list[str]:
     """The 18 in-space configurations every condition is scored on: balanced over the levels
     (:func:`~harnessgrid.designs.holdout`) and outside the training design of *every*

@@ -62,9 +62,13 @@ def build_design(config: ExperimentConfig, space: FactorSpace) -> Design:
         case "single":
             assert config.harness is not None  # checked by the config
             return designs.single_design(single_config(config, space))
+        case "list":
+            return designs.design_from_configs(
+                [single_config(config.model_copy(update={"harness": code}), space)
+                 for code in dict.fromkeys(config.harnesses)])
     raise ConfigError(f"unknown design {config.design!r}",
-                      hint="single, first-order, random, oa, nearly-orthogonal, full or "
-                           "adapter:NAME")
+                      hint="single, list, first-order, random, oa, nearly-orthogonal, "
+                           "full or adapter:NAME")
 
 
 def single_config(config: ExperimentConfig, space: FactorSpace) -> HarnessConfig:

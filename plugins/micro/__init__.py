@@ -13,7 +13,10 @@ entry-point group in pyproject.toml (not the built-in list), with level names pr
   --harnesses``), and :func:`micro_address` writes it so. The paper's space is unchanged by
   the plugin: its levels are registered (a level list or ``O=micro_lines`` may name them), but
   ``S0-T0-O0-C0-W0`` stays the paper's built-in harness;
-- the ``micro`` task suite (splits ``train`` and ``eval``) of one- to four-step file tasks;
+- the ``micro`` task suite (splits ``train``, ``eval``, ``validation`` and ``test``) of one- to four-step file tasks;
+- :data:`UNSEEN_SPACE` (the named space ``micro4``): the micro space plus a fourth system
+  prompt and a fourth tool interface that the demo never trains through, its out-of-space
+  column at micro scale (:mod:`harnessgrid.plugins.micro.unseen`);
 - :func:`micro_corpus`, texts for training the demo model's tokenizer.
 
 Example::
@@ -38,12 +41,12 @@ from harnessgrid.levels import FactorLevel
 from harnessgrid.registrations import SpaceSpec, TaskSuiteSpec
 from harnessgrid.space import FACTORS, FactorSpace, HarnessConfig
 
-from . import contexts, interfaces, observations, prompts, workflows
+from . import contexts, interfaces, observations, prompts, unseen, workflows
 
 if TYPE_CHECKING:
     from harnessgrid.plugin_system.composed_harness import ComposedHarness
 
-__all__ = ["MICRO_LEVELS", "MICRO_SPACE", "build_micro_model", "micro_address", "micro_config",
+__all__ = ["MICRO_LEVELS", "MICRO_SPACE", "UNSEEN_SPACE", "build_micro_model", "micro_address", "micro_config",
            "micro_corpus", "micro_harness"]
 
 _CLASSES: dict[str, tuple[type[FactorLevel], ...]] = {
@@ -62,6 +65,15 @@ MICRO_LEVELS: dict[str, tuple[str, ...]] = {
 #: The 3^5 space of micro levels, the named space ``micro``: its codes name micro harnesses.
 MICRO_SPACE: FactorSpace = FactorSpace.from_levels(MICRO_LEVELS)
 SPACE_NAME = "micro"
+
+#: The micro space plus the fourth levels no demo model trains through
+#: (:mod:`harnessgrid.plugins.micro.unseen`: ``S3`` micro_brief, ``T3`` micro_calls), the named
+#: space ``micro4``; its codes with only levels 0-2 are the micro space's configurations.
+UNSEEN_SPACE: FactorSpace = FactorSpace.from_levels({
+    factor: (*levels, *((unseen.UNSEEN_LEVELS[factor].name,)
+                        if factor in unseen.UNSEEN_LEVELS else ()))
+    for factor, levels in MICRO_LEVELS.items()})
+UNSEEN_SPACE_NAME = "micro4"
 
 
 def micro_config(code: str | HarnessConfig) -> HarnessConfig:
@@ -112,6 +124,7 @@ def build_micro_model(path: str | Path, seed: int = 0,
 def harnessgrid_factor_levels() -> Iterator[type[FactorLevel]]:
     for classes in _CLASSES.values():
         yield from classes
+    yield from unseen.UNSEEN_LEVELS.values()
 
 
 @hookimpl
@@ -119,6 +132,10 @@ def harnessgrid_spaces() -> Iterator[SpaceSpec]:
     yield SpaceSpec(name=SPACE_NAME, space=MICRO_SPACE,
                     description="The micro plugin's 3^5 grid of compact levels (the CPU demo's "
                                 "space).")
+    yield SpaceSpec(name=UNSEEN_SPACE_NAME, space=UNSEEN_SPACE,
+                    description="The micro space plus fourth levels the demo never trains "
+                                "through (S3 micro_brief, T3 micro_calls): its out-of-space "
+                                "(unseen levels) column.")
 
 
 def _load_suite(argument: str | None = None, **options: Any) -> Any:
@@ -135,5 +152,6 @@ def harnessgrid_task_suites() -> Iterator[TaskSuiteSpec]:
     yield TaskSuiteSpec(
         name="micro", load=_load_suite,
         description="Tiny file tasks for the micro harness space (create, copy, append, "
-                    "rename, delete, replace, join; 1-4 actions); splits train (2,400) and "
-                    "eval (144), disjoint by content.")
+                    "rename, delete, replace, join; 1-4 actions); splits train (2,400), "
+                    "eval (144), and validation and test (22 each) that no text the demo's "
+                    "model trains on contains.")

@@ -246,7 +246,7 @@ async def _all_episodes() -> list[str]:
 def micro_corpus() -> list[str]:
     """Texts covering what the micro demo's model sees: dry oracle episodes through all 243
     micro configurations and both adapters, rendered through the chat template, plus every
-    instruction of the ``micro`` suite. Deterministic: the same list on every call and
+    instruction of its ``train`` and ``eval`` splits. Deterministic: the same list on every call and
     machine. Takes a few seconds (no sandbox needed)."""
     from harnessgrid.plugins.micro.tasks import micro_suite
 
@@ -259,5 +259,8 @@ def micro_corpus() -> list[str]:
 
         with ThreadPoolExecutor(max_workers=1) as pool:
             texts = pool.submit(asyncio.run, _all_episodes()).result()
-    texts.extend(f"<|im_start|>user\n{t.instruction}<|im_end|>\n" for t in micro_suite().tasks())
+    # train and eval only: the held-out validation and test splits stay out of the tokenizer
+    suite = micro_suite()
+    texts.extend(f"<|im_start|>user\n{t.instruction}<|im_end|>\n"
+                 for t in (*suite.tasks("train"), *suite.tasks("eval")))
     return texts

@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -200,28 +201,57 @@ def drill(rng: random.Random) -> str:
     return f"Words: {' '.join(run)}\nAgain: {' '.join(run)}\n"
 
 
-def documents(n: int, *, drills: float, seed: int, chat: bool = False) -> list[str]:
-    """``n`` pretraining documents: micro tasks of every family and, a share ``drills`` of
-    them, copy drills. No task equal to an eval task is used, nor one whose document equals an
-    eval task's (a document does not show every file: two deletions of the same file read
-    alike), so the eval split stays unseen."""
+#: The two pretraining stages' corpora as ``base/recipe.json`` made them (``tokens`` arguments).
+STAGES: tuple[dict[str, Any], ...] = (
+    {"documents": 60_000, "drills": 0.25, "seed": 0, "chat": False},
+    {"documents": 30_000, "drills": 0.25, "seed": 1, "chat": True},
+)
+
+
+def _stream(n: int, drills: float, seed: int) -> Iterator[tuple[random.Random, Any]]:
+    """``n`` draws of the corpus, each the stream's ``random`` and a task (``None``: a drill).
+    No task equal to an eval task is used, nor one whose document equals an eval task's (a
+    document does not show every file: two deletions of the same file read alike)."""
     from harnessgrid.plugins.micro.tasks import FAMILIES, _keys, generate, micro_suite
 
     evals = micro_suite().tasks("eval")
     held_out = {k for t in evals for k in _keys(t)} | {task_document(t) for t in evals}
     rng = random.Random(f"micro-pretraining:{seed}")
     names = sorted(FAMILIES)
-    out: list[str] = []
+    made = 0
     next_seed = SEED_BASE
-    while len(out) < n:
+    while made < n:
         if rng.random() < drills:
-            out.append(drill(rng))
+            made += 1
+            yield rng, None
             continue
         task = generate(names[next_seed % len(names)], next_seed // len(names))
         next_seed += 1
-        doc = task_document(task)
-        if not (_keys(task) | {doc}) & held_out:
-            out.append(chat_document(task, rng) if chat else doc)
+        if not (_keys(task) | {task_document(task)}) & held_out:
+            made += 1
+            yield rng, task
+
+
+def documents(n: int, *, drills: float, seed: int, chat: bool = False) -> list[str]:
+    """``n`` pretraining documents: micro tasks of every family and, a share ``drills`` of
+    them, copy drills; never an eval task (see :func:`_stream`)."""
+    return [drill(rng) if task is None else chat_document(task, rng) if chat
+            else task_document(task) for rng, task in _stream(n, drills, seed)]
+
+
+def pretraining_tasks(documents: int, drills: float, seed: int, chat: bool = False) -> list[Any]:
+    """The tasks among the ``documents`` of one stage (the leak check's corpus,
+    :mod:`harnessgrid.plugins.micro.leaks`); ``chat`` changes how they are written, not
+    which they are (but it changes the draws, hence which tasks follow)."""
+    out = []
+    for rng, task in _stream(documents, drills, seed):
+        # each document's own draws, so that the stream goes on as documents() sees it
+        if task is None:
+            drill(rng)
+        else:
+            if chat:
+                chat_document(task, rng)
+            out.append(task)
     return out
 
 

@@ -13,7 +13,11 @@ Splits: ``train`` (:data:`TRAIN_PER_FAMILY` per family, seeds 0, 1, ...) and ``e
 (:data:`EVAL_SIZE`, dealt round-robin over the families from seed :data:`EVAL_SEED_BASE`).
 A task repeating an earlier one (same content hash or same drawn parameters) is skipped, and
 an eval candidate whose content hash or parameters occur in train is skipped too, so the two
-splits are disjoint by content.
+splits are disjoint by content. ``eval`` is disjoint from train by *equality* only: many of
+its tasks sit inside a pretraining document (:mod:`harnessgrid.plugins.micro.leaks`), and its
+instructions are in the micro tokenizer's corpus. The demo therefore tunes on ``validation``
+and reports on ``test`` (22 tasks each, two per family but ``delete``), which nothing its model
+trains on contains, after normalisation, even as part of a longer task.
 
 The grader compares the final files with the expected ones (trailing spaces and blank lines at
 the end do not matter) and checks that removed files are gone; each file is one named
@@ -40,6 +44,22 @@ TRAIN_PER_FAMILY = 200
 EVAL_SIZE = 144
 EVAL_SEED_BASE = 100_000
 _MAX_SKIPS = 1_000
+
+#: The ``test`` and ``validation`` splits: tasks that nothing the demo's model trains on
+#: contains (its tokenizer's corpus, both pretraining stages, the ``train`` split; see
+#: :mod:`harnessgrid.plugins.micro.leaks`), two per family, and apart from each other. Found
+#: by ``leak_free_seeds(2, 200_000)`` and ``leak_free_seeds(2, 300_000, avoid=test)`` and
+#: frozen here, so that loading the suite stays cheap; a test re-checks them against the whole
+#: corpora. ``delete`` has none: every one of its tasks occurs in the pretraining documents.
+TEST_SEEDS: tuple[tuple[str, int], ...] = tuple(
+    (family, 200_000 + i) for family in (
+        "append", "clean_up", "copy", "create", "create_two", "first_line", "join",
+        "join_delete", "rename", "rename_replace", "replace") for i in range(2))
+VALIDATION_SEEDS: tuple[tuple[str, int], ...] = tuple(
+    (family, seed) for family in (
+        "append", "clean_up", "copy", "create", "create_two", "first_line", "join",
+        "join_delete", "rename", "rename_replace", "replace")
+    for seed in ((300_001, 300_002) if family == "rename" else (300_000, 300_001)))
 
 #: Words for file names and contents: short, lower-case, none a substring of another.
 WORDS = ("amber", "birch", "cobalt", "dune", "ember", "fjord", "hazel", "indigo", "jasper",
@@ -288,9 +308,21 @@ def train_tasks(family: str) -> tuple[Task, ...]:
     return tuple(tasks)
 
 
+def _dealt(seeds: tuple[tuple[str, int], ...]) -> tuple[Task, ...]:
+    """The tasks of ``seeds`` dealt round-robin over their families (the first eleven are one
+    per family), so that a ``limit`` keeps the families balanced."""
+    by_family: dict[str, list[Task]] = {}
+    for family, seed in seeds:
+        by_family.setdefault(family, []).append(generate(family, seed))
+    rounds = max(len(v) for v in by_family.values())
+    return tuple(tasks[i] for i in range(rounds) for tasks in by_family.values()
+                 if i < len(tasks))
+
+
 @lru_cache(maxsize=1)
 def micro_suite() -> TaskSuite:
-    """The ``micro`` suite: splits ``train`` and ``eval``, disjoint by content."""
+    """The ``micro`` suite: splits ``train`` and ``eval``, disjoint by content, and the
+    leak-free ``validation`` and ``test`` splits (:data:`TEST_SEEDS`)."""
     names = sorted(FAMILIES)
     train = tuple(t for n in names for t in train_tasks(n))
     taken = {k for t in train for k in _keys(t)}
@@ -307,4 +339,6 @@ def micro_suite() -> TaskSuite:
                 break
         else:
             raise RuntimeError(f"micro family {name!r} cannot make an eval task")
-    return TaskSuite(name="micro", version=VERSION, splits={"train": train, "eval": tuple(evals)})
+    return TaskSuite(name="micro", version=VERSION,
+                     splits={"train": train, "eval": tuple(evals),
+                             "validation": _dealt(VALIDATION_SEEDS), "test": _dealt(TEST_SEEDS)})

@@ -21,7 +21,7 @@ import pluggy
 
 from harnessgrid._lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: Decorator for plugin hook implementations (``@hg.hookimpl``).
 hookimpl = pluggy.HookimplMarker("harnessgrid")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from harnessgrid._deprecated import step_kept_the_books
 from harnessgrid.episode import (
     ContextBudget,
     Decision,
@@ -54,7 +55,8 @@ class Harness(Protocol):
       and after it sets ``state.consecutive_format_errors`` (one more when the turn had a
       format error - ``outcome.format_error`` or ``decision.format_error`` - else 0) and
       ``state.finished`` (``decision.finished``). ``step`` reports through what it returns
-      and never sets these three itself.
+      and never sets these three itself (a ``step`` written for 0.1.0, whose contract asked it
+      to, has its change to the two counts undone, with a ``DeprecationWarning``).
 
     Optional capabilities are declared by implementing the small protocols below
     (:class:`LeveledHarness`, :class:`TranscriptHarness`, :class:`ProductToolHarness`,
@@ -162,7 +164,14 @@ async def play_turn(harness: Harness, state: EpisodeState, turn: ModelTurn,
     the episode loop plays every turn this way, and so should any code that steps a harness
     itself (a test rig, a corpus writer)."""
     state.turn += 1  # before step: it and its workflow see the number of the turn played
+    books = (state.turn, state.consecutive_format_errors)
     outcome, decision = await harness.step(state, turn, env)
+    if (state.turn, state.consecutive_format_errors) != books:
+        # An adapter written for 0.1.0, whose contract had step keep these books: counted
+        # twice, the format-error limit would be halved and state.turn run ahead. Undone,
+        # with a warning.
+        step_kept_the_books(harness)
+        state.turn, state.consecutive_format_errors = books
     failed = decision.format_error or outcome.format_error is not None
     state.consecutive_format_errors = state.consecutive_format_errors + 1 if failed else 0
     state.finished = decision.finished

@@ -9,7 +9,7 @@ dependency on harnessgrid below the next minor version::
     [project]
     name = "my-package"
     version = "0.1.0"
-    dependencies = ["harnessgrid>=0.1,<0.2"]
+    dependencies = ["harnessgrid>=0.2,<0.3"]
 
     [project.entry-points.harnessgrid]
     my_levels = "my_package.harnessgrid_plugin"

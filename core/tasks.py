@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol, overload, runtime_ch
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SkipValidation, field_validator
 
+from harnessgrid._deprecated import module_getattr
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action
 
@@ -416,3 +417,7 @@ class TaskSuite(BaseModel):
                               hint=f"`harnessgrid tasks list {self.name}` prints each task's "
                                    "address")
         return self.splits[found[0]][found[1]]
+
+
+if not TYPE_CHECKING:  # old paths of names that moved out (load_suite): harnessgrid._deprecated
+    __getattr__ = module_getattr(__name__)

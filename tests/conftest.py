@@ -14,6 +14,12 @@ from harnessgrid.plugin_system.registry import reset_registry
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests' helper modules (servers, plugin_dist)
 
+import busy_machine  # noqa: F401 - hypothesis without clock-based verdicts (see the module)
+
+# fixtures/ holds other packages' files, not tests of this suite: the frozen legacy plugin's own
+# tests need it installed, and tests/test_api_stability.py installs it and runs them.
+collect_ignore = ["fixtures"]
+
 # Environments a developer built (~/.cache/harnessgrid/envs) must not change what the tests see:
 # every session, and the CLI subprocesses it starts, get an empty store of their own.
 _ENV_STORE = tempfile.mkdtemp(prefix="hg-test-envs-")

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import busy_machine
 import pytest
 from packaging.requirements import Requirement
 from plugin_dist import write_dist_info
@@ -187,7 +188,8 @@ def test_page_templates_pass_against_the_installed_package(
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          *found["tests"]], cwd=root, env=env,
+                          *busy_machine.PYTEST_ARGS, *found["tests"]], cwd=root,
+                         env={**env, "PYTHONPATH": busy_machine.pythonpath(str(root))},
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert " passed" in out.stdout, out.stdout[-1000:]

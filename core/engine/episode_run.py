@@ -39,6 +39,7 @@ from harnessgrid.events import ContextRewrite, Event, ModelReply, TextDelta, Tur
 from harnessgrid.harness import ProductToolHarness, factor_levels, play_turn, provides
 from harnessgrid.models import Message, ModelTurn, ToolSpec
 from harnessgrid.policies import Policy, PolicyRequest, bind_to_episode
+from harnessgrid.sandboxing.tool_hooks import end_call
 
 if TYPE_CHECKING:
     from harnessgrid.engine.runtime import EpisodeLimits
@@ -133,6 +134,7 @@ class Episode:
             index = cursor.index
             if env.hooks is not None:
                 env.hooks.turn = index
+                end_call(env.hooks)  # an approval never outlives its turn
             t0, cpu0 = time.perf_counter(), timing.own_cpu()
             view = harness.view(state, budget)
             if budget.count(view) > budget.max_tokens:
@@ -179,11 +181,13 @@ class Episode:
                 with timing.turn_clock() as tools:  # filled by each tool execution
                     outcome, _ = await play_turn(harness, state, turn, env)  # and the books
             except asyncio.CancelledError:
+                end_call(env.hooks)
                 # Cancelled mid-turn (a session's cancel()): the trajectory keeps what happened.
                 record.appended = list(state.history[before + 1:])
                 record.wall_s = time.perf_counter() - t0
                 traj.turns.append(record)
                 raise
+            end_call(env.hooks)
             wall_s = time.perf_counter() - t0
             # Harness time is its own CPU: the model's and tools' own CPU are theirs, and the
             # time other episodes (or threads) ran is waiting. Clamped so that the parts add up

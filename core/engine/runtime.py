@@ -38,12 +38,14 @@ from harnessgrid.sandboxing.sandbox import (
     check_bwrap,
 )
 from harnessgrid.sandboxing.sandbox_pool import DEFAULT_REUSE, PoolKey, PoolsByKey, SandboxPool
+from harnessgrid.sandboxing.tool_hooks import ToolHooks
 from harnessgrid.sandboxing.tools import Environment
 from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import Task
 
 if TYPE_CHECKING:
     from harnessgrid.harness import Harness
+    from harnessgrid.sandboxing.tool_hooks import Approver
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +116,8 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
                       limits: EpisodeLimits | None = None, *,
                       workspace: Workspace | None = None,
                       episode_id: str | None = None,
-                      pool: SandboxPool | PoolsByKey | None = None) -> Trajectory:
+                      pool: SandboxPool | PoolsByKey | None = None,
+                      on_tool_call: Approver | None = None) -> Trajectory:
     """Run one episode and return its trajectory; never raises for agent or infrastructure
     failures (they become the trajectory's ``termination`` and ``error``). With ``pool`` (and
     no ``workspace``) the episode takes a pre-started sandbox from it when its key matches,
@@ -125,12 +128,18 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
     (:mod:`harnessgrid.engine.task_sessions`), so every runner - ``eval`` in-process, its workers,
     Ray, training rollouts - grades it whole; only the scripted oracle, whose plan answers one
     instruction, and a caller's own ``workspace`` get the single-instruction episode (ungraded,
-    saying why)."""
+    saying why).
+
+    ``on_tool_call`` approves each tool call as a session's does
+    (:mod:`harnessgrid.sandboxing.tool_hooks`): for in-process callers, since a callable cannot
+    travel to an evaluation's worker processes or Ray workers. Without it (evaluations,
+    training) nothing is asked."""
     if task.followups and workspace is None and policy.spec.partition(":")[0] != "scripted":
         from harnessgrid.engine.task_sessions import run_task_sessions
 
         try:
-            return await run_task_sessions(harness, task, policy, limits, episode_id=episode_id)
+            return await run_task_sessions(harness, task, policy, limits, episode_id=episode_id,
+                                           on_tool_call=on_tool_call)
         except Exception as exc:  # noqa: BLE001 - never raises, as every episode
             return crashed_episode(harness.name, task, policy, exc, episode_id=episode_id)
     limits = effective_limits(limits or EpisodeLimits(), task)
@@ -156,7 +165,9 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
             harness, task, policy, limits, episode_id=episode_id, mount_path=ws.mount_path,
             environment=environment, started_at=started,
             environment_summary=_environment_summary(task, limits, environment))
-        return await _play(episode, ws, pooled, clock)
+        hooks = None if on_tool_call is None else ToolHooks(harness=harness.name,
+                                                            approve=on_tool_call)
+        return await _play(episode, ws, pooled, clock, hooks)
     finally:
         if workspace is not None:  # the caller's: left as it is
             pass
@@ -191,7 +202,7 @@ async def _close_unless_idle(sb: Sandbox) -> None:
 
 
 async def _play(episode: episode_run.Episode, ws: Workspace, pooled: Sandbox | None,
-                clock: float) -> Trajectory:
+                clock: float, hooks: ToolHooks | None = None) -> Trajectory:
     """Play ``episode`` in its sandbox on ``ws``, then grade it (when its task has a grader
     and nothing failed); ``clock`` is when the episode began (:func:`time.perf_counter`)."""
     task, limits, traj = episode.task, episode.limits, episode.trajectory
@@ -201,7 +212,7 @@ async def _play(episode: episode_run.Episode, ws: Workspace, pooled: Sandbox | N
             # The sandbox (host-side id) and which of its episodes this is: a pool's
             # recycling shows in the record, never to the episode's commands.
             traj.meta["sandbox"] = {"id": sb.identity, "episode": sb.episodes}
-            await episode.run(Environment(workspace=ws, sandbox=sb))
+            await episode.run(Environment(workspace=ws, sandbox=sb, hooks=hooks))
     except SandboxError as exc:
         traj.termination, traj.error = "sandbox_error", exc.message
     episode.summarize()

@@ -372,6 +372,8 @@ class AsyncSession:
 
     def _appended(self, message: Message) -> None:
         """Messages the harness adds, as events (the assistant's are ``model_reply``)."""
+        from harnessgrid.sandboxing.tool_hooks import end_call
+
         hooks = self._hooks
         turn = hooks.turn if hooks is not None else None
         if message.role == "assistant" or message.kind == "followup":
@@ -385,6 +387,7 @@ class AsyncSession:
             # Not ok: a call denied or failed (the hooks saw it), or answered as an error (a
             # cancelled call, an adapter's own error result).
             ran_well = hooks.take_call_ok() if hooks is not None else True
+            end_call(hooks)  # answered: its approval covers nothing the harness does next
             self._event(ToolResultEvent(turn=turn, call_id=call_id, name=name,
                                         text=message.content,
                                         ok=ran_well and message.kind != "tool_error"))

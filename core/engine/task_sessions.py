@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
     from harnessgrid.sandboxing.environments import EnvironmentRecord
+    from harnessgrid.sandboxing.tool_hooks import Approver
     from harnessgrid.sandboxing.workspace import Workspace
     from harnessgrid.tasks import Task
 
@@ -56,11 +57,12 @@ async def run_task_episode(harness: Harness, task: Task, policy: Policy,
 
 async def run_task_sessions(harness: Harness, task: Task, policy: Policy,
                             limits: EpisodeLimits | None = None, *,
-                            episode_id: str | None = None) -> Trajectory:
+                            episode_id: str | None = None,
+                            on_tool_call: Approver | None = None) -> Trajectory:
     """Play ``task.instruction`` then each of ``task.followups`` in one :class:`AsyncSession`
     on the task's workspace and environment, then grade (see the module doc). ``limits``
     bound each session's turns; their ``wall_s`` (or the task's, if stricter) bounds all the
-    sessions together."""
+    sessions together; ``on_tool_call`` approves each call, as the session's."""
     from harnessgrid.engine.runtime import EpisodeLimits, effective_limits
     from harnessgrid.sandboxing.workspace import Workspace
 
@@ -70,7 +72,7 @@ async def run_task_sessions(harness: Harness, task: Task, policy: Policy,
     ws = Workspace.create(task.files, task.source_dir, mount_path=task.mount_path)
     try:
         return await _play_and_grade(harness, task, policy, limits, environment, ws,
-                                     episode_id or uuid.uuid4().hex[:12])
+                                     episode_id or uuid.uuid4().hex[:12], on_tool_call)
     finally:
         ws.cleanup()
 
@@ -96,7 +98,7 @@ def _environment(task: Task, limits: EpisodeLimits) -> EnvironmentRecord | None:
 
 async def _play_and_grade(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits,
                           environment: EnvironmentRecord | None, ws: Workspace,
-                          episode_id: str) -> Trajectory:
+                          episode_id: str, on_tool_call: Approver | None = None) -> Trajectory:
     from harnessgrid.engine.grading import grade_episode  # the grading every episode gets
     from harnessgrid.engine.session import AsyncSession
     from harnessgrid.harness import grading_transcript
@@ -106,7 +108,8 @@ async def _play_and_grade(harness: Harness, task: Task, policy: Policy, limits: 
     named = environment.name if environment is not None else "none"
     session = AsyncSession(ws.root, harness=harness, policy=policy, in_place=True,
                            limits=limits.model_copy(update={"environment": named}),
-                           mount_path=task.mount_path, wall_s=limits.wall_s)
+                           mount_path=task.mount_path, wall_s=limits.wall_s,
+                           on_tool_call=on_tool_call)
     session.episode_id = episode_id
     try:
         sent = await _send_each(session, task)

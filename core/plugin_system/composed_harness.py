@@ -1,15 +1,15 @@
 """The harness assembled from one level of each of the five factors.
 
 Its :meth:`ComposedHarness.step` is the reference of what a harness does in one turn: parse
-the model's turn into calls, gate each call (approvals, product tools), execute it in the
-sandbox, observe the result, and let the workflow decide. It lives apart from the
+the model's turn into calls, announce each call for approval (product tools too), execute it
+in the sandbox, observe the result, and let the workflow decide. It lives apart from the
 :class:`~harnessgrid.harness.Harness` contract because it executes actions, which the contract
 does not need to know how to do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from harnessgrid.episode import (
@@ -26,10 +26,11 @@ from harnessgrid.models import (
     FormatError,
     Message,
     ModelTurn,
+    ToolCall,
     ToolResult,
     ToolSpec,
 )
-from harnessgrid.sandboxing.tool_hooks import Denied, denied_result, gate
+from harnessgrid.sandboxing.tool_hooks import Denied, approved_call, denied_result
 from harnessgrid.sandboxing.tools import Environment, as_shell, execute
 
 if TYPE_CHECKING:
@@ -43,6 +44,15 @@ if TYPE_CHECKING:
     )
     from harnessgrid.space import HarnessConfig
     from harnessgrid.tasks import Task
+
+
+def _readable(ti: ToolInterfaceLevel) -> Callable[[ToolCall], ToolCall]:
+    """A modified call as the interface reads it: itself, if it has an action."""
+    def read(call: ToolCall) -> ToolCall:
+        ti.to_action(call)  # FormatError: the modification is not a valid call
+        return call
+    return read
+
 
 class ComposedHarness:
     """A harness assembled from one level of each factor (see
@@ -137,20 +147,21 @@ class ComposedHarness:
                 outcome.finish = action
                 result = ToolResult(output=action.args["message"])
             else:
-                checked = await gate(env, call, action)
+                # Announced with its own name and id (execute would ask about it anyway):
+                # the product's callback sees the call the model wrote.
+                checked = await approved_call(env, call, action, outcome,
+                                              read=_readable(ti))
                 if isinstance(checked, Denied):
                     result = denied_result(checked)
-                    outcome.executed.append(ExecutedCall(call, action, result))
                     state.append(ti.observation_message(call, obs.format(action, result)))
                     continue
+                if isinstance(checked, FormatError):  # the callback's change does not parse
+                    outcome.format_error = checked
+                    msg = ti.observation_message(call, obs.format_error(checked))
+                    state.append(msg.model_copy(update={"kind": "format_error"}))
+                    continue
                 if checked is not call:  # the approval callback changed it
-                    try:
-                        call, action = checked, ti.to_action(checked)
-                    except FormatError as exc:
-                        outcome.format_error = exc
-                        msg = ti.observation_message(call, obs.format_error(exc))
-                        state.append(msg.model_copy(update={"kind": "format_error"}))
-                        continue
+                    call, action = checked, ti.to_action(checked)
                 result = await execute(action, env)
             outcome.executed.append(ExecutedCall(call, action, result))
             state.append(ti.observation_message(call, obs.format(action, result)))

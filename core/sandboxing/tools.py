@@ -5,38 +5,80 @@ confined to it); ``shell`` runs in the episode's bubblewrap sandbox. A mistake b
 such file, path outside the workspace, ``old`` text not found) becomes ``ToolResult.error``; a
 failure of the sandbox itself raises :class:`SandboxError` so the episode is marked as an
 infrastructure failure instead of being scored.
+
+In a session (an :class:`Environment` with hooks) every way of acting this module hands a
+harness passes the product's approval first: :func:`execute`, and the ``workspace`` and
+``sandbox`` of the environment, which are then views that ask
+:func:`~harnessgrid.sandboxing.tool_hooks.approval` before each operation that reads, writes or
+runs (see :mod:`harnessgrid.sandboxing.tool_hooks`, "Approval in one place").
 """
 
 from __future__ import annotations
 
 import shlex
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.models import Action, ToolResult
-from harnessgrid.sandboxing.sandbox import HostTools, Sandbox
-from harnessgrid.sandboxing.tool_hooks import note_result
-from harnessgrid.sandboxing.workspace import Workspace
+from harnessgrid.sandboxing.sandbox import CommandResult, HostTools, Sandbox
+from harnessgrid.sandboxing.tool_hooks import (
+    Denied,
+    approval,
+    approval_sync,
+    denied_result,
+    note_result,
+)
+from harnessgrid.sandboxing.workspace import Workspace, WorkspaceError
 from harnessgrid.timing import tool_span
 
 if TYPE_CHECKING:
     from harnessgrid.sandboxing.tool_hooks import ToolHooks
 
+_T = TypeVar("_T")
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_RESULTS = 200
+#: The exit code of a command the approval callback denied (a shell's "permission denied").
+DENIED_EXIT_CODE = 126
 
 
-@dataclass
+class ApprovalDenied(WorkspaceError):
+    """A workspace operation the product's approval callback denied; it did not happen."""
+
+
 class Environment:
-    """Where an episode's actions take effect."""
+    """Where an episode's actions take effect: its ``workspace``, its ``sandbox`` and, in a
+    session (or an episode run with ``on_tool_call``), its ``hooks`` (approvals, product tools,
+    events: :mod:`harnessgrid.sandboxing.tool_hooks`; None in training and evaluation
+    episodes).
 
-    workspace: Workspace
-    sandbox: Sandbox
-    hooks: ToolHooks | None = None
-    """A session's approvals, product tools and event sink
-    (:mod:`harnessgrid.sandboxing.tool_hooks`); None in training and evaluation episodes."""
+    With hooks, ``workspace`` and ``sandbox`` are views of the real ones whose every file
+    operation and command passes the approval callback first (:class:`ApprovedWorkspace`,
+    :class:`ApprovedSandbox`): whichever documented way a harness acts, the product is asked.
+    """
+
+    def __init__(self, workspace: Workspace, sandbox: Sandbox,
+                 hooks: ToolHooks | None = None) -> None:
+        self._workspace = workspace
+        self._sandbox = sandbox
+        self.hooks = hooks
+
+    def __repr__(self) -> str:
+        return (f"Environment(workspace={self._workspace!r}, sandbox={self._sandbox!r}, "
+                f"hooks={self.hooks!r})")
+
+    @property
+    def workspace(self) -> Workspace:
+        if self.hooks is None:
+            return self._workspace
+        return cast(Workspace, ApprovedWorkspace(self._workspace, self))
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self.hooks is None:
+            return self._sandbox
+        return cast(Sandbox, ApprovedSandbox(self._sandbox, self))
 
     def host_tools(self) -> HostTools | None:
         """The product tools as commands inside the sandbox, or None without any."""
@@ -51,11 +93,147 @@ class Environment:
         return HostTools({n: t.description for n, t in hooks.product_tools.items()}, handler)
 
 
+class _View:
+    """Forwards everything but the operations it checks to the real object."""
+
+    def __init__(self, real: Any, env: Environment) -> None:
+        self._real = real
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("_real", "_env"):  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self._real, name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._real!r})"
+
+
+def _action(kind: str, args: Mapping[str, Any]) -> Action:
+    """The abstract action a primitive performs, as the callback is asked about it (a value
+    that is not text shown as text: the real operation refuses it with its own error)."""
+    return Action.of(kind, **{k: v if isinstance(v, str) else repr(v)  # type: ignore[arg-type]
+                              for k, v in args.items()})
+
+
+def _approved_args(checked: Action | Denied, action: Action,
+                   args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments to run with: the primitive's own (exactly as given: ``action`` shows them
+    cleaned for the callback), or the callback's modification of them."""
+    if isinstance(checked, Denied):
+        raise ApprovalDenied(f"denied: {checked.reason}")
+    return args if checked is action else {**args, **checked.args}
+
+
+class ApprovedWorkspace(_View):
+    """A session's :class:`Workspace` as a harness sees it: each operation that reads or
+    changes files is approved first as the abstract action it is (``read``, ``write``,
+    ``edit``, ``list``, ``search``); a denied one raises :class:`ApprovalDenied`. Path helpers
+    (``resolve``, ``relative``, ``sandbox_path``, ``root``, ``mount_path``) are not checked:
+    they read or write nothing."""
+
+    _real: Workspace
+
+    def _run(self, kind: str, args: dict[str, Any], run: Callable[..., _T]) -> _T:
+        action = _action(kind, args)
+        with approval_sync(self._env, action) as checked:
+            return run(**_approved_args(checked, action, args))
+
+    def exists(self, path: str) -> bool:
+        return self._run("list", {"path": path}, self._real.exists)
+
+    def read_bytes(self, path: str) -> bytes:
+        return self._run("read", {"path": path}, self._real.read_bytes)
+
+    def read_text(self, path: str, offset: int = 0, limit: int | None = None) -> str:
+        return self._run("read", {"path": path},
+                         lambda path: self._real.read_text(path, offset, limit))
+
+    def write_text(self, path: str, content: str) -> None:
+        self._run("write", {"path": path, "content": content}, self._real.write_text)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        shown = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+
+        def write(path: str, content: str) -> None:
+            changed = content != shown  # the callback's text, else the bytes as given
+            self._real.write_bytes(path, content.encode() if changed else data)
+
+        self._run("write", {"path": path, "content": shown}, write)
+
+    def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> int:
+        return self._run("edit", {"path": path, "old": old, "new": new},
+                         lambda path, old, new: self._real.edit(path, old, new,
+                                                                replace_all=replace_all))
+
+    def list_dir(self, path: str = ".") -> list[str]:
+        return self._run("list", {"path": path}, self._real.list_dir)
+
+    def glob(self, pattern: str, path: str = ".") -> list[str]:
+        return self._run("list", {"path": path},
+                         lambda path: self._real.glob(pattern, path))
+
+    def search(self, pattern: str, path: str = ".", **options: Any) -> list[
+            tuple[str, int, str]]:
+        return self._run("search", {"pattern": pattern, "path": path},
+                         lambda pattern, path: self._real.search(pattern, path, **options))
+
+    def snapshot_files(self) -> dict[str, bytes]:
+        return self._run("read", {"path": "."}, lambda path: self._real.snapshot_files())
+
+
+def denied_command(denied: Denied) -> CommandResult:
+    """A command the approval callback denied, as a shell reports a refused command."""
+    return CommandResult(stdout="", stderr=f"denied: {denied.reason}\n",
+                         exit_code=DENIED_EXIT_CODE, timed_out=False, truncated=False,
+                         duration_s=0.0)
+
+
+class ApprovedSandbox(_View):
+    """A session's :class:`Sandbox` as a harness sees it: each command is approved first as a
+    ``shell`` action (a denied one does not run: :func:`denied_command`); its ``workspace`` is
+    the approved view too."""
+
+    _real: Sandbox
+
+    @property
+    def workspace(self) -> Workspace:
+        return self._env.workspace
+
+    async def run(self, command: str, *, timeout_s: float | None = None,
+                  cwd: str | None = None, env: Mapping[str, str] | None = None,
+                  host_tools: HostTools | None = None) -> CommandResult:
+        action = _action("shell", {"command": command})
+        async with approval(self._env, action) as checked:
+            if isinstance(checked, Denied):
+                return denied_command(checked)
+            run = command if checked is action else checked.args["command"]
+            return await self._real.run(run, timeout_s=timeout_s, cwd=cwd, env=env,
+                                        host_tools=host_tools)
+
+    def run_sync(self, command: str, *, timeout_s: float | None = None,
+                 cwd: str | None = None, env: Mapping[str, str] | None = None,
+                 host_tools: HostTools | None = None) -> CommandResult:
+        action = _action("shell", {"command": command})
+        with approval_sync(self._env, action) as checked:
+            if isinstance(checked, Denied):
+                return denied_command(checked)
+            run = command if checked is action else checked.args["command"]
+            return self._real.run_sync(run, timeout_s=timeout_s, cwd=cwd, env=env,
+                                       host_tools=host_tools)
+
+
 async def execute(action: Action, env: Environment) -> ToolResult:
     """Run one abstract action and report what happened; its host-side time (the sandbox round
-    trip included) goes to the turn's ``tools_s`` (:mod:`harnessgrid.timing`)."""
+    trip included) goes to the turn's ``tools_s`` (:mod:`harnessgrid.timing`). In a session
+    the action is approved first (:func:`~harnessgrid.sandboxing.tool_hooks.approval`); a
+    denied one does not run and reports :func:`~harnessgrid.sandboxing.tool_hooks.denied_result`."""
     with tool_span() as span:
-        result = await _execute(action, env)
+        async with approval(env, action) as checked:
+            if isinstance(checked, Denied):
+                result = denied_result(checked)
+            else:
+                result = await _execute(checked, env)
         span.floor = result.duration_s  # the least it took: the rest may be loop wait
     note_result(env, result)  # a session's tool_result event says whether it went well
     return result

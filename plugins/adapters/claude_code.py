@@ -97,7 +97,7 @@ from harnessgrid.plugins.adapters._claude_code_tools import (
     validation_error,
 )
 from harnessgrid.registrations import AdapterSpec
-from harnessgrid.sandboxing.tool_hooks import Denied, denied_result, gate
+from harnessgrid.sandboxing.tool_hooks import Denied, approved_call
 from harnessgrid.sandboxing.tools import Environment, as_shell
 from harnessgrid.sandboxing.workspace import WorkspaceError
 
@@ -293,18 +293,23 @@ class ClaudeCodeHarness:
         if problem is not None:
             refuse(asked, problem)
             return
+
+        def recheck(call: ToolCall) -> ToolCall:  # a modified call passes the input check too
+            problem = self._problem(call)
+            if problem is not None:
+                raise FormatError(problem, call=call)
+            return call
+
         # The permission check comes after the input check, as in cli.js's tool loop.
-        checked = await gate(env, asked, self._action(asked, session))
+        checked = await approved_call(env, asked, self._action(asked, session), outcome,
+                                      read=recheck)
         if isinstance(checked, Denied):
-            action = self._action(asked, session)
-            if action is not None:
-                outcome.executed.append(ExecutedCall(asked, action, denied_result(checked)))
             reply(mcp.denial_text(checked), "tool_error")
             return
-        call = checked  # the call itself, or the approval callback's modification of it
-        if call is not asked and (problem := self._problem(call)) is not None:
-            refuse(call, problem)
+        if isinstance(checked, FormatError):
+            refuse(checked.call or asked, checked.message)
             return
+        call = checked  # the call itself, or the approval callback's modification of it
         product = self._product_names.get(call.name)
         if product is not None:
             text, result, failed = await mcp.call_product(env, product, call.arguments)

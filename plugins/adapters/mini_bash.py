@@ -39,7 +39,7 @@ from harnessgrid.harness import task_message
 from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.observations import exit_code, observation_message
 from harnessgrid.registrations import AdapterSpec
-from harnessgrid.sandboxing.tool_hooks import Denied, denied_result, gate
+from harnessgrid.sandboxing.tool_hooks import Denied, approved_call
 from harnessgrid.sandboxing.tools import Environment, as_shell, execute
 from harnessgrid.tasks import Task
 
@@ -160,21 +160,13 @@ class MiniBashHarness:
         call = ToolCall(id=f"bash_{state.turn}", name="bash", arguments={"command": blocks[0]})
         state.append(turn.message().model_copy(update={"parsed_calls": (call,)}))
         action = Action.of("shell", command=blocks[0])
-        checked = await gate(env, call, action)
+        checked = await approved_call(env, call, action, outcome, read=_command_call)
         if isinstance(checked, Denied):
-            outcome.executed.append(ExecutedCall(call, action, denied_result(checked)))
             state.append(observation_message(call, REJECTED + checked.reason, native=False,
                                              kind="tool_error"))
             return outcome, Decision()
-        if checked is not call:  # the approval callback changed the command
-            command = checked.arguments.get("command")
-            if checked.name != "bash" or not isinstance(command, str):
-                raise ConfigError(f"the approval callback modified a call into {checked.name!r} "
-                                  f"with arguments {dict(checked.arguments)!r}, which "
-                                  "adapter:mini-bash cannot run",
-                                  hint="modify only the command: modify(request.call."
-                                       "model_copy(update={'arguments': {'command': ...}}))")
-            call, action = checked, Action.of("shell", command=command)
+        if isinstance(checked, ToolCall) and checked is not call:  # the callback changed it
+            call, action = checked, Action.of("shell", command=checked.arguments["command"])
         result = await execute(action, env)
         outcome.executed.append(ExecutedCall(call, action, result))
         output = result.output + result.stderr
@@ -195,6 +187,19 @@ class MiniBashHarness:
             command = as_shell(action).args["command"]
         fence = "`" * max(3, 1 + max((len(r) for r in re.findall("`+", command)), default=0))
         return ModelTurn(content=f"Next step: {action.kind}.\n{fence}bash\n{command}\n{fence}")
+
+
+def _command_call(call: ToolCall) -> ToolCall:
+    """The approval callback's change of a command: still one bash command, or the product's
+    mistake (a ConfigError: mini-bash has nothing else to run)."""
+    command = call.arguments.get("command")
+    if call.name != "bash" or not isinstance(command, str):
+        raise ConfigError(f"the approval callback modified a call into {call.name!r} "
+                          f"with arguments {dict(call.arguments)!r}, which "
+                          "adapter:mini-bash cannot run",
+                          hint="modify only the command: modify(request.call."
+                               "model_copy(update={'arguments': {'command': ...}}))")
+    return call
 
 
 def _arguments(schema: dict[str, Any]) -> str:

@@ -99,7 +99,7 @@ from harnessgrid.plugins.adapters._openclaw_tools import (
 )
 from harnessgrid.plugins.adapters._openclaw_transcript import session_events, session_jsonl
 from harnessgrid.registrations import AdapterSpec
-from harnessgrid.sandboxing.tool_hooks import Denied, denied_result, gate, note_result
+from harnessgrid.sandboxing.tool_hooks import Denied, approved_call, note_result
 from harnessgrid.sandboxing.tools import Environment, as_shell
 from harnessgrid.tasks import Task
 
@@ -297,23 +297,26 @@ class OpenClawHarness:
         if problem is not None:
             refuse(asked, problem)
             return None
+
+        def merged(changed: ToolCall) -> ToolCall:
+            # OpenClaw's before_tool_call can only change parameters, and they are merged over
+            # the model's ({...params, ...hookResult.params}); the result is checked again
+            call = asked.model_copy(update={"arguments": {**asked.arguments,
+                                                          **changed.arguments}})
+            problem = check_arguments(call, schemas)
+            if problem is not None:
+                raise FormatError(problem, call=call)
+            return call
+
         # before_tool_call runs after the arguments' check, before the tool
-        checked = await gate(env, asked, self._action(asked))
+        checked = await approved_call(env, asked, self._action(asked), outcome, read=merged)
         if isinstance(checked, Denied):
-            outcome.executed.append(ExecutedCall(asked, self._action(asked),
-                                                 denied_result(checked)))
             reason = checked.reason or "Tool call blocked by plugin hook"
             state.append(self._result(asked, thrown_text(asked.name, reason),
                                       "observation"))  # a normal result, not isError
             return None
-        if checked is not asked:  # OpenClaw's before_tool_call can only change parameters, and
-            # they are merged over the model's ({...params, ...hookResult.params})
-            checked = asked.model_copy(update={"arguments": {**asked.arguments,
-                                                             **checked.arguments}})
-            if env.hooks is not None:  # the call that runs, for the session's events
-                env.hooks.last_call = checked
-        if checked is not asked and (problem := check_arguments(checked, schemas)) is not None:
-            refuse(checked, problem)
+        if isinstance(checked, FormatError):
+            refuse(checked.call or asked, checked.message)
             return None
         return checked
 

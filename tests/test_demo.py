@@ -1,10 +1,11 @@
-"""``harnessgrid demo`` (trainer/demo.py): the pipeline completes and its report is
-well-formed. The numbers are not asserted (they are the demo's finding, not a property)."""
+"""``harnessgrid demo`` (trainer/demo.py): the protocol a reviewer checks - one warm start,
+holdouts outside every condition's training, unseen levels outside every design, paired
+intervals - and the bookkeeping of its stages. The numbers are not asserted (they are the
+demo's finding, not a property)."""
 
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -15,21 +16,29 @@ from episode_stubs import Bound, EpisodeStub
 
 from harnessgrid.trainer.demo import (
     CONDITIONS,
-    GAIN,
+    GAIN_DIFF,
+    GAIN_OA,
+    GAIN_SINGLE,
+    IN_SPACE,
+    ORIGINAL,
     PROFILES,
+    SETTINGS,
     SINGLE_BEST,
     SINGLE_MEAN,
     SINGLES,
+    UNSEEN,
+    WARM,
     Profile,
     Stages,
-    ci95,
-    derived_runs,
     design_codes,
     format_table,
     heldout_codes,
     run_demo,
-    table,
+    unseen_codes,
+    validation_codes,
+    warm_start_codes,
 )
+from harnessgrid.trainer.demo_stats import cell_text, interval, resolved, summarise
 
 
 def test_conditions_train_on_their_designs() -> None:
@@ -42,33 +51,91 @@ def test_conditions_train_on_their_designs() -> None:
     assert [design_codes(CONDITIONS[name], 0) for name in SINGLES] == [
         ["S0-T0-O0-C0-W0"], ["S0-T1-O0-C0-W0"], ["S0-T2-O0-C0-W0"]]
     assert design_codes(CONDITIONS["oa-18"], 0) == oa.codes
+    assert design_codes(CONDITIONS["oa-18-negated"], 0) == oa.codes
+    assert CONDITIONS["oa-18-negated"].negate
+    assert not CONDITIONS["oa-18"].negate
     assert len(design_codes(CONDITIONS["random-18"], 0)) == 18
     assert len(design_codes(CONDITIONS["first-order-3"], 0)) == 3
     assert not set(design_codes(CONDITIONS["oa-18"], 0)) & held_out
 
 
-def test_single_baselines_are_summarised_by_mean_best_on_own_harness_and_paired_gain() -> None:
-    def run(name: str, seed: int, inside: float, own: float) -> dict[str, Any]:
-        scores = {"in-space": inside, "out-of-space": 0.0, "original": own}
-        return {"condition": name, "seed": seed, "scores": scores, "well_formed": scores}
+@pytest.mark.parametrize("seeds", [1, 2, 3, 5])
+def test_no_condition_is_scored_on_a_configuration_it_trained_on(seeds: int) -> None:
+    """Issue 37, finding 3: random-18 drew its design per seed and trained on 1-2 of the
+    array's held-out configurations. The held-out set avoids every condition's design at
+    every seed of the run (and at least of the first three), and is the same for all; so do
+    the validation set and the warm start, which holds every condition's design."""
+    heldout = set(heldout_codes(seeds))
+    validation = set(validation_codes(seeds))
+    warm = set(warm_start_codes(seeds))
+    assert len(heldout) == len(validation) == 18
+    assert not heldout & validation
+    assert not warm & (heldout | validation)
+    for condition in CONDITIONS.values():
+        for seed in range(max(seeds, 3)):
+            codes = set(design_codes(condition, seed))
+            assert not codes & heldout, (condition.name, seed)
+            assert codes <= warm, (condition.name, seed)
+    assert heldout_codes(seeds) == heldout_codes(1) or seeds > 3
 
-    results = [run("single-T0", 0, 0.0, 0.0), run("single-T1", 0, 0.3, 0.5),
-               run("single-T2", 0, 0.6, 0.4), run("oa-18", 0, 0.5, 0.5),
-               run("single-T0", 1, 0.1, 0.2), run("single-T1", 1, 0.2, 0.2),
-               run("single-T2", 1, 0.3, 0.1), run("oa-18", 1, 0.4, 0.4)]
-    derived = {(r["condition"], r["seed"]): r
-               for r in derived_runs(results, ["single-T0", "single-T1", "single-T2", "oa-18"])}
-    assert derived[(SINGLE_MEAN, 0)]["scores"]["in-space"] == pytest.approx(0.3)
-    # picked on its own harness (0.5 > 0.4), not on held-out Pass@1 (where T2 is higher)
-    assert derived[(SINGLE_BEST, 0)]["picked"] == "single-T1"
-    assert derived[(SINGLE_BEST, 1)]["picked"] == "single-T0"  # a tie goes to the first
-    assert derived[(GAIN, 0)]["scores"]["in-space"] == pytest.approx(0.2)
-    assert derived[(GAIN, 1)]["scores"]["in-space"] == pytest.approx(0.2)
-    gain = table(list(derived.values()), [GAIN])[GAIN]["in-space"]
-    assert gain["mean"] == pytest.approx(0.2)
-    assert gain["ci95"] == pytest.approx(0.0, abs=1e-12)  # paired by seed: the same gain
-    assert derived_runs(results[:1], ["single-T0"]) == []
 
+def test_unseen_level_configurations_change_one_factor_to_its_fourth_level() -> None:
+    from harnessgrid.plugins.micro import UNSEEN_SPACE
+
+    heldout = heldout_codes()
+    unseen = unseen_codes(heldout)
+    assert len(unseen) == 12
+    trained = set(warm_start_codes())
+    for i, code in enumerate(unseen):
+        UNSEEN_SPACE.parse(code)  # a micro4 configuration
+        changed = [a for a, b in zip(code.split("-"), heldout[i].split("-"), strict=True)
+                   if a != b]
+        assert changed == [("T3" if i % 2 == 0 else "S3")]
+        assert code not in trained
+    assert {c.split("-")[1] for c in unseen[::2]} == {"T3"}
+    assert {c.split("-")[0] for c in unseen[1::2]} == {"S3"}
+
+
+# -- the numbers ------------------------------------------------------------------------------
+
+def _cells(values: list[float]) -> dict[str, float]:
+    return {f"c{i}": v for i, v in enumerate(values)}
+
+
+def test_intervals_are_a_deterministic_bootstrap_over_seeds_and_cells() -> None:
+    a = [_cells([1, 0, 1, 0] * 25), _cells([1, 1, 0, 0] * 25)]
+    low, high = interval(a)  # type: ignore[misc]
+    assert low < 0.5 < high
+    assert interval(a) == (low, high)  # same on every call
+    # more cells, narrower interval
+    wide = interval([_cells([1, 0] * 5), _cells([0, 1] * 5)])
+    assert wide is not None
+    assert wide[1] - wide[0] > high - low
+    # a model that passes every cell has no spread to show
+    assert interval([_cells([1.0] * 10)]) == (1.0, 1.0)
+
+
+def test_differences_are_paired_by_seed_and_cell() -> None:
+    """Two models that differ by the same cells on every seed: the paired interval of their
+    difference is tight even though each model's own interval is wide; against one shared
+    baseline (the warm start), each seed is compared with it."""
+    before = _cells([0, 1] * 50)
+    after = [_cells([1, 1] * 50), _cells([1, 1] * 50)]
+    gain = summarise(after, [before])
+    assert gain["mean"] == pytest.approx(0.5)
+    assert gain["per_seed"] == [pytest.approx(0.5), pytest.approx(0.5)]
+    low, high = gain["ci95"]
+    assert 0.3 < low <= 0.5 <= high < 0.7
+    assert resolved(gain) is True
+    same = summarise(after, after)
+    assert same["mean"] == 0
+    assert same["ci95"] == [0.0, 0.0]
+    assert resolved(same) is False
+    assert cell_text(gain, signed=True).startswith("+50.0 [+")
+    assert cell_text({"mean": None}) == "-"
+
+
+# -- the stages, with a fake trainer and evaluator -------------------------------------------
 
 ORPHAN_SCRIPT = """
 import multiprocessing, os, sys, time
@@ -86,6 +153,340 @@ if __name__ == "__main__":
                              initializer=_die_with_parent) as pool:
         pool.submit(work, sys.argv[1]).result()
 """
+
+
+class GarbledFirstTurn(EpisodeStub):
+    """The oracle, except that each episode's first reply is a ``micro_tags`` write call
+    without its path (the harness rejects it as a format error)."""
+
+    spec = "garbled-first-turn"
+
+    async def play(self, request: Any, episode: Bound) -> Any:
+        from harnessgrid.models import ModelTurn
+
+        if request.state.turn == 0:
+            return ModelTurn(content="<w>no path</w>")
+        return await episode.oracle.act(request)
+
+
+class TextOnly:
+    """Replies in prose, never calling a tool (what an untrained model mostly does)."""
+
+    spec = "text-only"
+
+    async def act(self, request: Any) -> Any:
+        from harnessgrid.models import ModelTurn
+
+        return ModelTurn(content="Sure, the file is done.")
+
+
+class FakeStages(Stages):
+    """The demo's stages without training (a fake: even the micro model's smallest budget
+    takes minutes, too slow for the fast suite); the bookkeeping around them is the real one.
+    The model is one file; SFT and GRPO write ``final/config.json`` with the config's steps
+    and turns and, for GRPO, a ``steps.jsonl``; the evaluation stores its parameters and, like
+    the evaluation store, refuses to continue a folder evaluated with other ones. Scores:
+    Pass@1 0 for the warm start and 1 on a third of the cells after RL; well-formed turns
+    50 %. Instances pickle (the runs happen in worker processes)."""
+
+    def build_model(self, path: Path) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "weights.txt").write_text("micro")
+        return path
+
+    def model_parameters(self, path: Path) -> int:
+        return 1
+
+    def prepare_worker(self) -> None:
+        pass
+
+    def train(self, config: Any, *, resume: bool, on_log: Any = None) -> None:
+        out = Path(config.output_dir)
+        final = out / "final"
+        final.mkdir(parents=True, exist_ok=True)
+        (final / "config.json").write_text(json.dumps(
+            {"steps": config.steps, "max_turns": config.max_turns, "resume": resume}))
+        if config.algorithm == "grpo":
+            (out / "steps.jsonl").write_text("".join(
+                json.dumps({"step": i, "reward": 0.1 * i, "pass_rate": 0.0,
+                            "well_formed": 0.5}) + "\n" for i in range(config.steps)))
+
+    def evaluate(self, config: Any, out: Path) -> dict[str, Any]:
+        from harnessgrid.errors import ConfigError
+
+        params = config.model_dump_json(exclude={"policy"})
+        stored = out / "params.json"
+        if stored.is_file() and stored.read_text() != params:
+            raise ConfigError(f"{out} holds an evaluation with different parameters")
+        out.mkdir(parents=True, exist_ok=True)
+        stored.write_text(params)
+        warm = "warm-start" in str(out)
+        passed = {a: {f"micro/t{t}": 0.0 if warm else float((i + t) % 3 == 0)
+                      for t in range(config.limit)} for i, a in enumerate(config.harnesses)}
+        (out / "harnesses.json").write_text(json.dumps(list(config.harnesses)))
+        return {"passed": passed, "well_formed": {a: [1, 2] for a in config.harnesses}}
+
+
+TINY = Profile(conditions=("single-T0", "oa-18"), seeds=1, warm_episodes=2, warm_steps=2,
+               warm_lr=1e-3, rl_steps=2, tasks_per_step=1, rollouts=2, rl_lr=1e-5,
+               eval_tasks=1, max_turns=4, warm_batch=2, warm_micro_batches=1)
+
+
+def _final(out: Path, profile: str, run: str, stage: str) -> dict[str, Any]:
+    return dict(json.loads((out / profile / run / stage / "final" / "config.json").read_text()))
+
+
+def test_every_condition_starts_rl_from_the_one_warm_start(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    summary = run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
+    warm = out / "default" / "warm-start"
+    assert json.loads((warm / "sft" / "final" / "config.json").read_text())["steps"] == 2
+    records = {r["condition"]: json.loads(
+        (out / "default" / f"{r['condition']}-seed0" / "grpo.stage.json").read_text())
+        for r in summary["runs"]}
+    warm_record = json.loads((warm / "sft.stage.json").read_text())
+    assert {rec["params"]["from"] for rec in records.values()} == {warm_record["fingerprint"]}
+    assert warm_record["params"]["design"] == "list"
+    assert warm_record["params"]["harnesses"] == warm_start_codes(1)
+    assert summary["warm_start"]["train_configs"] == warm_start_codes(1)
+
+
+def test_results_carry_before_and_after_rl_per_condition(tmp_path: Path) -> None:
+    """results.json, per condition: train and held-out configurations per seed, and for
+    in-space, out-of-space (unseen levels) and original the warm start's Pass@1 (before_rl),
+    the run's (after_rl) and the paired gain, each with per-seed values, mean and ci95; the
+    emulated shells are marked not measured, with the reason."""
+    from harnessgrid.plugins.micro import micro_address
+
+    profile = Profile(**{**TINY.__dict__, "seeds": 2, "eval_tasks": 3})
+    run_demo(tmp_path / "demo", "default", workers=1, profile=profile, stages=FakeStages())
+    stored = json.loads((tmp_path / "demo" / "default" / "results.json").read_text())
+    heldout = heldout_codes(2)
+    for name in TINY.conditions:
+        entry = stored["conditions"][name]
+        assert entry["train_configs"]["1"] == design_codes(CONDITIONS[name], 1)
+        assert entry["heldout_configs"]["0"] == heldout
+        assert entry["unseen_configs"] == unseen_codes(heldout)
+        for setting in SETTINGS:
+            for key in ("before_rl", "after_rl", "gain"):
+                stat = entry[setting][key]
+                assert len(stat["per_seed"]) == 2
+                assert stat["mean"] is not None
+                assert len(stat["ci95"]) == 2
+            assert entry[setting]["before_rl"]["mean"] == 0.0  # the fake's warm start
+            assert entry[setting]["gain"]["mean"] == pytest.approx(
+                entry[setting]["after_rl"]["mean"])
+        assert entry["out-of-space (emulated shells)"]["measured"] is False
+    harnesses = json.loads((tmp_path / "demo" / "default" / "oa-18-seed0" / "eval" /
+                            "harnesses.json").read_text())
+    assert [micro_address(c) for c in heldout] == harnesses[:18]
+    assert sum(h.startswith("micro4:") for h in harnesses) == 12
+    rows = stored["rows"]["pass1"]
+    assert next(iter(rows)) == WARM
+    for name in (SINGLE_MEAN, SINGLE_BEST, GAIN_OA, GAIN_SINGLE, GAIN_DIFF):
+        assert name not in rows  # one single baseline: no mean of singles
+    table = format_table(stored)
+    assert table.splitlines()[2].startswith(f"| {WARM} | 0.0 [0.0, 0.0] |")
+    assert "| n/m |" in table
+    assert "± 0.0" not in table
+
+
+def test_single_baselines_are_summarised_by_mean_best_on_own_harness_and_gains(
+        tmp_path: Path) -> None:
+    profile = Profile(**{**TINY.__dict__, "conditions": (*SINGLES, "oa-18"), "seeds": 2,
+                         "eval_tasks": 2})
+    summary = run_demo(tmp_path / "demo", "default", workers=1, profile=profile,
+                       stages=FakeStages())
+    rows = summary["rows"]["pass1"]
+    for name in (SINGLE_MEAN, SINGLE_BEST, GAIN_OA, GAIN_SINGLE, GAIN_DIFF):
+        assert name in rows
+    runs = {(r["condition"], r["seed"]): r for r in summary["runs"]}
+    for seed in (0, 1):
+        singles = [sum(runs[(n, seed)]["cells"][IN_SPACE].values())
+                   / len(runs[(n, seed)]["cells"][IN_SPACE]) for n in SINGLES]
+        assert rows[SINGLE_MEAN][IN_SPACE]["per_seed"][seed] == pytest.approx(
+            sum(singles) / 3)
+        own = {n: sum(runs[(n, seed)]["cells"][ORIGINAL].values()) for n in SINGLES}
+        assert rows[SINGLE_BEST]["picked"][seed] == max(SINGLES, key=lambda n: own[n])
+    # the warm start scores 0 in the fake: gains equal the after-RL values
+    assert rows[GAIN_OA][UNSEEN]["mean"] == pytest.approx(rows["oa-18"][UNSEEN]["mean"])
+    assert rows[GAIN_DIFF][IN_SPACE]["mean"] == pytest.approx(
+        rows["oa-18"][IN_SPACE]["mean"] - rows[SINGLE_MEAN][IN_SPACE]["mean"])
+    report = (tmp_path / "demo" / "default" / "report.md").read_text()
+    assert f"{GAIN_DIFF}, in-space:" in report
+
+
+def test_quick_then_default_into_one_out_do_not_share_stages(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 1: each profile has its own folder; the second trains and evaluates its
+    own models, without an error, and leaves the first's; a re-run reuses everything."""
+    monkeypatch.setitem(PROFILES, "quick", TINY)
+    monkeypatch.setitem(PROFILES, "default", Profile(**{**TINY.__dict__, "warm_steps": 3,
+                                                        "max_turns": 8}))
+    out = tmp_path / "demo"
+    quick = run_demo(out, "quick", workers=1, stages=FakeStages())
+    default = run_demo(out, "default", workers=1, stages=FakeStages())
+    for summary in (quick, default):
+        assert [r["stages_run"] for r in summary["runs"]] == [["GRPO", "evaluation"]] * 2
+        assert not any(r["redone"] for r in summary["runs"])
+    assert json.loads((out / "quick" / "warm-start" / "sft" / "final" / "config.json")
+                      .read_text())["steps"] == 2
+    assert json.loads((out / "default" / "warm-start" / "sft" / "final" / "config.json")
+                      .read_text())["steps"] == 3
+    assert _final(out, "default", "oa-18-seed0", "grpo")["max_turns"] == 8
+    assert (out / "quick" / "results.json").is_file()
+    assert (out / "default" / "report.md").is_file()
+    assert "redoing" not in capfd.readouterr().err
+    again = run_demo(out, "quick", workers=1, stages=FakeStages())
+    assert again["all_reused"]
+    assert not any(r["stages_run"] for r in again["runs"])
+    # --validation scores elsewhere, on the validation configurations
+    checked = run_demo(out, "quick", workers=1, stages=FakeStages(), validation=True)
+    assert checked["scored_on"] == "validation"
+    assert checked["runs"][0]["heldout_configs"] == validation_codes(1)
+    assert (out / "quick-validation" / "results.json").is_file()
+
+
+def test_a_stage_made_with_other_parameters_is_redone_with_a_reason(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A changed budget redoes the stages the change reaches, each with a line saying why,
+    and reuses the others."""
+    out = tmp_path / "demo"
+    run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
+    capfd.readouterr()
+    more_tasks = Profile(**{**TINY.__dict__, "eval_tasks": 2})
+    summary = run_demo(out, "default", workers=1, profile=more_tasks, stages=FakeStages())
+    assert [r["stages_run"] for r in summary["runs"]] == [["evaluation"]] * 2
+    err = capfd.readouterr().err
+    assert "single-T0 seed 0: redoing evaluation: its parameters changed: limit 1 → 2" in err
+    assert err.count("redoing") == 3  # the warm start's evaluation too
+    longer = Profile(**{**more_tasks.__dict__, "warm_steps": 5})
+    summary = run_demo(out, "default", workers=1, profile=longer, stages=FakeStages())
+    assert [r["stages_run"] for r in summary["runs"]] == [["GRPO", "evaluation"]] * 2
+    err = capfd.readouterr().err
+    assert "warm start: redoing warm start: its parameters changed: steps 2 → 5" in err
+    assert "oa-18 seed 0: redoing GRPO: its parameters changed: the warm start it starts " \
+           "from changed" in err
+    assert "redoing evaluation: its parameters changed: the model it evaluates changed" in err
+    # A stage with no record (made by an earlier demo version) is not trusted.
+    (out / "default" / "single-T0-seed0" / "grpo.stage.json").unlink()
+    summary = run_demo(out, "default", workers=1, profile=longer, stages=FakeStages())
+    assert [r["stages_run"] for r in summary["runs"]] == [["GRPO", "evaluation"], []]
+    assert "single-T0 seed 0: redoing GRPO: no record of the parameters it was made with" in \
+        capfd.readouterr().err
+
+
+def test_a_rerun_keeps_the_measured_time_of_the_run_that_computed_the_numbers(
+        tmp_path: Path) -> None:
+    """Issue 28 item 7: a re-run that only reads finished stages keeps the computing run's
+    time; each stage's own time is recorded when it ran and survives re-runs."""
+    out = tmp_path / "demo"
+    first = run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
+    assert not first["all_reused"]
+    assert first["stages_run"] == first["stages"] == 7  # model, warm start and its eval, 2 x 2
+    record = json.loads((out / "default" / "oa-18-seed0" / "grpo.stage.json").read_text())
+    assert record["finished"]
+    assert isinstance(record["seconds"], float)  # recorded, not judged
+    report = (out / "default" / "report.md").read_text()
+    again = run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
+    assert again["all_reused"]
+    for key in ("seconds", "measured_at", "stages_run", "stages"):
+        assert again[key] == first[key], key
+    assert json.loads((out / "default" / "oa-18-seed0" / "grpo.stage.json").read_text()) \
+        == record
+    assert (out / "default" / "report.md").read_text() == report
+    assert f"{first['seconds'] / 60:.1f} min on" in report
+
+
+def test_the_rl_curve_is_scored_at_its_checkpoints(tmp_path: Path) -> None:
+    profile = Profile(**{**TINY.__dict__, "rl_steps": 6, "curve_every": 2})
+    summary = run_demo(tmp_path / "demo", "default", workers=1, profile=profile,
+                       stages=FakeStages())
+    for run in summary["runs"]:
+        assert [p["step"] for p in run["curve"]] == [2, 4]
+        assert len(run["steps"]) == 6
+        assert all(len(p["cells"]) == 18 for p in run["curve"])  # in-space, held out
+    root = tmp_path / "demo" / "default"
+    assert (root / "single-T0-seed0" / "eval-step4" / "params.json").is_file()
+    assert (root / "rl-curve.png").read_bytes().startswith(b"\x89PNG")
+    assert (root / "pass1.png").read_bytes().startswith(b"\x89PNG")
+    html = (root / "report.html").read_text()
+    assert "`" not in html
+    assert html.count("data:image/png;base64,") == 3
+
+
+def test_the_negated_arm_flips_every_advantage() -> None:
+    """The control of ``--full``: the same trainer with each GRPO advantage's sign flipped
+    (and PPO's per-token ones), so a learning signal would move Pass@1 the other way."""
+    from harnessgrid.trainer.demo import _train_config
+
+    plain = _train_config("grpo", Path("m"), Path("o"), TINY, CONDITIONS["oa-18"])
+    negated = _train_config("grpo", Path("m"), Path("o"), TINY, CONDITIONS["oa-18-negated"])
+    assert not plain.negate_advantages
+    assert negated.negate_advantages
+    assert plain.model_dump(exclude={"negate_advantages"}) == negated.model_dump(
+        exclude={"negate_advantages"})
+    assert "oa-18-negated" in PROFILES["full"].conditions
+
+
+def test_well_formed_turns_count_the_turns_harnesses_rejected(tmp_path: Path) -> None:
+    from harnessgrid.evaluation.run import EvalConfig, evaluate
+    from harnessgrid.plugins.micro import MICRO_SPACE
+    from harnessgrid.trainer.demo_stages import well_formed_turns
+
+    tags = "S0-T1-O0-C0-W0"  # micro_tags tool interface, micro_react workflow
+    config = EvalConfig(policy="scripted", suites=("micro",), settings=("in-space",),
+                        harnesses=(tags,), limit=2, runs=1)
+    every_workflow = config.model_copy(update={"harnesses": (tags, "S0-T1-O0-C0-W1",
+                                                             "S0-T1-O0-C0-W2")})
+
+    def share(out: Path, results: Any) -> float:
+        counts = [well_formed_turns(out, r) for r in results]
+        return sum(ok for ok, _ in counts) / sum(n for _, n in counts)
+
+    clean = evaluate(every_workflow, tmp_path / "clean", space=MICRO_SPACE)
+    assert share(tmp_path / "clean", clean.results) == 1.0  # plans count
+    chatty = evaluate(config, tmp_path / "chatty", space=MICRO_SPACE, policy=TextOnly())
+    assert share(tmp_path / "chatty", chatty.results) == 0.0
+    garbled = evaluate(config, tmp_path / "garbled", space=MICRO_SPACE,
+                       policy=GarbledFirstTurn())
+    turns = sum(r.turns for r in garbled.results)
+    assert turns > len(garbled.results)
+    assert share(tmp_path / "garbled", garbled.results) == pytest.approx(
+        1 - len(garbled.results) / turns)
+
+
+@pytest.mark.slow
+def test_quick_demo_completes_with_a_well_formed_report(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    done = subprocess.run([sys.executable, "-m", "harnessgrid", "demo", "--quick", "--out",
+                           str(out)], capture_output=True, text=True, timeout=1500,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"| {WARM} |" in done.stdout
+    assert "| single-T0 |" in done.stdout
+    assert "| oa-18 |" in done.stdout
+    results = json.loads((out / "quick" / "results.json").read_text())
+    assert {r["condition"] for r in results["runs"]} == {"single-T0", "oa-18"}
+    for run in results["runs"]:
+        assert set(run["cells"]) == set(SETTINGS)
+        assert len(run["cells"][IN_SPACE]) == 18 * PROFILES["quick"].eval_tasks
+        assert len(run["cells"][UNSEEN]) == 12 * PROFILES["quick"].eval_tasks
+        assert all(v in (0.0, 1.0) for v in run["cells"][IN_SPACE].values())
+    for name in ("single-T0", "oa-18"):
+        assert results["conditions"][name][IN_SPACE]["after_rl"]["mean"] is not None
+    report = (out / "quick" / "report.md").read_text()
+    assert report.count("| oa-18 |") == 2
+    assert "Well-formed turns" in done.stdout
+    again = subprocess.run([sys.executable, "-m", "harnessgrid", "demo", "--quick", "--out",
+                            str(out)], capture_output=True, text=True, timeout=600,
+                           check=False)
+    assert again.returncode == 0  # resumes: every stage is found done
+    rerun = json.loads((out / "quick" / "results.json").read_text())
+    assert rerun["all_reused"]
+    assert rerun["seconds"] == results["seconds"]
+    assert rerun["conditions"] == results["conditions"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
@@ -124,330 +525,6 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in ("Z", "X")
-
-
-class GarbledFirstTurn(EpisodeStub):
-    """The oracle, except that each episode's first reply is a ``micro_tags`` write call
-    without its path (the harness rejects it as a format error)."""
-
-    spec = "garbled-first-turn"
-
-    async def play(self, request: Any, episode: Bound) -> Any:
-        from harnessgrid.models import ModelTurn
-
-        if request.state.turn == 0:
-            return ModelTurn(content="<w>no path</w>")
-        return await episode.oracle.act(request)
-
-
-class TextOnly:
-    """Replies in prose, never calling a tool (what an untrained model mostly does)."""
-
-    spec = "text-only"
-
-    async def act(self, request: Any) -> Any:
-        from harnessgrid.models import ModelTurn
-
-        return ModelTurn(content="Sure, the file is done.")
-
-
-def test_well_formed_share_counts_the_turns_harnesses_rejected(tmp_path: Path) -> None:
-    from harnessgrid.evaluation.run import EvalConfig, evaluate
-    from harnessgrid.plugins.micro import MICRO_SPACE
-    from harnessgrid.trainer.demo import well_formed_share
-
-    tags = "S0-T1-O0-C0-W0"  # micro_tags tool interface, micro_react workflow
-    config = EvalConfig(policy="scripted", suites=("micro",), settings=("in-space",),
-                        harnesses=(tags,), limit=2, runs=1)
-    every_workflow = config.model_copy(update={"harnesses": (tags, "S0-T1-O0-C0-W1",
-                                                             "S0-T1-O0-C0-W2")})
-    clean = evaluate(every_workflow, tmp_path / "clean", space=MICRO_SPACE)
-    assert well_formed_share(tmp_path / "clean", clean.results) == 1.0  # plans count
-    chatty = evaluate(config, tmp_path / "chatty", space=MICRO_SPACE, policy=TextOnly())
-    assert well_formed_share(tmp_path / "chatty", chatty.results) == 0.0
-    garbled = evaluate(config, tmp_path / "garbled", space=MICRO_SPACE,
-                       policy=GarbledFirstTurn())
-    turns = sum(r.turns for r in garbled.results)
-    assert turns > len(garbled.results)
-    share = well_formed_share(tmp_path / "garbled", garbled.results)
-    assert share == pytest.approx(1 - len(garbled.results) / turns)
-    assert well_formed_share(tmp_path / "garbled", []) is None
-
-
-def test_table_is_mean_and_95_percent_t_interval_over_seeds() -> None:
-    """Issue 37: a mean comes with its 95 % t-interval over seeds (not the population std,
-    which hid how little two seeds resolve); out-of-space, 0 by construction at micro scale,
-    is printed as not measurable, never as a measured 0.0."""
-    runs = [{"condition": "oa-18", "seed": s, "scores": {"in-space": v, "out-of-space": 0.0,
-                                                         "original": None}}
-            for s, v in enumerate((0.2, 0.4))]
-    t = table(runs, ["oa-18"])
-    assert t["oa-18"]["in-space"]["mean"] == pytest.approx(0.3)
-    # t(1) = 12.706, s = 0.1414, n = 2: 12.706 * 0.1414 / 1.414 = 1.2706
-    assert t["oa-18"]["in-space"]["ci95"] == pytest.approx(1.2706, abs=1e-4)
-    assert t["oa-18"]["in-space"]["per_seed"] == [0.2, 0.4]
-    assert t["oa-18"]["out-of-space"]["by_construction"] is True
-    assert t["oa-18"]["original"]["mean"] is None
-    md = format_table({"table": t})
-    assert "| oa-18 | 30.0 ± 127.1 | n/m | - |" in md
-    assert "| 0.0" not in md
-    for run, share in zip(runs, (0.5, 1.0), strict=True):
-        run["well_formed"] = {"in-space": share, "out-of-space": None, "original": None}
-    formed = table(runs, ["oa-18"], key="well_formed")
-    assert formed["oa-18"]["in-space"]["mean"] == 0.75
-    assert formed["oa-18"]["out-of-space"]["mean"] is None
-
-
-@pytest.mark.parametrize(("values", "half_width"), [
-    ((0.1, 0.2, 0.3), 4.303 * 0.1 / 3 ** 0.5),
-    ((0.5,) * 5, 0.0),
-    (tuple(i / 40 for i in range(40)), 1.960 * statistics.stdev([i / 40 for i in range(40)])
-     / 40 ** 0.5),
-])
-def test_ci95_is_students_t_interval(values: tuple[float, ...], half_width: float) -> None:
-    assert ci95(values) == pytest.approx(half_width, rel=1e-3)
-
-
-def test_one_seed_is_reported_without_an_interval() -> None:
-    """One seed has no interval: its cells show the value alone, not ``± 0.0`` (issue 28)."""
-    runs = [{"condition": "oa-18", "seed": 0,
-             "scores": {"in-space": 0.25, "out-of-space": 0.0, "original": None}}]
-    t = table(runs, ["oa-18"])
-    assert t["oa-18"]["in-space"]["ci95"] is None
-    md = format_table({"table": t})
-    assert "| oa-18 | 25.0 | n/m | - |" in md
-    assert "±" not in md
-    runs.append({"condition": "oa-18", "seed": 1,
-                 "scores": {"in-space": 0.75, "out-of-space": None, "original": None}})
-    runs.append({"condition": "single", "seed": 0,
-                 "scores": {"in-space": 0.0, "out-of-space": None, "original": 0.5}})
-    mixed = format_table({"table": table(runs, ["oa-18", "single"])})
-    assert "| oa-18 | 50.0 ± 317.6 | n/m | - |" in mixed
-    assert "| single | 0.0 (1 seed) | n/m | 50.0 (1 seed) |" in mixed
-
-
-@pytest.mark.parametrize("seeds", [1, 2, 3, 5])
-def test_no_condition_is_scored_on_a_configuration_it_trained_on(seeds: int) -> None:
-    """Issue 37, finding 3: random-18 drew its design per seed and trained on 1-2 of the
-    array's held-out configurations. The held-out set now avoids every condition's design at
-    every seed of the run (and at least of the first three), and is the same for all."""
-    heldout = set(heldout_codes(seeds))
-    assert len(heldout) == 18
-    for condition in CONDITIONS.values():
-        for seed in range(max(seeds, 3)):
-            assert not set(design_codes(condition, seed)) & heldout, (condition.name, seed)
-    assert heldout_codes(seeds) == heldout_codes(1) or seeds > 3
-
-
-class FakeStages(Stages):
-    """The demo's stages without training (a fake: even the micro model's smallest budget
-    takes minutes, too slow for the fast suite); the bookkeeping around them is the real one.
-    The model is one file; SFT and GRPO write ``final/config.json`` with the config's steps and
-    turns; the evaluation stores its parameters and, like the evaluation store, refuses to
-    continue a folder evaluated with other ones. Fixed scores: Pass@1 0 everywhere,
-    well-formed turns 50 %. Instances pickle (the runs happen in worker processes)."""
-
-    def build_model(self, path: Path) -> Path:
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "weights.txt").write_text("micro")
-        return path
-
-    def model_parameters(self, path: Path) -> int:
-        return 1
-
-    def prepare_worker(self) -> None:
-        pass
-
-    def train(self, config: Any, *, resume: bool, on_log: Any = None) -> None:
-        final = Path(config.output_dir) / "final"
-        final.mkdir(parents=True, exist_ok=True)
-        (final / "config.json").write_text(json.dumps(
-            {"steps": config.steps, "max_turns": config.max_turns, "resume": resume}))
-
-    def evaluate(self, config: Any, out: Path) -> dict[str, Any]:
-        from harnessgrid.errors import ConfigError
-
-        params = config.model_dump_json(exclude={"policy"})
-        stored = out / "params.json"
-        if stored.is_file() and stored.read_text() != params:
-            raise ConfigError(f"{out} holds an evaluation with different parameters")
-        out.mkdir(parents=True, exist_ok=True)
-        stored.write_text(params)
-        settings = ("in-space", "out-of-space", "original")
-        return {"scores": dict.fromkeys(settings, 0.0),
-                "well_formed": dict.fromkeys(settings, 0.5),
-                "in_space_per_config": {"S0-T0-O0-C0-W0": 0.0, "S1-T1-O1-C1-W1": 0.0},
-                "evaluated_in_space": list(config.harnesses or ())}
-
-
-TINY = Profile(conditions=("single-T0", "oa-18"), seeds=1, sft_episodes=2, sft_steps=2,
-               sft_batch=2, sft_lr=1e-3, grpo_steps=1, tasks_per_step=1, rollouts=2,
-               grpo_lr=1e-5, eval_tasks=1, max_turns=4, sft_micro_batches=1)
-
-
-def _final(out: Path, profile: str, run: str, stage: str) -> dict[str, Any]:
-    return dict(json.loads((out / profile / run / stage / "final" / "config.json").read_text()))
-
-
-def test_quick_then_default_into_one_out_do_not_share_stages(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
-) -> None:
-    """Issue 28 item 1: ``demo --quick --out D`` then ``demo --out D`` reused the quick models
-    and stopped on the evaluation store's diff. Each profile now has its own folder: the
-    second trains and evaluates its own models, without an error, and leaves the first's."""
-    monkeypatch.setitem(PROFILES, "quick", TINY)
-    monkeypatch.setitem(PROFILES, "default", Profile(**{**TINY.__dict__, "sft_steps": 3,
-                                                        "max_turns": 8}))
-    out = tmp_path / "demo"
-    quick = run_demo(out, "quick", workers=1, stages=FakeStages())
-    default = run_demo(out, "default", workers=1, stages=FakeStages())
-    for summary in (quick, default):
-        assert [r["stages_run"] for r in summary["runs"]] == [["SFT", "GRPO", "evaluation"]] * 2
-        assert not any(r["redone"] for r in summary["runs"])
-    for run in ("single-T0-seed0", "oa-18-seed0"):
-        assert _final(out, "quick", run, "sft")["steps"] == 2
-        assert _final(out, "default", run, "sft")["steps"] == 3
-        assert _final(out, "default", run, "grpo")["max_turns"] == 8
-    assert (out / "quick" / "results.json").is_file()
-    assert (out / "default" / "report.md").is_file()
-    assert "redoing" not in capfd.readouterr().err
-    again = run_demo(out, "quick", workers=1, stages=FakeStages())
-    assert again["all_reused"]
-    assert not any(r["stages_run"] for r in again["runs"])
-
-
-def test_a_stage_made_with_other_parameters_is_redone_with_a_reason(
-        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    """A profile whose budget changed (issue 26 changes them) redoes the stages the change
-    reaches, each with a line saying why, and reuses the others; never the store's diff."""
-    out = tmp_path / "demo"
-    run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
-    capfd.readouterr()
-    more_tasks = Profile(**{**TINY.__dict__, "eval_tasks": 2})
-    summary = run_demo(out, "default", workers=1, profile=more_tasks, stages=FakeStages())
-    assert [r["stages_run"] for r in summary["runs"]] == [["evaluation"]] * 2
-    err = capfd.readouterr().err
-    assert "single-T0 seed 0: redoing evaluation: its parameters changed: limit 1 → 2" in err
-    assert err.count("redoing") == 2
-    longer = Profile(**{**more_tasks.__dict__, "sft_steps": 5})
-    summary = run_demo(out, "default", workers=1, profile=longer, stages=FakeStages())
-    assert [r["stages_run"] for r in summary["runs"]] == [["SFT", "GRPO", "evaluation"]] * 2
-    err = capfd.readouterr().err
-    assert "oa-18 seed 0: redoing SFT: its parameters changed: steps 2 → 5" in err
-    assert "redoing GRPO: its parameters changed: the SFT model it starts from changed" in err
-    assert "redoing evaluation: its parameters changed: the GRPO model it evaluates changed" \
-        in err
-    assert _final(out, "default", "oa-18-seed0", "sft") == {"steps": 5, "max_turns": 4,
-                                                             "resume": False}
-    # A stage with no record (made by an earlier demo version) is not trusted.
-    (out / "default" / "single-T0-seed0" / "grpo.stage.json").unlink()
-    summary = run_demo(out, "default", workers=1, profile=longer, stages=FakeStages())
-    assert [r["stages_run"] for r in summary["runs"]] == [["GRPO", "evaluation"], []]
-    assert "single-T0 seed 0: redoing GRPO: no record of the parameters it was made with" in \
-        capfd.readouterr().err
-
-
-def test_a_rerun_keeps_the_measured_time_of_the_run_that_computed_the_numbers(
-        tmp_path: Path) -> None:
-    """Issue 28 item 7: a re-run that only reads finished stages replaced the report's time
-    (36.5 min became 0.3 min). It keeps the computing run's time; each stage's own time is
-    recorded when it ran and survives re-runs."""
-    out = tmp_path / "demo"
-    first = run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
-    assert not first["all_reused"]
-    assert first["stages_run"] == first["stages"] == 7
-    record = json.loads((out / "default" / "oa-18-seed0" / "sft.stage.json").read_text())
-    assert record["finished"]
-    assert isinstance(record["seconds"], float)  # recorded, not judged
-    report = (out / "default" / "report.md").read_text()
-    again = run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
-    assert again["all_reused"]
-    for key in ("seconds", "measured_at", "stages_run", "stages", "stage_seconds"):
-        assert again[key] == first[key], key
-    assert json.loads((out / "default" / "oa-18-seed0" / "sft.stage.json").read_text()) \
-        == record
-    assert (out / "default" / "report.md").read_text() == report
-    assert f"{first['seconds'] / 60:.1f} min on" in report
-    # Redoing part of the stages says the time is that part's.
-    partial = run_demo(out, "default", workers=1, stages=FakeStages(),
-                       profile=Profile(**{**TINY.__dict__, "eval_tasks": 2}))
-    assert partial["stages_run"] == 2
-    assert partial["seconds"] != first["seconds"]
-    assert "computing 2 of the 7 stages" in (out / "default" / "report.md").read_text()
-
-
-def test_report_writes_pngs_and_skips_all_zero_plots(tmp_path: Path) -> None:
-    """Issue 28 item 7: two of three plots were flat zero lines, no PNG reached the disk and
-    the HTML showed literal backticks. Here Pass@1 is 0 everywhere (the fake's scores)."""
-    out = tmp_path / "demo"
-    run_demo(out, "default", workers=1, profile=TINY, stages=FakeStages())
-    root = out / "default"
-    png = (root / "well-formed.png").read_bytes()
-    assert png.startswith(b"\x89PNG")
-    assert not (root / "pass1.png").exists()
-    assert not (root / "configurations.png").exists()
-    html = (root / "report.html").read_text()
-    assert "`" not in html
-    assert "<code>default</code>" in html
-    assert html.count("data:image/png;base64,") == 1
-    assert "not drawn: Pass@1 is 0" in html
-    report = (root / "report.md").read_text()
-    assert "![Well-formed turns by condition and setting](well-formed.png)" in report
-    assert "Pass@1 (%), 1 seed (no interval):" in report
-    assert "± 0.0" not in report
-
-
-def test_results_record_each_runs_training_and_held_out_configurations(tmp_path: Path) -> None:
-    """results.json says, per condition and seed, what was trained on and what was scored as
-    held out, and the evaluation was run on exactly that held-out set."""
-    from harnessgrid.plugins.micro import micro_address
-
-    summary = run_demo(tmp_path / "demo", "default", workers=1, profile=TINY,
-                       stages=FakeStages())
-    stored = json.loads((tmp_path / "demo" / "default" / "results.json").read_text())
-    heldout = heldout_codes(1)
-    for name in TINY.conditions:
-        configs = stored["conditions"][name]
-        assert configs["train_configs"]["0"] == design_codes(CONDITIONS[name], 0)
-        assert configs["heldout_configs"]["0"] == heldout
-    for run in summary["runs"]:
-        assert run["evaluated_in_space"] == [micro_address(c) for c in heldout]
-
-
-@pytest.mark.slow
-def test_quick_demo_completes_with_a_well_formed_report(tmp_path: Path) -> None:
-    out = tmp_path / "demo"
-    done = subprocess.run([sys.executable, "-m", "harnessgrid", "demo", "--quick", "--out",
-                           str(out)], capture_output=True, text=True, timeout=1500,
-                          check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "| single-T0 |" in done.stdout
-    assert "| oa-18 |" in done.stdout
-    results = json.loads((out / "quick" / "results.json").read_text())
-    assert {r["condition"] for r in results["runs"]} == {"single-T0", "oa-18"}
-    for run in results["runs"]:
-        assert set(run["scores"]) == {"in-space", "out-of-space", "original"}
-        assert all(v is not None and 0.0 <= v <= 1.0 for v in run["scores"].values())
-        assert set(run["well_formed"]) == set(run["scores"])
-        assert all(v is not None and 0.0 <= v <= 1.0 for v in run["well_formed"].values())
-        assert len(run["in_space_per_config"]) == 18  # every held-out configuration evaluated
-    html = (out / "quick" / "report.html").read_text()
-    assert "<table" in html
-    assert "`" not in html
-    for png, plotted in (("well-formed.png", "well-formed turns"), ("pass1.png", "Pass@1")):
-        assert (out / "quick" / png).is_file() or f"not drawn: {plotted} is 0" in html
-    report = (out / "quick" / "report.md").read_text()
-    assert report.count("| oa-18 |") == 2
-    assert "Well-formed turns" in report
-    assert "Well-formed turns" in done.stdout
-    again = subprocess.run([sys.executable, "-m", "harnessgrid", "demo", "--quick", "--out",
-                            str(out)], capture_output=True, text=True, timeout=600,
-                           check=False)
-    assert again.returncode == 0  # resumes: every stage is found done
-    rerun = json.loads((out / "quick" / "results.json").read_text())
-    assert rerun["all_reused"]
-    assert rerun["seconds"] == results["seconds"]
-    assert [r["scores"] for r in rerun["runs"]] == [r["scores"] for r in results["runs"]]
 
 
 def test_the_demo_trains_from_the_shipped_pretrained_base(tmp_path: Path) -> None:

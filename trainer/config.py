@@ -146,6 +146,10 @@ class ExperimentConfig(BaseModel):
     epsilon_high: float | None = Field(default=None, gt=0)
     loss_type: Literal["dapo", "grpo", "bnpo", "dr_grpo", "cispo"] = "dapo"
     scale_rewards: Literal["group", "batch", "none"] = "group"
+    negate_advantages: bool = Field(
+        default=False, description="a control arm: every advantage's sign flipped, so the "
+                                   "update pushes away from what scored well (GRPO and PPO); "
+                                   "a real learning signal then moves results the other way")
     reward: Literal["score", "pass"] = "score"
     format_bonus: float = Field(
         default=0.0, ge=0, le=1,

@@ -1,65 +1,77 @@
-"""``harnessgrid demo``: the paper's comparison at CPU scale (issue 17).
+"""``harnessgrid demo``: the paper's experiment at CPU scale - RL through many harnesses
+against RL through one, from one warm start, measured as a reviewer would measure it.
 
-The question the paper asks: does training through many harness configurations (the 18-run
-orthogonal array, K = 2 Hamming pairing) make a policy hold up on harnesses it never saw, where
-training through one harness does not? The demo answers it end to end on a laptop, with the
-code path a GPU user runs on the real 15 levels and Qwen3-4B -- only the scale differs:
+The paper's claim: harness scaling changes only *which task-harness pairs RL rolls out*, and a
+policy trained through the 18-run orthogonal array (K = 2 Hamming pairing) holds up on
+harnesses it never saw better than one trained through a single harness. The demo runs that
+experiment end to end on a laptop, on the code path a GPU user runs with Qwen3:
 
-- **model**: ``tiny:micro-base``, the ``micro`` model (about 0.6M parameters, a byte-level BPE
-  trained on the micro harnesses' and tasks' texts, so prompts are a few hundred tokens)
-  pretrained to do file tasks in a neutral notation that is none of the harnesses'
-  (:mod:`harnessgrid.plugins.micro.pretraining`), as a GPU user starts from a pretrained Qwen3;
-- **space and tasks**: the ``micro`` plugin (five factors x three compact levels, shipped as a
-  third party's plugin) and its ``micro`` suite of one- to four-step file tasks;
-- **per condition** (three single-harness baselines, one per tool-interface level -
-  :data:`SINGLES`, a rule fixed before any result -, ``oa-18``; with ``--full`` also
-  ``random-18``, ``first-order-3`` and ``oa-18-k1``) and seed: a supervised warm start on scripted-oracle
-  demonstrations rendered through the condition's harnesses (TRL SFTTrainer), then GRPO
-  through the harness-scaling schedule (the project's trainer), the same number of steps and
-  episodes for every condition;
-- **evaluation** by the project's evaluator, greedy decoding: *in-space* over the 18 held-out
-  configurations, *out-of-space* through the emulated Claude Code and OpenClaw shells, and
-  *original* on the condition's own training harnesses.
+- **model**: ``tiny:micro-base`` (about 0.6M parameters, pretrained on file tasks in a
+  notation that is none of the harnesses', :mod:`harnessgrid.plugins.micro.pretraining`);
+- **one warm start shared by every condition** (the analogue of an instruct checkpoint): SFT
+  on scripted-oracle demonstrations through :func:`warm_start_codes`, the union of every
+  condition's training configurations, so each condition's RL starts from a model that has
+  seen its harnesses exactly as much as the others' (TRL's SFTTrainer);
+- **RL per condition and seed** (GRPO, the project's trainer, from the warm start), with the
+  same steps, tasks and rollouts for every condition; the conditions differ only in the
+  harnesses the schedule assigns: three single-harness baselines, one per tool-interface level
+  (:data:`SINGLES`, a rule fixed before any result) and ``oa-18``; ``--full`` adds
+  ``random-18``, ``first-order-3``, ``oa-18-k1`` and ``oa-18-negated`` (the same run with
+  every advantage's sign flipped: a control that shows the signal, not noise, moves Pass@1);
+- **evaluation** (the project's evaluator, greedy) of the warm start ("before RL") and of
+  every run ("after RL") on the micro suite's leak-free ``test`` split
+  (:mod:`harnessgrid.plugins.micro.leaks`): *in-space* through 18 configurations outside
+  every condition's training design (:func:`heldout_codes`), *out-of-space (unseen levels)*
+  through configurations with a fourth tool interface or system prompt that no model of the
+  demo trains through (:mod:`harnessgrid.plugins.micro.unseen`), and *original* through the
+  run's own training harnesses. The emulated Claude Code and OpenClaw shells are not scored
+  at this scale (:data:`OUT_OF_SPACE_NOTE`).
 
-Every condition is scored in-space on one set of 18 configurations outside every condition's
-training design (:func:`heldout_codes`). Two tables, mean ± the half-width of its 95 %
-t-interval over seeds (one seed: the value alone), with the singles' mean, the single picked
-on its own harness and oa-18's paired gain over the mean as extra rows: Pass@1, and the share of
-*well-formed turns* (a call the harness accepted). The second shows whether the policy speaks a
-harness's protocol at all: that is the first thing a harness change breaks, and it explains the
-first (a model that cannot speak a harness solves nothing through it). Both go to the terminal, ``OUT/PROFILE/report.md``, ``OUT/PROFILE/results.json`` and
-``OUT/PROFILE/report.html``, the plots also to ``OUT/PROFILE/*.png``.
+Every mean comes with a 95 % interval (:mod:`harnessgrid.trainer.demo_stats`: a bootstrap
+over seeds and over (harness, task) cells, paired for differences). Choices made while
+building the demo (the warm-start recipe, RL steps and learning rate) were made on the
+``validation`` split and :func:`validation_codes`, never on the test holdout;
+``harnessgrid demo --validation`` scores there instead of on the test holdout.
 
-Each profile writes its own folder, each (condition, seed) its own below it
-(``OUT/PROFILE/CONDITION-seedN/{sft,grpo,eval}``), and each stage (model build, SFT, GRPO,
-evaluation) records the parameters that made it and how long it took when it ran
-(``STAGE.stage.json`` beside its folder). A re-run reuses a finished stage with the same
-parameters, resumes an unfinished one, and redoes -- saying which and why -- one made with other
-parameters, together with every stage built on it. So ``--quick`` and then the default profile
-into the same ``--out`` never mix, and a changed budget never reports the old models.
+Each profile writes its own folder: ``OUT/PROFILE/warm-start/{sft,eval}`` and, per (condition,
+seed), ``OUT/PROFILE/CONDITION-seedN/{grpo,eval,eval-stepK}``; each stage records what made it
+(:mod:`harnessgrid.trainer.demo_stages`), so a re-run reuses, resumes or - saying why -
+redoes it. Results go to ``OUT/PROFILE/results.json``, ``report.md``, ``report.html`` and PNGs.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 import os
-import shutil
-import statistics
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CONDITIONS", "PROFILES", "Condition", "Profile", "Stages", "run_demo"]
+from harnessgrid.trainer.demo_stages import (
+    StageRun,
+    Stages,
+    _die_with_parent,
+    _earlier_timing,
+    _now,
+    _say,
+    _stage_seconds,
+    _training_params,
+    model_stage,
+    open_stage,
+    run_stage,
+    stage_record,
+)
+from harnessgrid.trainer.demo_stats import mean_cells, summarise
+
+__all__ = ["CONDITIONS", "PROFILES", "Condition", "Profile", "Stages", "run_demo",
+           "stage_record"]
 
 
 @dataclass(frozen=True)
 class Condition:
-    """One way of choosing training harnesses."""
+    """One way of choosing RL's training harnesses."""
 
     name: str
     design: str  # single | oa | random | first-order
@@ -67,6 +79,7 @@ class Condition:
     pairing: str = "hamming"
     design_size: int = 18
     harness: str | None = None  # design "single": its one configuration
+    negate: bool = False  # the control arm: advantages with their sign flipped
 
 
 #: The single-harness baselines, by a rule fixed before any result (issue 37): one per
@@ -83,61 +96,50 @@ CONDITIONS: dict[str, Condition] = {
     "random-18": Condition("random-18", "random", k=2),
     "first-order-3": Condition("first-order-3", "first-order", k=2),
     "oa-18-k1": Condition("oa-18-k1", "oa", k=1),
+    "oa-18-negated": Condition("oa-18-negated", "oa", k=2, negate=True),
 }
 
 
 @dataclass(frozen=True)
 class Profile:
-    """The budget of one demo size; the same for every condition."""
+    """The budget of one demo size; the RL part is the same for every condition."""
 
     conditions: tuple[str, ...]
     seeds: int
-    sft_episodes: int
-    sft_steps: int
-    sft_batch: int
-    sft_lr: float
-    grpo_steps: int
+    warm_episodes: int  # oracle demonstrations of the shared warm start
+    warm_steps: int
+    warm_lr: float
+    rl_steps: int
     tasks_per_step: int
     rollouts: int
-    grpo_lr: float
-    eval_tasks: int
+    rl_lr: float
+    eval_tasks: int  # tasks of the test (or validation) split, one per family first
+    #: RL's task pool: this many train tasks spread over the families, each seen several
+    #: times (None: the whole train split, each seen about once)
+    rl_tasks: int | None = None
+    beta: float = 0.0  # KL to the warm start
+    #: also score in-space every this many RL steps (0: only before and after RL)
+    curve_every: int = 0
+    warm_batch: int = 8
+    warm_micro_batches: int = 4
     max_turns: int = 8
     max_new_tokens: int = 48
-    #: each SFT step's rows sorted into this many forward passes: the same gradient with less
-    #: padding (1.6x faster per step on the demo's rows)
-    sft_micro_batches: int = 4
 
 
-#: Budgets measured on a 2-core VM (one run per core, one torch thread each): an oracle
-#: demonstration costs about 0.1 s, an evaluation episode 0.4-1.4 s and an SFT step of 8 rows
-#: about 0.9 s (rows drawn at random; grouping them by length learned much less per step, see
-#: ``sft_args``). From the pretrained base, 200 SFT steps gave no held-out Pass@1 and 400 gave
-#: 19-33 % through the array (benchmarks/README.md, "A base that copies"), so ``default`` runs
-#: 400 steps, two seeds of each condition (three single baselines and oa-18: 17.5 minutes on
-#: 2026-12-05); ``full`` the same budget per run for seven conditions and three seeds (21 runs,
-#: about 50 minutes estimated from the default's per-run time).
+#: Budgets on a 2-core machine (one run per core, one torch thread each); how they were
+#: chosen, on the validation split, is in README's demo section.
 PROFILES: dict[str, Profile] = {
-    "quick": Profile(conditions=("single-T0", "oa-18"), seeds=1, sft_episodes=48, sft_steps=20,
-                     sft_batch=8, sft_lr=3e-3, grpo_steps=1, tasks_per_step=2, rollouts=2,
-                     grpo_lr=2e-5, eval_tasks=1, max_turns=4),
-    "default": Profile(conditions=(*SINGLES, "oa-18"), seeds=2, sft_episodes=400,
-                       sft_steps=400, sft_batch=8, sft_lr=3e-3, grpo_steps=2,
-                       tasks_per_step=4, rollouts=4, grpo_lr=2e-5, eval_tasks=4),
-    "full": Profile(conditions=(*SINGLES, "oa-18", "random-18", "first-order-3", "oa-18-k1"),
-                    seeds=3, sft_episodes=400, sft_steps=400, sft_batch=8, sft_lr=3e-3,
-                    grpo_steps=2, tasks_per_step=4, rollouts=4, grpo_lr=2e-5, eval_tasks=4),
+    "quick": Profile(conditions=("single-T0", "oa-18"), seeds=1, warm_episodes=48,
+                     warm_steps=20, warm_lr=3e-3, rl_steps=2, tasks_per_step=2, rollouts=2,
+                     rl_lr=1e-4, eval_tasks=2, max_turns=4),
+    "default": Profile(conditions=(*SINGLES, "oa-18"), seeds=2, warm_episodes=400,
+                       warm_steps=400, warm_lr=3e-3, rl_steps=40, tasks_per_step=8,
+                       rollouts=4, rl_lr=1e-4, eval_tasks=11, rl_tasks=48, curve_every=20),
+    "full": Profile(conditions=(*SINGLES, "oa-18", "random-18", "first-order-3", "oa-18-k1",
+                                "oa-18-negated"), seeds=2, warm_episodes=400,
+                    warm_steps=400, warm_lr=3e-3, rl_steps=40, tasks_per_step=8,
+                    rollouts=4, rl_lr=1e-4, eval_tasks=11, rl_tasks=48, curve_every=20),
 }
-
-SETTINGS = ("in-space", "out-of-space", "original")
-
-
-def design_codes(condition: Condition, seed: int) -> list[str]:
-    """The condition's training configurations (codes in the micro space)."""
-    from harnessgrid.plugins.micro import MICRO_SPACE
-    from harnessgrid.trainer.plan import build_design
-
-    return list(build_design(_config(condition, seed, Path("."), Path("."), "sft",
-                                     PROFILES["quick"]), MICRO_SPACE).codes)
 
 
 #: Seeds whose training designs every held-out set avoids, whatever a run's ``--seeds``: the
@@ -187,412 +189,253 @@ def heldout_codes(seeds: int = HOLDOUT_SEEDS) -> list[str]:
     return list(holdout(union, 18, 0).codes)
 
 
-def _config(condition: Condition, seed: int, model: Path, out: Path, algorithm: str,
-            profile: Profile, init_from: Path | None = None) -> Any:
+#: The settings scored, as results.json and the tables name them.
+IN_SPACE, UNSEEN, ORIGINAL = "in-space", "out-of-space (unseen levels)", "original"
+SETTINGS = (IN_SPACE, UNSEEN, ORIGINAL)
+
+
+def unseen_codes(heldout: Sequence[str]) -> list[str]:
+    """The out-of-space (unseen levels) configurations, in the ``micro4`` space: the first 12
+    held-out configurations, alternately with the fourth tool interface (T3) and the fourth
+    system prompt (S3) in place of theirs - the rest of each harness is one the model may have
+    met, the changed part never."""
+    out = []
+    for i, code in enumerate(heldout[:12]):
+        parts = code.split("-")
+        factor = 1 if i % 2 == 0 else 0  # T, then S
+        parts[factor] = parts[factor][0] + "3"
+        out.append("-".join(parts))
+    return out
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """Where the demo scores its models: the task split and the in-space and unseen-level
+    configurations (the test holdout, or with ``--validation`` the validation set)."""
+
+    split: str
+    heldout: tuple[str, ...]
+    unseen: tuple[str, ...]
+
+    @classmethod
+    def of(cls, seeds: int, validation: bool) -> Scoring:
+        heldout = validation_codes(seeds) if validation else heldout_codes(seeds)
+        return cls("validation" if validation else "test", tuple(heldout),
+                   tuple(unseen_codes(heldout)))
+
+    def addresses(self, train: Sequence[str] = ()) -> list[str]:
+        from harnessgrid.plugins.micro import UNSEEN_SPACE_NAME, micro_address
+
+        return list(dict.fromkeys([*(micro_address(c) for c in (*self.heldout, *train)),
+                                   *(f"{UNSEEN_SPACE_NAME}:{c}" for c in self.unseen)]))
+
+    def cells(self, found: dict[str, Any], train: Sequence[str]) -> dict[str, dict[str, float]]:
+        """Setting -> cells of one evaluation (:mod:`~harnessgrid.trainer.demo_stats`):
+        in-space and unseen levels by (harness, task), original by task (averaged over
+        ``train``, the run's own configurations)."""
+        from harnessgrid.plugins.micro import UNSEEN_SPACE_NAME, micro_address
+
+        passed = found["passed"]
+
+        def by_pair(addresses: Sequence[str]) -> dict[str, float]:
+            return {f"{a} {task}": v for a in addresses for task, v in passed.get(a, {}).items()}
+
+        own: dict[str, list[float]] = {}
+        for a in (micro_address(c) for c in train):
+            for task, v in passed.get(a, {}).items():
+                own.setdefault(task, []).append(v)
+        return {IN_SPACE: by_pair([micro_address(c) for c in self.heldout]),
+                UNSEEN: by_pair([f"{UNSEEN_SPACE_NAME}:{c}" for c in self.unseen]),
+                ORIGINAL: {task: sum(v) / len(v) for task, v in own.items()}}
+
+    def well_formed(self, found: dict[str, Any], train: Sequence[str]
+                    ) -> dict[str, dict[str, float]]:
+        """Setting -> per harness, the share of its turns that spoke its protocol."""
+        from harnessgrid.plugins.micro import UNSEEN_SPACE_NAME, micro_address
+
+        def share(addresses: Sequence[str]) -> dict[str, float]:
+            counts = found["well_formed"]
+            return {a: counts[a][0] / counts[a][1] for a in addresses
+                    if a in counts and counts[a][1]}
+
+        return {IN_SPACE: share([micro_address(c) for c in self.heldout]),
+                UNSEEN: share([f"{UNSEEN_SPACE_NAME}:{c}" for c in self.unseen]),
+                ORIGINAL: share([micro_address(c) for c in train])}
+
+
+def _train_config(algorithm: str, model: Path, out: Path, profile: Profile,
+                  condition: Condition | None = None, seed: int = 0,
+                  init_from: Path | None = None, harnesses: Sequence[str] = ()) -> Any:
+    """The trainer's config: the shared warm start (``sft`` through ``harnesses``) or one
+    condition's RL (``grpo``)."""
     from harnessgrid.plugins.micro import MICRO_LEVELS
     from harnessgrid.trainer.config import config_from_mapping
 
     sft = algorithm == "sft"
+    design: dict[str, Any] = (
+        {"design": "list", "harnesses": list(harnesses), "k": 1, "pairing": "repeat"} if sft
+        else {"design": condition.design, "k": condition.k, "pairing": condition.pairing,
+              "design_size": condition.design_size, "harness": condition.harness,
+              "negate_advantages": condition.negate} if condition else {})
     return config_from_mapping({
         "model": str(model), "init_from": str(init_from) if init_from else None,
-        "algorithm": algorithm, "device": "cpu",
-        "design": condition.design, "k": condition.k, "pairing": condition.pairing,
-        "design_size": condition.design_size,
-        "harness": condition.harness,
+        "algorithm": algorithm, "device": "cpu", **design,
         "space": {f: list(v) for f, v in MICRO_LEVELS.items()},
         "suite": "micro", "split": "train",
+        "max_tasks": None if sft else profile.rl_tasks,
         "tasks_per_step": profile.tasks_per_step,
         "rollouts_per_task": None if sft else profile.rollouts,
-        "steps": profile.sft_steps if sft else profile.grpo_steps,
-        "learning_rate": profile.sft_lr if sft else profile.grpo_lr,
+        "steps": profile.warm_steps if sft else profile.rl_steps,
+        "learning_rate": profile.warm_lr if sft else profile.rl_lr,
+        "beta": 0.0 if sft else profile.beta,
         "max_turns": profile.max_turns, "context_budget": 2048,
         "max_new_tokens": profile.max_new_tokens, "temperature": 1.0, "seed": seed,
         "concurrency": 64, "output_dir": str(out),
-        # The micro model solves no task, so a task-only reward gives GRPO no signal (every
-        # rollout of a group scores alike); the bonus rewards the turns that speak the harness.
-        "format_bonus": 0.0 if sft else 0.5,
-        "sft": {"episodes": profile.sft_episodes, "batch_size": profile.sft_batch,
-                "micro_batches": profile.sft_micro_batches},
-        "trl": {"save_steps": 10_000, "save_total_limit": 1, "logging_steps": 10,
-                **({"warmup_steps": min(20, profile.sft_steps // 10),
+        # partial credit (each expected file a sub-score): a tiny model's groups then differ
+        # more often than by pass/fail alone
+        "reward": "score",
+        "sft": {"episodes": profile.warm_episodes, "batch_size": profile.warm_batch,
+                "micro_batches": profile.warm_micro_batches},
+        "trl": {"save_total_limit": None, "logging_steps": 10 if sft else 1,
+                **({"save_steps": 10_000, "warmup_steps": min(20, profile.warm_steps // 10),
                     "lr_scheduler_type": "cosine"} if sft else
-                   {"lr_scheduler_type": "constant"})},
+                   {"save_steps": profile.curve_every or 10_000,
+                    "lr_scheduler_type": "constant"})},
     })
 
 
-STAGE_RECORD = ".stage.json"  # suffix of a stage's record, beside its folder
+def design_codes(condition: Condition, seed: int) -> list[str]:
+    """The condition's training configurations (codes in the micro space)."""
+    from harnessgrid.plugins.micro import MICRO_SPACE
+    from harnessgrid.trainer.plan import build_design
+
+    return list(build_design(_train_config("grpo", Path("."), Path("."), PROFILES["quick"],
+                                           condition, seed), MICRO_SPACE).codes)
 
 
-class Stages:
-    """What the stages run: the micro model's build, the project's trainer and its evaluator.
-
-    The (condition, seed) runs happen in worker processes, so an instance must pickle. A test
-    passes a fake one to check the bookkeeping around the stages (records, reuse, redo, times)
-    without training a model."""
-
-    def build_model(self, path: Path) -> Path:
-        """The demo's model in ``path``: the shipped micro base (``tiny:micro-base``), copied
-        and checked against its checksums (an existing verified copy is reused)."""
-        from harnessgrid.plugins.micro.pretraining import micro_base
-
-        return micro_base(path)
-
-    def model_parameters(self, path: Path) -> int:
-        from safetensors import safe_open
-
-        total = 0
-        with safe_open(str(path / "model.safetensors"), framework="pt") as f:
-            for name in f.keys():  # noqa: SIM118 - safe_open has no __iter__
-                n = 1
-                for d in f.get_slice(name).get_shape():
-                    n *= d
-                total += n
-        return total
-
-    def prepare_worker(self) -> None:
-        """One CPU thread per run, and no library progress bars burying the demo's lines."""
-        import torch
-
-        torch.set_num_threads(1)
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        quiet_libraries()
-
-    def train(self, config: Any, *, resume: bool,
-              on_log: Callable[[int, dict[str, float]], None] | None = None) -> None:
-        from harnessgrid.trainer.run import train
-
-        train(config, resume=resume, on_log=on_log)
-
-    def evaluate(self, config: Any, out: Path) -> dict[str, Any]:
-        """Evaluate (or read a finished evaluation) into ``out``: per setting Pass@1 and the
-        share of well-formed turns, and in-space Pass@1 per configuration."""
-        from harnessgrid.evaluation.aggregate import per_run
-        from harnessgrid.evaluation.run import evaluate
-        from harnessgrid.plugins.micro import MICRO_SPACE
-
-        outcome = evaluate(config, out, space=MICRO_SPACE)
-        by_setting = {"in-space": "in-space", "out-of-space": "out-of-space",
-                      "original": "train"}
-        scores, well_formed = {}, {}
-        for column, setting in by_setting.items():
-            mine = [r for r in outcome.results if r.setting == setting]
-            scores[column] = per_run(mine).get(0)
-            well_formed[column] = well_formed_share(out, mine)
-        per_config: dict[str, list[float]] = {}
-        for r in outcome.results:
-            if r.setting == "in-space" and r.scored:
-                per_config.setdefault(r.harness, []).append(1.0 if r.passed else 0.0)
-        return {"scores": scores, "well_formed": well_formed,
-                "in_space_per_config": {k: statistics.fmean(v) for k, v in per_config.items()}}
-
-
-def stage_fingerprint(params: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def stage_record(directory: Path) -> dict[str, Any] | None:
-    """What ``directory``'s stage recorded (``None``: nothing readable)."""
-    try:
-        data = json.loads(directory.with_name(directory.name + STAGE_RECORD).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_record(directory: Path, record: dict[str, Any]) -> None:
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    _write(directory.with_name(directory.name + STAGE_RECORD),
-           json.dumps(record, indent=2) + "\n")
-
-
-def _wipe(directory: Path) -> None:
-    if directory.is_dir() and not directory.is_symlink():
-        shutil.rmtree(directory)
-    else:
-        directory.unlink(missing_ok=True)
-    directory.with_name(directory.name + STAGE_RECORD).unlink(missing_ok=True)
-
-
-@dataclass
-class StageRun:
-    """One stage of one run and what this invocation does with it: ``reuse`` (finished with
-    the same parameters), ``resume`` (unfinished, same parameters) or ``run`` (from scratch;
-    ``reason`` says why an existing one was thrown away)."""
-
-    directory: Path
-    label: str
-    params: dict[str, Any]
-    fingerprint: str
-    action: str
-    reason: str | None = None
-    seconds: float | None = None
-
-
-#: How a stage's parameters name the stage it is built on (``from``: its fingerprint).
-UPSTREAM = {"SFT": "the model", "GRPO": "the SFT model it starts from",
-            "evaluation": "the GRPO model it evaluates"}
-
-
-def open_stage(directory: Path, label: str, params: dict[str, Any], done: Path,
-               upstream_redone: bool, who: str) -> StageRun:
-    """Decide what to do with the stage in ``directory``; a stage that cannot be reused or
-    resumed is deleted (with a line saying why) before it is redone. ``done``: the file a
-    finished stage has; ``upstream_redone``: the stage it is built on ran in this invocation,
-    so whatever this one built on before is gone."""
-    fingerprint = stage_fingerprint(params)
-    record = stage_record(directory)
-    reason = None
-    if record is None:
-        if directory.exists():
-            reason = "no record of the parameters it was made with"
-    elif record.get("fingerprint") != fingerprint:
-        reason = "its parameters changed: " + describe_changes(record.get("params"), params,
-                                                               UPSTREAM.get(label, "its input"))
-    elif upstream_redone:
-        reason = f"{UPSTREAM.get(label, 'its input')} was redone"
-    elif record.get("finished") and not done.exists():
-        reason = f"its output ({done.name}) is missing"
-    if reason is not None:
-        _say(f"  {who}: redoing {label}: {reason}")
-        _wipe(directory)
-        record = None
-    if record is not None and record.get("finished"):
-        seconds = record.get("seconds")
-        return StageRun(directory, label, params, fingerprint, "reuse",
-                        seconds=float(seconds) if isinstance(seconds, int | float) else None)
-    action = "resume" if record is not None and directory.exists() else "run"
-    return StageRun(directory, label, params, fingerprint, action, reason)
-
-
-def describe_changes(old: Any, new: dict[str, Any], upstream: str) -> str:
-    """The parameters that differ, e.g. ``steps 20 → 300, max_turns 4 → 8``."""
-    if not isinstance(old, dict):
-        return "its record is unreadable"
-    before, after = _flat(old), _flat(new)
-    changed = [k for k in sorted(before.keys() | after.keys())
-               if before.get(k, _MISSING) != after.get(k, _MISSING)]
-    parts = [f"{upstream} changed" if key == "from" else
-             f"{key} {_short(before.get(key, '(none)'))} → {_short(after.get(key, '(none)'))}"
-             for key in changed[:4]]
-    if len(changed) > 4:
-        parts.append(f"and {len(changed) - 4} more")
-    return ", ".join(parts) or "its record differs"
-
-
-_MISSING = object()
-
-
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def run_stage(stage: StageRun, work: Callable[[bool], Any], who: str) -> Any:
-    """``work(resume)`` for the stage: its parameters are recorded before it starts and its
-    time when it ends. A finished stage's ``work`` only reads what is there, and its recorded
-    time is kept. A mismatch the stage's own store finds (which the record did not catch)
-    redoes the stage once from scratch instead of stopping the demo."""
-    from harnessgrid.errors import ConfigError
-
-    if stage.action != "reuse":
-        _start(stage)
-    started = time.perf_counter()
-    try:
-        value = work(stage.action != "run")
-    except ConfigError as exc:
-        if stage.action == "run":
-            raise
-        stage.reason = str(exc).splitlines()[0]
-        _say(f"  {who}: redoing {stage.label}: {stage.reason}")
-        _wipe(stage.directory)
-        stage.action = "run"
-        _start(stage)
-        started = time.perf_counter()
-        value = work(False)
-    if stage.action != "reuse":
-        stage.seconds = time.perf_counter() - started
-        _write_record(stage.directory, {
-            "stage": stage.label, "fingerprint": stage.fingerprint, "params": stage.params,
-            "finished": True, "seconds": stage.seconds, "resumed": stage.action == "resume",
-            "finished_at": _now()})
-    return value
-
-
-def _start(stage: StageRun) -> None:
-    _write_record(stage.directory, {"stage": stage.label, "fingerprint": stage.fingerprint,
-                                    "params": stage.params, "finished": False,
-                                    "started_at": _now()})
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-def _training_params(config: Any, upstream: str) -> dict[str, Any]:
-    """What decides a training stage's result: its config without paths or parallelism (the
-    same run in a moved ``--out`` is the same run), and the stage it starts from."""
-    data: dict[str, Any] = config.model_dump(mode="json", exclude={
-        "model", "init_from", "output_dir", "concurrency", "save_trajectories",
-        "rollout_backend", "ray_address"})
-    return {"from": upstream, **data}
-
-
-def run_condition(condition: Condition, seed: int, model: Path, model_fingerprint: str,
-                  out: Path, profile: Profile, stages: Stages | None = None,
-                  heldout: Sequence[str] | None = None) -> dict[str, Any]:
-    """Warm start, GRPO and evaluation of one (condition, seed) in ``out``, each stage reused,
-    resumed or redone (see the module docstring); in-space is scored on ``heldout`` (default
-    :func:`heldout_codes`), which must not meet the condition's training design. Runs in a
-    worker process of its own (one CPU thread)."""
+def evaluate_stage(who: str, model: Path, upstream: StageRun, directory: Path,
+                   addresses: Sequence[str], scoring: Scoring, profile: Profile,
+                   stages: Stages) -> tuple[StageRun, dict[str, Any]]:
+    """Greedy evaluation of ``model`` through ``addresses`` on the scoring split (reused,
+    resumed or redone like every stage)."""
     from harnessgrid.engine.runtime import EpisodeLimits
     from harnessgrid.evaluation.run import EvalConfig
 
-    stages = stages or Stages()
-    stages.prepare_worker()
-    who = f"{condition.name} seed {seed}"
-    t0 = time.perf_counter()
-    sft_dir, grpo_dir, eval_dir = out / "sft", out / "grpo", out / "eval"
-
-    sft_config = _config(condition, seed, model, sft_dir, "sft", profile)
-    sft = open_stage(sft_dir, "SFT", _training_params(sft_config, model_fingerprint),
-                     sft_dir / "final" / "config.json", False, who)
-    if sft.action != "reuse":
-        _say(f"  {who}: warm start, {profile.sft_episodes} oracle demonstrations, "
-             f"{profile.sft_steps} SFT steps")
-        next_line = [profile.sft_steps // 5]  # a line at about every fifth of the steps
-
-        def sft_progress(step: int, logs: dict[str, float]) -> None:
-            if "loss" in logs and step >= next_line[0]:
-                next_line[0] = step + profile.sft_steps // 5
-                _say(f"  {who}: SFT step {step}/{profile.sft_steps}, loss {logs['loss']:.3f} "
-                     f"({time.perf_counter() - t0:.0f}s so far)")
-
-        run_stage(sft, lambda resume: stages.train(sft_config, resume=resume,
-                                                    on_log=sft_progress), who)
-
-    grpo_config = _config(condition, seed, model, grpo_dir, "grpo", profile,
-                          init_from=sft_dir / "final")
-    grpo = open_stage(grpo_dir, "GRPO", _training_params(grpo_config, sft.fingerprint),
-                      grpo_dir / "final" / "config.json", sft.action != "reuse", who)
-    if grpo.action != "reuse":
-        _say(f"  {who}: {profile.grpo_steps} GRPO steps ({time.perf_counter() - t0:.0f}s "
-             "so far)")
-        run_stage(grpo, lambda resume: stages.train(grpo_config, resume=resume), who)
-
-    from harnessgrid.plugins.micro import micro_address
-
-    codes = design_codes(condition, seed)
-    heldout = list(heldout if heldout is not None else heldout_codes())
-    if set(codes) & set(heldout):
-        raise ValueError(f"{who} trains on held-out configurations "
-                         f"{sorted(set(codes) & set(heldout))}")
-    eval_config = EvalConfig(
-        policy=f"hf:{grpo_dir / 'final'}",
+    config = EvalConfig(
+        policy=f"hf:{model}",
         policy_options={"temperature": 0, "max_new_tokens": profile.max_new_tokens},
-        suites=("micro",), settings=("in-space", "out-of-space", "train"), runs=1,
-        harnesses=tuple(micro_address(c) for c in heldout),
-        # micro:CODE: the evaluator reads a plain code in the paper's space
-        train_harnesses=tuple(micro_address(c) for c in codes), limit=profile.eval_tasks,
-        concurrency=64,
+        suites=("micro",), split=scoring.split, settings=("in-space",), runs=1,
+        harnesses=tuple(addresses), limit=profile.eval_tasks, concurrency=64,
         limits=EpisodeLimits(max_turns=profile.max_turns, max_context_tokens=4096))
-    eval_params = {"from": grpo.fingerprint, **eval_config.model_dump(
+    params = {"from": upstream.fingerprint, **config.model_dump(
         mode="json", exclude={"policy", "concurrency", "workers", "ray", "keep_failures"})}
-    evaluation = open_stage(eval_dir, "evaluation", eval_params, eval_dir,
-                            grpo.action != "reuse", who)
-    if evaluation.action != "reuse":
-        _say(f"  {who}: evaluating ({time.perf_counter() - t0:.0f}s so far)")
-    found = run_stage(evaluation, lambda _resume: stages.evaluate(eval_config, eval_dir), who)
-    done = (sft, grpo, evaluation)
-    return {"condition": condition.name, "seed": seed, **found,
-            "train_configs": codes, "heldout_configs": heldout,
-            "timings": {"sft_s": sft.seconds, "grpo_s": grpo.seconds,
-                        "eval_s": evaluation.seconds},
-            "stages_run": [s.label for s in done if s.action != "reuse"],
-            "redone": {s.label: s.reason for s in done if s.reason},
-            "fingerprints": {s.label: s.fingerprint for s in done}}
+    stage = open_stage(directory, "evaluation", params, directory, upstream.action != "reuse",
+                       who)
+    if stage.action != "reuse":
+        _say(f"  {who}: evaluating {len(addresses)} harnesses x {profile.eval_tasks} tasks")
+    found = run_stage(stage, lambda _resume: stages.evaluate(config, directory), who)
+    return stage, found
 
 
-def well_formed_share(eval_dir: Path, results: Sequence[Any]) -> float | None:
-    """The share of the model's turns that spoke the harness's protocol over ``results``'
-    episodes (:meth:`~harnessgrid.engine.trajectory.Trajectory.well_formed_turns`)."""
-    from harnessgrid.evaluation.store import load_trajectory
-
-    turns = ok = 0
-    for result in results:
-        if not result.scored:
-            continue
-        trajectory = load_trajectory(eval_dir, result)
-        turns += len(trajectory.turns)
-        ok += trajectory.well_formed_turns()
-    return ok / turns if turns else None
-
-
-def _say(text: str) -> None:
-    import sys
-
-    print(text, file=sys.stderr, flush=True)
-
-
-def quiet_libraries() -> None:
-    """The demo prints its own progress; library progress bars and notices would bury it."""
-    import datasets
-    from transformers.utils import logging
-
-    hf_logging: Any = logging  # partially typed upstream
-    datasets.disable_progress_bars()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-
-
-def model_stage(directory: Path, stages: Stages) -> StageRun:
-    """Build (or find built) the profile's model; its fingerprint is a hash of the files the
-    build wrote, so whatever changes the model (the builder, the micro plugin's texts) redoes
-    every stage trained from it."""
-    record = stage_record(directory)
-    started = time.perf_counter()
-    stages.build_model(directory)
-    fingerprint = _tree_hash(directory)
-    params = {"files_sha256": fingerprint}
-    if record is not None and record.get("finished") and record.get("fingerprint") == fingerprint:
-        seconds = record.get("seconds")
-        return StageRun(directory, "model", params, fingerprint, "reuse",
-                        seconds=float(seconds) if isinstance(seconds, int | float) else None)
-    reason = None
-    if record is not None:
-        reason = "its build changed (the micro plugin's texts or the model builder)"
-        _say(f"  model: rebuilt: {reason}")
-    stage = StageRun(directory, "model", params, fingerprint, "run", reason,
-                     seconds=time.perf_counter() - started)
-    _write_record(directory, {"stage": "model", "fingerprint": fingerprint, "params": params,
-                              "finished": True, "seconds": stage.seconds,
-                              "finished_at": _now()})
+def run_warm_start(model: StageRun, root: Path, profile: Profile, stages: Stages,
+                   seeds: int) -> StageRun:
+    """The shared warm start: SFT from the base through :func:`warm_start_codes`."""
+    stages.prepare_worker()
+    directory = root / "warm-start" / "sft"
+    config = _train_config("sft", model.directory, directory, profile,
+                           harnesses=warm_start_codes(seeds))
+    stage = open_stage(directory, "warm start", _training_params(config, model.fingerprint),
+                       directory / "final" / "config.json", model.action != "reuse",
+                       "warm start")
+    if stage.action != "reuse":
+        _say(f"  warm start: {profile.warm_episodes} oracle demonstrations through "
+             f"{len(config.harnesses)} configurations, {profile.warm_steps} SFT steps")
+        run_stage(stage, lambda resume: stages.train(config, resume=resume), "warm start")
     return stage
 
 
-def _tree_hash(directory: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()[:16]
+def evaluate_warm_start(warm: StageRun, root: Path, profile: Profile, stages: Stages,
+                        scoring: Scoring, train: Sequence[str]) -> dict[str, Any]:
+    """The warm start scored once through every harness any run is scored through ("before
+    RL" of every condition)."""
+    stages.prepare_worker()
+    stage, found = evaluate_stage("warm start", warm.directory / "final", warm,
+                                  root / "warm-start" / "eval", scoring.addresses(train),
+                                  scoring, profile, stages)
+    return {"found": found, "stage": stage}
+
+
+def run_condition(condition: Condition, seed: int, warm: StageRun, out: Path,
+                  profile: Profile, stages: Stages, scoring: Scoring) -> dict[str, Any]:
+    """One (condition, seed): GRPO from the warm start, then its evaluation (and in-space
+    at the curve's checkpoints). Runs in a worker process of its own (one CPU thread)."""
+    stages.prepare_worker()
+    who = f"{condition.name} seed {seed}"
+    codes = design_codes(condition, seed)
+    if set(codes) & set(scoring.heldout):
+        raise ValueError(f"{who} trains on held-out configurations "
+                         f"{sorted(set(codes) & set(scoring.heldout))}")
+    grpo_dir = out / "grpo"
+    config = _train_config("grpo", warm.directory / "final", grpo_dir, profile, condition, seed)
+    grpo = open_stage(grpo_dir, "GRPO", _training_params(config, warm.fingerprint),
+                      grpo_dir / "final" / "config.json", warm.action != "reuse", who)
+    if grpo.action != "reuse":
+        _say(f"  {who}: {profile.rl_steps} GRPO steps")
+        run_stage(grpo, lambda resume: stages.train(config, resume=resume), who)
+    evaluation, found = evaluate_stage(who, grpo_dir / "final", grpo, out / "eval",
+                                       scoring.addresses(codes), scoring, profile, stages)
+    curve = []
+    stage_list: list[StageRun] = [grpo, evaluation]
+    if profile.curve_every:
+        for step in range(profile.curve_every, profile.rl_steps, profile.curve_every):
+            point_scoring = Scoring(scoring.split, scoring.heldout, ())
+            stage, point = evaluate_stage(
+                f"{who} (step {step})", grpo_dir / f"checkpoint-{step}", grpo,
+                out / f"eval-step{step}", point_scoring.addresses(), point_scoring, profile,
+                stages)
+            stage_list.append(stage)
+            curve.append({"step": step, "cells": point_scoring.cells(point, ())[IN_SPACE]})
+    return {"condition": condition.name, "seed": seed, "train_configs": codes,
+            "heldout_configs": list(scoring.heldout), "unseen_configs": list(scoring.unseen),
+            "cells": scoring.cells(found, codes),
+            "well_formed": scoring.well_formed(found, codes),
+            "curve": curve, "steps": _step_log(grpo_dir),
+            "timings": {"grpo_s": grpo.seconds,
+                        "eval_s": _stage_seconds(stage_list[1:])},
+            "stages_run": [s.label for s in stage_list if s.action != "reuse"],
+            "redone": {s.label: s.reason for s in stage_list if s.reason},
+            "fingerprints": {f"{s.label}:{s.directory.name}": s.fingerprint
+                             for s in stage_list}}
+
+
+def _step_log(grpo_dir: Path) -> list[dict[str, Any]]:
+    """Per RL step: the mean reward, the training pass rate and the well-formed share (from
+    the trainer's ``steps.jsonl``)."""
+    import json
+
+    try:
+        lines = (grpo_dir / "steps.jsonl").read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            step = json.loads(line)
+        except ValueError:
+            continue
+        out.append({k: step.get(k) for k in ("step", "reward", "pass_rate", "well_formed")})
+    return out
 
 
 def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
              workers: int | None = None,
              on_result: Callable[[dict[str, Any]], None] | None = None,
-             profile: Profile | None = None, stages: Stages | None = None) -> dict[str, Any]:
-    """Every (condition, seed) of the profile (a named one, or ``profile`` itself, under that
-    name), ``workers`` at a time, into ``out/profile_name``; then the tables and the report."""
+             profile: Profile | None = None, stages: Stages | None = None,
+             validation: bool = False) -> dict[str, Any]:
+    """The warm start, then every (condition, seed) of the profile (a named one, or
+    ``profile`` itself, under that name) ``workers`` at a time beside the warm start's
+    evaluation, into ``out/profile_name`` (``out/profile_name-validation`` when scored on
+    the validation split); then the tables and the report."""
     import multiprocessing
 
     from harnessgrid.paths import require_output_dir
@@ -601,235 +444,194 @@ def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
     stages = stages or Stages()
     n_seeds = seeds or profile.seeds
     require_output_dir(out, "--out").mkdir(parents=True, exist_ok=True)
-    if (out / "results.json").is_file():
-        _say(f"  note: {out}/results.json and the run folders beside it are from an earlier "
-             "demo version (one folder for every profile); they are not used: this run "
-             f"writes {out / profile_name}")
-    root = out / profile_name
+    root = out / (profile_name + ("-validation" if validation else ""))
     root.mkdir(exist_ok=True)
     started = time.perf_counter()
+    scoring = Scoring.of(n_seeds, validation)
     model = model_stage(root / "model", stages)
     runs = [(CONDITIONS[c], s) for s in range(n_seeds) for c in profile.conditions]
-    heldout = heldout_codes(n_seeds)
-    workers = workers or min(len(runs), os.cpu_count() or 1)
-    results: list[dict[str, Any]] = []
+    all_train = sorted({code for c, s in runs for code in design_codes(c, s)})
+    workers = workers or min(len(runs) + 1, os.cpu_count() or 1)
     context = multiprocessing.get_context("spawn")  # torch and sandboxes: no fork
     with ProcessPoolExecutor(max_workers=workers, mp_context=context,
                              initializer=_die_with_parent) as pool:
-        futures = [pool.submit(run_condition, c, s, model.directory, model.fingerprint,
-                               root / f"{c.name}-seed{s}", profile, stages, heldout)
-                   for c, s in runs]
+        warm = pool.submit(run_warm_start, model, root, profile, stages, n_seeds).result()
+        before: Future[dict[str, Any]] = pool.submit(evaluate_warm_start, warm, root, profile,
+                                                     stages, scoring, all_train)
+        futures = [pool.submit(run_condition, c, s, warm, root / f"{c.name}-seed{s}", profile,
+                               stages, scoring) for c, s in runs]
+        warm_eval = before.result()
+        results = []
         for future in futures:
             result = future.result()
             results.append(result)
             if on_result is not None:
                 on_result(result)
-    fingerprints = {"model": model.fingerprint}
+    stage_runs: list[StageRun] = [model, warm, warm_eval["stage"]]
+    fingerprints = {"model": model.fingerprint, "warm-start": warm.fingerprint,
+                    "warm-start/evaluation": warm_eval["stage"].fingerprint}
     for r in results:
         fingerprints.update({f"{r['condition']}-seed{r['seed']}/{label}": fp
                              for label, fp in r["fingerprints"].items()})
     timing = {"seconds": time.perf_counter() - started, "measured_at": _now(),
-              "stages_run": (model.action != "reuse") + sum(len(r["stages_run"])
-                                                            for r in results),
+              "stages_run": sum(s.action != "reuse" for s in stage_runs)
+              + sum(len(r["stages_run"]) for r in results),
               "stages": len(fingerprints), "workers": workers, "cpus": os.cpu_count()}
     all_reused = timing["stages_run"] == 0
-    derived = derived_runs(results, profile.conditions)
-    rows = [*profile.conditions, *dict.fromkeys(r["condition"] for r in derived)]
     if all_reused:
         timing = _earlier_timing(root / "results.json", fingerprints)
-    summary = {"profile": profile_name, "profile_budget": asdict(profile), "seeds": n_seeds,
-               "model_parameters": stages.model_parameters(model.directory), "runs": results,
-               "conditions": condition_configs(results, profile.conditions),
-               "derived": derived, "single_best_picked": {
-                   str(r["seed"]): r["picked"] for r in derived if "picked" in r},
-               "table": table([*results, *derived], rows),
-               "table_well_formed": table([*results, *derived], rows, key="well_formed"),
-               **timing, "all_reused": all_reused,
-               "stage_seconds": _stage_seconds(model, results),
-               "stage_fingerprints": fingerprints}
+    warm_found = warm_eval["found"]
+    summary = {
+        "profile": profile_name, "scored_on": scoring.split,
+        "profile_budget": asdict(profile), "seeds": n_seeds,
+        "model_parameters": stages.model_parameters(model.directory),
+        "warm_start": {"train_configs": warm_start_codes(n_seeds),
+                       "cells": scoring.cells(warm_found, all_train),
+                       "well_formed": scoring.well_formed(warm_found, all_train)},
+        "runs": results,
+        **timing, "all_reused": all_reused,
+        "stage_seconds": {"model": model.seconds, "warm_start": warm.seconds,
+                          "warm_start_eval": warm_eval["stage"].seconds,
+                          "grpo": _stage_seconds_of(results, "grpo_s"),
+                          "eval": _stage_seconds_of(results, "eval_s")},
+        "stage_fingerprints": fingerprints}
+    summary["conditions"] = condition_summaries(summary, scoring, warm_found, profile)
+    summary["rows"] = table_rows(summary)
     write_outputs(root, summary)
     return summary
 
 
-TIMING_KEYS = ("seconds", "measured_at", "stages_run", "stages", "workers", "cpus")
+def _stage_seconds_of(results: Sequence[dict[str, Any]], key: str) -> float | None:
+    times = [r["timings"].get(key) for r in results]
+    return None if any(t is None for t in times) else sum(times)
 
 
-def _earlier_timing(results_json: Path, fingerprints: dict[str, str]) -> dict[str, Any]:
-    """A re-run that only read finished stages keeps the wall time of the run that computed
-    them (in ``results.json`` when it describes the same stages); otherwise that time is
-    unknown (``seconds`` None) and only the per-stage times stand."""
-    try:
-        earlier = json.loads(results_json.read_text())
-    except (OSError, ValueError):
-        earlier = None
-    if isinstance(earlier, dict) and earlier.get("stage_fingerprints") == fingerprints:
-        return {key: earlier.get(key) for key in TIMING_KEYS}
-    return {"seconds": None, "measured_at": None, "stages_run": 0,
-            "stages": len(fingerprints), "workers": None, "cpus": os.cpu_count()}
-
-
-def _stage_seconds(model: StageRun, results: Sequence[dict[str, Any]]) -> dict[str, float | None]:
-    """Seconds per kind of stage, summed over runs, each as recorded when the stage ran
-    (``None`` where a time was not recorded)."""
-    out: dict[str, float | None] = {"model": model.seconds}
-    for kind in ("sft", "grpo", "eval"):
-        times = [r["timings"].get(f"{kind}_s") for r in results]
-        out[kind] = None if any(t is None for t in times) else sum(times)
+def condition_summaries(summary: dict[str, Any], scoring: Scoring, warm_found: dict[str, Any],
+                        profile: Profile) -> dict[str, Any]:
+    """results.json's ``conditions``: per condition its training and held-out configurations
+    by seed, and per setting Pass@1 ``before_rl`` (the warm start, through the condition's
+    cells), ``after_rl`` and their paired difference ``gain``, each with per-seed values,
+    ``mean`` and ``ci95``."""
+    out: dict[str, Any] = {}
+    names = [c for c in profile.conditions if any(r["condition"] == c for r in summary["runs"])]
+    for name in names:
+        mine = sorted((r for r in summary["runs"] if r["condition"] == name),
+                      key=lambda r: r["seed"])
+        entry: dict[str, Any] = {
+            key: {str(r["seed"]): r[key] for r in mine}
+            for key in ("train_configs", "heldout_configs")}
+        entry["unseen_configs"] = list(scoring.unseen)
+        for setting in SETTINGS:
+            after = [r["cells"][setting] for r in mine]
+            befores = [scoring.cells(warm_found, r["train_configs"])[setting] for r in mine]
+            entry[setting] = {"before_rl": summarise(befores), "after_rl": summarise(after),
+                              "gain": summarise(after, befores)}
+        entry["out-of-space (emulated shells)"] = {"measured": False,
+                                                   "reason": OUT_OF_SPACE_NOTE}
+        out[name] = entry
     return out
 
 
-def _die_with_parent() -> None:
-    """A worker ends when the demo's process does (killed, not only interrupted): otherwise an
-    orphaned worker would go on training and holding a core. Linux only; elsewhere a no-op."""
-    import ctypes
-    import signal
-    import sys
-
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
+WARM = "warm start (before RL)"
 SINGLE_MEAN = "single: mean of 3"
 SINGLE_BEST = "single: best on own harness"
-GAIN = "oa-18 − single: mean of 3"
-"""The rows the tables add to the runs': the single baselines' mean and the single a user
-would pick (highest Pass@1 on its own training harness - never on held-out ones), and
-oa-18's gain over the mean, each per seed and then over seeds, so the gain's interval is a
-paired one."""
+GAIN_OA = "oa-18: gain from RL"
+GAIN_SINGLE = "single (mean of 3): gain from RL"
+GAIN_DIFF = "oa-18 − single (mean of 3)"
 
 
-def derived_runs(results: Sequence[dict[str, Any]], conditions: Sequence[str]
-                 ) -> list[dict[str, Any]]:
-    """Per seed with every single baseline done: :data:`SINGLE_MEAN`, :data:`SINGLE_BEST`
-    (``picked`` names it) and, with oa-18, :data:`GAIN` - in the shape of a run's result."""
-    singles = [c for c in conditions if c in SINGLES]
-    if len(singles) < 2:
-        return []
-    out: list[dict[str, Any]] = []
-    for seed in sorted({r["seed"] for r in results}):
-        mine = sorted((r for r in results if r["seed"] == seed and r["condition"] in singles),
-                      key=lambda r: singles.index(r["condition"]))
-        if len(mine) != len(singles):
-            continue
-        mean = {key: {setting: _mean_or_none([r[key][setting] for r in mine])
-                      for setting in SETTINGS} for key in ("scores", "well_formed")}
-        out.append({"condition": SINGLE_MEAN, "seed": seed, **mean})
-        best = max(mine, key=lambda r: r["scores"]["original"] or 0.0)  # first on ties
-        out.append({"condition": SINGLE_BEST, "seed": seed, "picked": best["condition"],
-                    "scores": best["scores"], "well_formed": best["well_formed"]})
-        oa = [r for r in results if r["seed"] == seed and r["condition"] == "oa-18"]
-        if oa:
-            out.append({"condition": GAIN, "seed": seed, **{
-                key: {setting: _difference(oa[0][key][setting], mean[key][setting])
-                      for setting in SETTINGS} for key in ("scores", "well_formed")}})
-    return out
+def table_rows(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The tables' rows, each ``setting -> {mean, ci95, per_seed}``: the warm start, every
+    condition after RL, the singles' mean and the single picked by its own training harness
+    (never by a held-out one), and the paired differences: oa-18's and the singles' gains from
+    RL and oa-18 minus the singles after RL (the same warm start, so also the difference of
+    the gains). Well-formed turns as ``well_formed``, the same rows."""
+    runs = summary["runs"]
+    seeds = sorted({r["seed"] for r in runs})
+    warm = summary["warm_start"]
+    rows: dict[str, dict[str, Any]] = {}
+
+    def cells(name: str, key: str, setting: str) -> list[dict[str, float]]:
+        return [r[key][setting] for s in seeds for r in runs
+                if r["condition"] == name and r["seed"] == s]
+
+    for key, label in (("cells", "pass1"), ("well_formed", "well_formed")):
+        table: dict[str, dict[str, Any]] = {WARM: {s: summarise([warm[key][s]])
+                                                   for s in SETTINGS}}
+        names = list(dict.fromkeys(r["condition"] for r in runs))
+        for name in names:
+            table[name] = {s: summarise(cells(name, key, s)) for s in SETTINGS}
+        singles = [n for n in SINGLES if n in names]
+        if len(singles) >= 2:
+            mean = {s: [mean_cells([cells(n, key, s)[i] for n in singles])
+                        for i in range(len(seeds))] for s in SETTINGS}
+            table[SINGLE_MEAN] = {s: summarise(mean[s]) for s in SETTINGS}
+            best = [max(singles, key=lambda n: _pass(cells(n, "cells", ORIGINAL)[i]))
+                    for i in range(len(seeds))]
+            table[SINGLE_BEST] = {s: summarise([cells(n, key, s)[i]
+                                                for i, n in enumerate(best)])
+                                  for s in SETTINGS}
+            table[SINGLE_BEST]["picked"] = best
+            if key == "cells" and "oa-18" in names:
+                oa = {s: cells("oa-18", key, s) for s in SETTINGS}
+                table[GAIN_OA] = {s: summarise(oa[s], [warm[key][s]]) for s in SETTINGS}
+                table[GAIN_SINGLE] = {s: summarise(mean[s], [warm[key][s]])
+                                      for s in SETTINGS}
+                table[GAIN_DIFF] = {s: summarise(oa[s], mean[s]) for s in SETTINGS}
+        rows[label] = table
+    return rows
 
 
-def _mean_or_none(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.fmean(known) if len(known) == len(values) and known else None
+def _pass(cells: dict[str, float]) -> float:
+    return sum(cells.values()) / len(cells) if cells else 0.0
 
 
-def _difference(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a - b
+DIFFERENCES = (GAIN_OA, GAIN_SINGLE, GAIN_DIFF)
 
-
-def condition_configs(results: Sequence[dict[str, Any]], conditions: Sequence[str]
-                      ) -> dict[str, dict[str, dict[str, list[str]]]]:
-    """condition → ``train_configs`` and ``heldout_configs``, each by seed: what every run
-    trained on and was scored on as held out."""
-    return {name: {key: {str(r["seed"]): r[key] for r in results if r["condition"] == name}
-                   for key in ("train_configs", "heldout_configs")} for name in conditions}
-
-
-#: Two-sided 95 % quantiles of Student's t by degrees of freedom (1-30); beyond, the normal's.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
-def ci95(values: Sequence[float]) -> float | None:
-    """Half-width of the 95 % t-interval of the mean of ``values`` (seeds): ``t(n-1) · s /
-    √n`` with the sample standard deviation; None for fewer than two values, which have no
-    interval. With two seeds t is 12.7: two seeds resolve only large differences."""
-    n = len(values)
-    if n < 2:
-        return None
-    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.960
-    return t * statistics.stdev(values) / math.sqrt(n)
-
-
-#: Why the emulated shells' Pass@1 is not a measurement at micro scale: written in every table
-#: in place of a 0 that no model of the demo could have avoided.
+#: Why the emulated shells' column is not a measurement at micro scale.
 NOT_MEASURABLE = "n/m"
 OUT_OF_SPACE_NOTE = (
     "n/m: not measurable at micro scale. The emulated Claude Code and OpenClaw shells take "
     "calls in their own tool syntax (`Read`, `Write`, `Bash`, ... with JSON arguments), which "
     "occurs in no warm-start or training row of the micro harnesses, and their first prompts "
-    "are several times longer than any micro episode: Pass@1 there is 0 by construction, not "
-    "by measurement (results.json keeps the counted value, marked by_construction).")
+    "are several times longer than any micro episode: Pass@1 there would be 0 by "
+    "construction, not by measurement, so the demo does not score them. The out-of-space "
+    "(unseen levels) column is the out-of-space measurement at this scale.")
 
 
-def table(results: Sequence[dict[str, Any]], conditions: Sequence[str], key: str = "scores"
-          ) -> dict[str, dict[str, dict[str, Any]]]:
-    """condition → setting → over seeds of each run's ``key`` (``scores``: Pass@1;
-    ``well_formed``: the share of well-formed turns): the mean, the half-width of its 95 %
-    t-interval (``ci95``; None for one seed, which has no interval), the per-seed values, and
-    for out-of-space ``by_construction`` (see :data:`OUT_OF_SPACE_NOTE`)."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for name in conditions:
-        mine = sorted((r for r in results if r["condition"] == name), key=lambda r: r["seed"])
-        out[name] = {}
-        for setting in SETTINGS:
-            values = [r[key][setting] for r in mine if r.get(key, {}).get(setting) is not None]
-            out[name][setting] = {
-                "mean": statistics.fmean(values) if values else None,
-                "ci95": ci95(values), "seeds": len(values), "per_seed": values,
-                **({"by_construction": True} if setting == "out-of-space" else {})}
-    return out
+def format_table(summary: dict[str, Any], key: str = "pass1") -> str:
+    """A table as markdown: every row's ``mean [95 % interval]`` per setting (in percent;
+    differences signed), the emulated shells' column ``n/m``."""
+    from harnessgrid.trainer.demo_stats import cell_text
 
-
-def spread_words(summary: dict[str, Any]) -> str:
-    """What the tables' cells are: ``mean ± 95 % t-interval over 3 seeds``, or ``1 seed (no
-    interval)``."""
-    n = summary["seeds"]
-    return ("1 seed (no interval)" if n == 1
-            else f"mean ± half-width of its 95 % t-interval over {n} seeds")
-
-
-def format_table(summary: dict[str, Any], key: str = "table") -> str:
-    """The paper-shaped table as markdown (``key="table_well_formed"``: well-formed turns).
-    A cell is ``mean ± ci95``; with one seed the value alone (an interval of 0.0 would claim a
-    precision there is none of), marked ``(1 seed)`` when other cells have more. Out-of-space
-    cells are ``n/m`` (:data:`OUT_OF_SPACE_NOTE`), never a 0 printed as measured."""
-    rows = summary[key]
-    several = any((stat.get("seeds") or 0) > 1 for row in rows.values() for stat in row.values())
-
-    def cell(stat: dict[str, Any]) -> str:
-        if stat.get("by_construction"):
-            return NOT_MEASURABLE
-        if stat["mean"] is None:
-            return "-"
-        if stat.get("ci95") is not None:
-            return f"{100 * stat['mean']:.1f} ± {100 * stat['ci95']:.1f}"
-        return f"{100 * stat['mean']:.1f}" + (" (1 seed)" if several else "")
-
-    lines = ["| condition | in-space (18 held out) | out-of-space (Claude Code, OpenClaw) "
-             "| original (training harnesses) |", "|---|---:|---:|---:|"]
-    for name, row in rows.items():
-        lines.append(f"| {name} | " + " | ".join(cell(row[s]) for s in SETTINGS) + " |")
+    held = len(summary["runs"][0]["heldout_configs"]) if summary["runs"] else 18
+    lines = [f"| | in-space ({held} held out) | out-of-space (unseen levels) | "
+             "out-of-space (emulated shells) | original (training harnesses) |",
+             "|---|---:|---:|---:|---:|"]
+    for name, row in summary["rows"][key].items():
+        signed = name in DIFFERENCES
+        cells = [cell_text(row[s], signed=signed) for s in SETTINGS]
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {NOT_MEASURABLE} | {cells[2]} |")
     return "\n".join(lines)
+
+
+def interval_words(summary: dict[str, Any]) -> str:
+    n = summary["seeds"]
+    return (f"mean over {n} seed{'' if n == 1 else 's'} [95 % interval: bootstrap over seeds "
+            "and (harness, task) cells, paired for differences]")
 
 
 def write_outputs(out: Path, summary: dict[str, Any]) -> None:
     """``results.json``, ``report.md``, ``report.html`` and the plots as PNG files beside them
     (when matplotlib is installed; a plot not drawn removes its stale file), each replaced
     atomically."""
+    import json
+
     from harnessgrid.trainer.demo_report import draw_plots, render_html, render_markdown
+    from harnessgrid.trainer.demo_stages import _write
 
     _write(out / "results.json", json.dumps(summary, indent=2) + "\n")
-    tables = (format_table(summary), format_table(summary, "table_well_formed"))
+    tables = (format_table(summary), format_table(summary, "well_formed"))
     plots = draw_plots(summary)
     for plot in plots:
         if plot.png is None:
@@ -838,12 +640,3 @@ def write_outputs(out: Path, summary: dict[str, Any]) -> None:
             _write(out / plot.file, plot.png)
     _write(out / "report.md", render_markdown(summary, *tables, plots))
     _write(out / "report.html", render_html(summary, *tables, plots))
-
-
-def _write(path: Path, data: str | bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    if isinstance(data, bytes):
-        tmp.write_bytes(data)
-    else:
-        tmp.write_text(data)
-    os.replace(tmp, path)

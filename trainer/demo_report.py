@@ -12,12 +12,17 @@ from html import escape
 from typing import Any
 
 from harnessgrid.evaluation.html import STYLE, markdown_table_to_html
-from harnessgrid.trainer.demo import GAIN, OUT_OF_SPACE_NOTE, SINGLE_BEST, spread_words
+from harnessgrid.trainer.demo import (
+    DIFFERENCES,
+    OUT_OF_SPACE_NOTE,
+    SETTINGS,
+    SINGLE_BEST,
+    WARM,
+    interval_words,
+)
+from harnessgrid.trainer.demo_stats import resolved
 
 __all__ = ["Plot", "draw_plots", "render_html", "render_markdown"]
-
-SETTING_LABELS = {"in-space": "in-space (held out)", "out-of-space": "out-of-space",
-                  "original": "original (training harnesses)"}
 
 
 @dataclass(frozen=True)
@@ -60,43 +65,65 @@ def _facts(summary: dict[str, Any]) -> list[str]:
     budget = summary["profile_budget"]
     seeds = summary["seeds"]
     stage = summary.get("stage_seconds", {})
+    scored = summary.get("scored_on", "test")
+    pool = (f"a pool of {budget['rl_tasks']} train tasks" if budget.get("rl_tasks")
+            else "the train split")
     return [
         f"profile `{summary['profile']}`, {seeds} seed{'' if seeds == 1 else 's'}, "
         f"{_wall_time(summary)}",
-        f"stage times, each measured when the stage ran and summed over runs: model build "
-        f"{_minutes(stage.get('model'))}, SFT {_minutes(stage.get('sft'))}, GRPO "
-        f"{_minutes(stage.get('grpo'))}, evaluation {_minutes(stage.get('eval'))}",
-        f"model: micro, {summary['model_parameters']:,} parameters, built offline",
-        f"per condition and seed: SFT warm start on {budget['sft_episodes']} scripted-oracle "
-        f"episodes ({budget['sft_steps']} steps of {budget['sft_batch']} rows), then "
-        f"{budget['grpo_steps']} GRPO steps of {budget['tasks_per_step']} tasks x "
-        f"{budget['rollouts']} rollouts",
-        f"evaluation: greedy Pass@1 on {budget['eval_tasks']} micro eval tasks per harness; "
-        "in-space: 18 configurations outside every condition's training design at every "
-        "seed (the same for all conditions; results.json lists them per run)",
+        f"stage times, each measured when the stage ran (summed over runs): model "
+        f"{_minutes(stage.get('model'))}, warm start {_minutes(stage.get('warm_start'))}, "
+        f"its evaluation {_minutes(stage.get('warm_start_eval'))}, GRPO "
+        f"{_minutes(stage.get('grpo'))}, evaluations {_minutes(stage.get('eval'))}",
+        f"model: micro, {summary['model_parameters']:,} parameters, pretrained offline "
+        "(`tiny:micro-base`)",
+        f"one warm start for every condition: SFT on {budget['warm_episodes']} scripted-oracle "
+        f"episodes through the {len(summary['warm_start']['train_configs'])} configurations "
+        f"some condition trains on ({budget['warm_steps']} steps); then per condition and "
+        f"seed {budget['rl_steps']} GRPO steps of {budget['tasks_per_step']} tasks x "
+        f"{budget['rollouts']} rollouts from {pool}, learning rate {budget['rl_lr']:g}",
+        f"scored on the `{scored}` split ({budget['eval_tasks']} tasks that no training "
+        "corpus contains), greedy: in-space through 18 configurations outside every "
+        "condition's training design; out-of-space (unseen levels) through configurations "
+        "with a fourth tool interface or system prompt no model trained through",
         *_baseline_facts(summary),
     ]
 
 
 def _baseline_facts(summary: dict[str, Any]) -> list[str]:
-    picked = summary.get("single_best_picked") or {}
-    if not picked:
+    best = summary["rows"]["pass1"].get(SINGLE_BEST)
+    if not best:
         return []
-    choice = ", ".join(f"seed {seed}: {name}" for seed, name in sorted(picked.items()))
+    choice = ", ".join(f"seed {i}: {name}" for i, name in enumerate(best["picked"]))
     return [f"single baselines: one per tool-interface level, the other factors at their first "
             f"level (a rule fixed before any result); `{SINGLE_BEST}` is, per seed, the one "
-            f"with the highest Pass@1 on its own training harness ({choice}); "
-            f"`{GAIN}` is the difference per seed, so its interval is paired"]
+            f"with the highest Pass@1 on its own training harness after RL ({choice})"]
+
+
+def _verdicts(summary: dict[str, Any]) -> list[str]:
+    """Which differences the intervals resolve, in words."""
+    rows = summary["rows"]["pass1"]
+    out = []
+    for name in DIFFERENCES:
+        if name not in rows:
+            continue
+        stat = rows[name][SETTINGS[0]]
+        verdict = resolved(stat)
+        if verdict is None:
+            continue
+        word = "resolved (its interval excludes 0)" if verdict else "not resolved"
+        out.append(f"{name}, in-space: {100 * stat['mean']:+.1f} points, {word}")
+    return out
 
 
 def _well_formed(summary: dict[str, Any]) -> str:
     return ("Well-formed turns (%): the share of the model's turns that made a call the harness "
-            "accepted (or gave the plan a plan-first workflow asks for), "
-            f"{spread_words(summary)}")
+            "accepted (or gave the plan a plan-first workflow asks for), per harness, "
+            f"{interval_words(summary)}")
 
 
 def _pass1(summary: dict[str, Any]) -> str:
-    return f"Pass@1 (%), {spread_words(summary)}"
+    return f"Pass@1 (%), {interval_words(summary)}"
 
 
 def render_markdown(summary: dict[str, Any], table_md: str, well_formed_md: str,
@@ -104,7 +131,8 @@ def render_markdown(summary: dict[str, Any], table_md: str, well_formed_md: str,
     lines = ["# harnessgrid demo: harness scaling at CPU scale", ""]
     lines += [f"- {fact}" for fact in _facts(summary)]
     lines += ["", _pass1(summary) + ":", "", table_md, ""]
-    lines += [_well_formed(summary) + ":", "", well_formed_md, "", OUT_OF_SPACE_NOTE, ""]
+    lines += [f"- {verdict}" for verdict in _verdicts(summary)]
+    lines += ["", _well_formed(summary) + ":", "", well_formed_md, "", OUT_OF_SPACE_NOTE, ""]
     for plot in plots:
         lines += [f"![{plot.title}]({plot.file})" if plot.png is not None
                   else f"*{plot.title}: {plot.note}*", ""]
@@ -123,6 +151,7 @@ def render_html(summary: dict[str, Any], table_md: str, well_formed_md: str,
              "<h1>harnessgrid demo: harness scaling at CPU scale</h1>"]
     parts += [f"<p class='summary'>{_inline(fact)}</p>" for fact in _facts(summary)]
     parts += [f"<h2>{_inline(_pass1(summary))}</h2>", markdown_table_to_html(table_md),
+              *(f"<p class='summary'>{_inline(v)}</p>" for v in _verdicts(summary)),
               f"<h2>{_inline(_well_formed(summary))}</h2>",
               markdown_table_to_html(well_formed_md),
               f"<p class='summary'>{_inline(OUT_OF_SPACE_NOTE)}</p>"]
@@ -150,37 +179,33 @@ def draw_plots(summary: dict[str, Any]) -> list[Plot]:
         import matplotlib.pyplot as plt
     except ImportError:
         return []
-    plots = [_bars(plt, summary["table"], "pass1.png", "Pass@1 by condition and setting",
-                   "Pass@1 (%)")]
-    if "table_well_formed" in summary:
-        plots.append(_bars(plt, summary["table_well_formed"], "well-formed.png",
-                           "Well-formed turns by condition and setting",
-                           "well-formed turns (%)"))
-    plots.append(_configurations(plt, summary))
-    return plots
+    return [_bars(plt, summary["rows"]["pass1"], "pass1.png",
+                  "Pass@1 by condition and setting", "Pass@1 (%)"),
+            _bars(plt, summary["rows"]["well_formed"], "well-formed.png",
+                  "Well-formed turns by condition and setting", "well-formed turns (%)"),
+            _curve(plt, summary)]
 
 
-def _bars(plt: Any, table: dict[str, Any], file: str, title: str, ylabel: str) -> Plot:
-    """One group of bars per condition, one bar per measured setting (out-of-space is 0 by
-    construction at this scale: not drawn), with the 95 % interval (when there is more than one
-    seed) as error bars."""
-    conditions = [c for c in table if c != GAIN]  # a difference: not a bar of 0-100 %
-    settings = [s for s in SETTING_LABELS
-                if not any(table[c][s].get("by_construction") for c in conditions)]
-    if not any(table[c][s]["mean"] for c in conditions for s in settings):
+def _bars(plt: Any, rows: dict[str, Any], file: str, title: str, ylabel: str) -> Plot:
+    """One group of bars per row (not the differences), one bar per setting, with the 95 %
+    interval as error bars."""
+    names = [n for n in rows if n not in DIFFERENCES]
+    if not any(rows[n][s]["mean"] for n in names for s in SETTINGS):
         return Plot(file, title, None, f"not drawn: {ylabel.split(' (')[0]} is 0 (or not "
                                        "measured) for every condition and setting")
-    fig, ax = plt.subplots(figsize=(8, 4))
-    width = 0.8 / len(settings)
-    for j, setting in enumerate(settings):
-        means = [100 * (table[c][setting]["mean"] or 0) for c in conditions]
-        spreads = [table[c][setting].get("ci95") for c in conditions]
-        xs = [i + (j - (len(settings) - 1) / 2) * width for i in range(len(conditions))]
-        errors = ([100 * (s or 0) for s in spreads] if any(s is not None for s in spreads)
-                  else None)
-        ax.bar(xs, means, width, yerr=errors, capsize=3, label=SETTING_LABELS[setting])
-    ax.set_xticks(range(len(conditions)), [c.replace(": ", ":\n") for c in conditions],
-                  fontsize=8)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / len(SETTINGS)
+    for j, setting in enumerate(SETTINGS):
+        stats = [rows[n][setting] for n in names]
+        means = [100 * (st["mean"] or 0) for st in stats]
+        low = [max(0.0, m - 100 * st["ci95"][0]) if st.get("ci95") else 0.0
+               for m, st in zip(means, stats, strict=True)]
+        high = [max(0.0, 100 * st["ci95"][1] - m) if st.get("ci95") else 0.0
+                for m, st in zip(means, stats, strict=True)]
+        xs = [i + (j - (len(SETTINGS) - 1) / 2) * width for i in range(len(names))]
+        ax.bar(xs, means, width, yerr=[low, high], capsize=3, label=setting)
+    ax.set_xticks(range(len(names)), [n.replace(" (", "\n(").replace(": ", ":\n")
+                                      for n in names], fontsize=7)
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, 100)
     ax.legend(fontsize=8)
@@ -188,28 +213,45 @@ def _bars(plt: Any, table: dict[str, Any], file: str, title: str, ylabel: str) -
     return Plot(file, title, _png(fig, plt))
 
 
-def _configurations(plt: Any, summary: dict[str, Any]) -> Plot:
-    title, file = "Pass@1 per held-out configuration", "configurations.png"
-    configs = sorted({h for r in summary["runs"] for h in r["in_space_per_config"]})
-    if not configs:
-        return Plot(file, title, None, "not drawn: no held-out configuration was evaluated")
-    lines = {}
-    for name in summary["table"]:
-        runs = [r for r in summary["runs"] if r["condition"] == name]
-        if runs:
-            lines[name] = [100 * sum(r["in_space_per_config"].get(c, 0.0) for r in runs)
-                           / len(runs) for c in configs]
-    if not any(y for ys in lines.values() for y in ys):
-        return Plot(file, title, None, "not drawn: Pass@1 is 0 on every held-out "
-                                       "configuration for every condition")
-    fig, ax = plt.subplots(figsize=(10, 4))
-    for name, ys in lines.items():
-        ax.plot(range(len(configs)), ys, marker="o", label=name)
-    ax.set_xticks(range(len(configs)), configs, rotation=60, fontsize=7)
-    ax.set_ylabel("Pass@1 (%)")
-    ax.set_ylim(0, 100)
-    ax.legend(fontsize=8)
-    ax.set_title(title)
+def _curve(plt: Any, summary: dict[str, Any]) -> Plot:
+    """Per condition (mean over seeds): the training reward and pass rate by RL step
+    (10-step running means), and held-out in-space Pass@1 before RL, at the curve's
+    checkpoints and after RL."""
+    title, file = "RL by step: training reward, training pass rate, held-out Pass@1", \
+        "rl-curve.png"
+    runs = summary["runs"]
+    if not any(r["steps"] for r in runs):
+        return Plot(file, title, None, "not drawn: no RL step was logged")
+    warm = summary["rows"]["pass1"][WARM][SETTINGS[0]]["mean"] or 0.0
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for name in dict.fromkeys(r["condition"] for r in runs):
+        mine = [r for r in runs if r["condition"] == name]
+        for ax, key in zip(axes[:2], ("reward", "pass_rate"), strict=True):
+            n = min(len(r["steps"]) for r in mine)
+            ys = [sum((r["steps"][i].get(key) or 0.0) for r in mine) / len(mine)
+                  for i in range(n)]
+            smooth = [sum(ys[max(0, i - 9):i + 1]) / len(ys[max(0, i - 9):i + 1])
+                      for i in range(n)]
+            ax.plot(range(n), smooth, label=name)
+        points = {0: warm}
+        for r in mine:
+            for point in r["curve"]:
+                cells = point["cells"]
+                points.setdefault(point["step"], 0.0)
+                points[point["step"]] += (sum(cells.values()) / len(cells) if cells else 0.0) \
+                    / len(mine)
+        last = summary["profile_budget"]["rl_steps"]
+        points[last] = sum(sum(r["cells"][SETTINGS[0]].values())
+                           / max(1, len(r["cells"][SETTINGS[0]])) for r in mine) / len(mine)
+        steps = sorted(points)
+        axes[2].plot(steps, [100 * points[s] for s in steps], marker="o", label=name)
+    for ax, label in zip(axes, ("training reward (10-step mean)",
+                                "training pass rate (10-step mean)",
+                                "held-out in-space Pass@1 (%)"), strict=True):
+        ax.set_xlabel("RL step")
+        ax.set_ylabel(label, fontsize=8)
+    axes[2].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return Plot(file, title, _png(fig, plt))
 

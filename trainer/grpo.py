@@ -23,6 +23,7 @@ one-completion-per-prompt rows:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import os
@@ -252,9 +253,15 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
                        if j.episode_id in valid]
         if self.critic is None:
             adv = group_advantages(outcomes, exp.scale_rewards)
-            return [TrainRow(row, adv[j.episode_id]) for j, _, rows in per_episode
+            sign = -1.0 if exp.negate_advantages else 1.0
+            return [TrainRow(row, sign * adv[j.episode_id]) for j, _, rows in per_episode
                     for row in rows]
-        return self._ppo_rows(per_episode, {o.episode_id: o.reward for o in outcomes})
+        rows = self._ppo_rows(per_episode, {o.episode_id: o.reward for o in outcomes})
+        if exp.negate_advantages:  # the critic still learns the true returns
+            rows = [dataclasses.replace(r, advantage=tuple(-a for a in r.advantage)
+                                        if isinstance(r.advantage, tuple) else -r.advantage)
+                    for r in rows]
+        return rows
 
     def _ppo_rows(self, per_episode: Sequence[tuple[RolloutJob, Trajectory, list[Any]]],
                   rewards: dict[str, float | None]) -> list[TrainRow]:

@@ -14,19 +14,26 @@ from harnessgrid.errors import ConfigError
 
 Out = Annotated[Path, typer.Option("--out", help="Output directory, one folder per profile "
                                    "(re-use it to resume).")]
-Quick = Annotated[bool, typer.Option("--quick", help="A first look in about 3 minutes "
+Quick = Annotated[bool, typer.Option("--quick", help="A first look in a few minutes "
                                      "(pipeline check; numbers are not meaningful).")]
-Full = Annotated[bool, typer.Option("--full", help="All five conditions, 3 seeds.")]
+Full = Annotated[bool, typer.Option("--full", help="Every condition (random-18, "
+                                    "first-order-3, oa-18-k1 and the negated-advantage "
+                                    "control too).")]
 Seeds = Annotated[int | None, typer.Option("--seeds", min=1, help="Seeds per condition "
-                                           "(default: quick 1, default 1, full 3).")]
+                                           "(default: the profile's).")]
 Workers = Annotated[int | None, typer.Option("--workers", min=1, help="Runs in parallel "
                                              "(default: one per CPU).")]
+Validation = Annotated[bool, typer.Option(
+    "--validation", help="Score on the validation split and configurations instead of the "
+                         "test holdout (for choosing a budget or learning rate; writes "
+                         "OUT/PROFILE-validation).")]
 
 
 def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full = False,
-                 seeds: Seeds = None, workers: Workers = None) -> None:
-    """Train a micro model through one harness and through the 18-run orthogonal array, then
-    evaluate both on held-out harnesses: the paper's result, on CPU."""
+                 seeds: Seeds = None, workers: Workers = None,
+                 validation: Validation = False) -> None:
+    """RL from one warm start through one harness and through the 18-run orthogonal array,
+    scored on held-out harnesses and unseen levels: the paper's experiment, on CPU."""
     from rich.console import Console
 
     from harnessgrid.paths import require_output_dir
@@ -38,40 +45,42 @@ def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full 
     require_training_extras()
     from harnessgrid.engine.runtime import EpisodeLimits, require_sandbox
     from harnessgrid.trainer.demo import (
-        NOT_MEASURABLE,
+        IN_SPACE,
         OUT_OF_SPACE_NOTE,
         PROFILES,
+        SETTINGS,
         format_table,
+        interval_words,
         run_demo,
-        spread_words,
     )
 
     require_sandbox(EpisodeLimits())
     profile = "quick" if quick else "full" if full else "default"
     console = Console(stderr=True)
     budget = PROFILES[profile]
-    console.print(f"demo ({profile}): conditions {', '.join(budget.conditions)}, "
-                  f"{seeds or budget.seeds} seed(s); writing {out / profile}", highlight=False)
+    folder = out / (profile + ("-validation" if validation else ""))
+    console.print(f"demo ({profile}): one warm start, then RL for {', '.join(budget.conditions)}"
+                  f", {seeds or budget.seeds} seed(s); writing {folder}", highlight=False)
 
     def done(result: dict[str, Any]) -> None:
-        scores = " · ".join(f"{k} {NOT_MEASURABLE if k == 'out-of-space' else _percent(v)}"
-                            for k, v in result["scores"].items())
-        formed = _percent(result["well_formed"]["in-space"])
+        scores = " · ".join(f"{k} {_percent(result['cells'][k])}" for k in SETTINGS)
+        formed = _percent(result["well_formed"][IN_SPACE])
         minutes = sum(t or 0.0 for t in result["timings"].values()) / 60
         how = ("reused" if not result["stages_run"] else
-               f"ran {', '.join(result['stages_run'])}")
-        console.print(f"  {result['condition']} seed {result['seed']}: Pass@1 {scores}; "
-                      f"well-formed turns in-space {formed} ({minutes:.1f} min of stages; "
-                      f"{how})", highlight=False)
+               f"ran {', '.join(dict.fromkeys(result['stages_run']))}")
+        console.print(f"  {result['condition']} seed {result['seed']}: after RL, Pass@1 "
+                      f"{scores}; well-formed turns in-space {formed} ({minutes:.1f} min of "
+                      f"stages; {how})", highlight=False)
 
-    summary = run_demo(out, profile, seeds=seeds, workers=workers, on_result=done)
-    typer.echo(f"Pass@1 (%), {spread_words(summary)}:\n")
+    summary = run_demo(out, profile, seeds=seeds, workers=workers, on_result=done,
+                       validation=validation)
+    typer.echo(f"Pass@1 (%), {interval_words(summary)}:\n")
     typer.echo(format_table(summary))
     typer.echo("\nWell-formed turns (%): turns with a call the harness accepted "
                "(or the plan a plan-first workflow asks for):\n")
-    typer.echo(format_table(summary, "table_well_formed"))
+    typer.echo(format_table(summary, "well_formed"))
     typer.echo(f"\n{OUT_OF_SPACE_NOTE}")
-    report = out / profile / "report.html"
+    report = folder / "report.html"
     if not summary["all_reused"]:
         took = f"{summary['seconds'] / 60:.1f} min"
     elif summary["seconds"] is not None:
@@ -81,5 +90,8 @@ def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full 
     typer.echo(f"\n{took}; report: {report} (also report.md, results.json, *.png)")
 
 
-def _percent(value: float | None) -> str:
+def _percent(value: Any) -> str:
+    """A value (or the mean of a cells mapping) in percent."""
+    if isinstance(value, dict):
+        value = sum(value.values()) / len(value) if value else None
     return "-" if value is None else f"{100 * value:.1f}%"

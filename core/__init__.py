@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import pluggy
 
@@ -23,8 +23,9 @@ from harnessgrid._lazy import lazy_exports
 
 __version__ = "0.2.0"
 
-#: Decorator for plugin hook implementations (``@hg.hookimpl``).
-hookimpl = pluggy.HookimplMarker("harnessgrid")
+#: Decorator for plugin hook implementations (``@hg.hookimpl``). Typed: a decorated function
+#: keeps its signature for type checkers (pluggy's marker returns what it is given).
+hookimpl: Final[pluggy.HookimplMarker] = pluggy.HookimplMarker("harnessgrid")
 
 # public name → module that defines it
 _LAZY: dict[str, str] = {
@@ -88,40 +89,56 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from harnessgrid.designs import (
-        Design,
-        first_order_design,
-        full_design,
-        holdout,
-        nearly_orthogonal_design,
-        orthogonal_design,
-        random_design,
-        single_design,
-    )
-    from harnessgrid.designs.schedule import Schedule
-    from harnessgrid.engine.api import arun_agent, resolve_harness, resolve_policy, run_agent
-    from harnessgrid.engine.executor import (
-        EpisodeJob,
-        LocalExecutor,
-        ProcessExecutor,
-        RayExecutor,
-        collect,
-    )
-    from harnessgrid.engine.runtime import EpisodeLimits, run_episode, run_episodes
-    from harnessgrid.engine.session import AsyncSession, Reply, Session
-    from harnessgrid.engine.trajectory import Trajectory, TrajectoryStore
-    from harnessgrid.errors import ConfigError, HarnessgridError
-    from harnessgrid.models import Action, ToolCall
-    from harnessgrid.plugin_system.composition import (
-        compose,
-        harness_space,
-        registry_space,
-        resolve_config,
-    )
-    from harnessgrid.plugin_system.registry import PluginManager, get_registry, load_suite
-    from harnessgrid.policies import make_policy
-    from harnessgrid.product_tools import ProductTool, product_tool
-    from harnessgrid.sandboxing.tool_hooks import Approval, ToolCallRequest, allow, deny, modify
-    from harnessgrid.sandboxing.workspace import Workspace
-    from harnessgrid.space import FACTORS, FactorSpace, HarnessConfig
-    from harnessgrid.tasks import Task, TaskSuite
+    # `NAME as NAME`: an explicit re-export, so `hg.NAME` type-checks in packages that
+    # use harnessgrid under mypy --strict (no implicit re-export).
+    from harnessgrid.designs import Design as Design
+    from harnessgrid.designs import first_order_design as first_order_design
+    from harnessgrid.designs import full_design as full_design
+    from harnessgrid.designs import holdout as holdout
+    from harnessgrid.designs import nearly_orthogonal_design as nearly_orthogonal_design
+    from harnessgrid.designs import orthogonal_design as orthogonal_design
+    from harnessgrid.designs import random_design as random_design
+    from harnessgrid.designs import single_design as single_design
+    from harnessgrid.designs.schedule import Schedule as Schedule
+    from harnessgrid.engine.api import arun_agent as arun_agent
+    from harnessgrid.engine.api import resolve_harness as resolve_harness
+    from harnessgrid.engine.api import resolve_policy as resolve_policy
+    from harnessgrid.engine.api import run_agent as run_agent
+    from harnessgrid.engine.executor import EpisodeJob as EpisodeJob
+    from harnessgrid.engine.executor import LocalExecutor as LocalExecutor
+    from harnessgrid.engine.executor import ProcessExecutor as ProcessExecutor
+    from harnessgrid.engine.executor import RayExecutor as RayExecutor
+    from harnessgrid.engine.executor import collect as collect
+    from harnessgrid.engine.runtime import EpisodeLimits as EpisodeLimits
+    from harnessgrid.engine.runtime import run_episode as run_episode
+    from harnessgrid.engine.runtime import run_episodes as run_episodes
+    from harnessgrid.engine.session import AsyncSession as AsyncSession
+    from harnessgrid.engine.session import Reply as Reply
+    from harnessgrid.engine.session import Session as Session
+    from harnessgrid.engine.trajectory import Trajectory as Trajectory
+    from harnessgrid.engine.trajectory import TrajectoryStore as TrajectoryStore
+    from harnessgrid.errors import ConfigError as ConfigError
+    from harnessgrid.errors import HarnessgridError as HarnessgridError
+    from harnessgrid.models import Action as Action
+    from harnessgrid.models import ToolCall as ToolCall
+    from harnessgrid.plugin_system.composition import compose as compose
+    from harnessgrid.plugin_system.composition import harness_space as harness_space
+    from harnessgrid.plugin_system.composition import registry_space as registry_space
+    from harnessgrid.plugin_system.composition import resolve_config as resolve_config
+    from harnessgrid.plugin_system.registry import PluginManager as PluginManager
+    from harnessgrid.plugin_system.registry import get_registry as get_registry
+    from harnessgrid.plugin_system.registry import load_suite as load_suite
+    from harnessgrid.policies import make_policy as make_policy
+    from harnessgrid.product_tools import ProductTool as ProductTool
+    from harnessgrid.product_tools import product_tool as product_tool
+    from harnessgrid.sandboxing.tool_hooks import Approval as Approval
+    from harnessgrid.sandboxing.tool_hooks import ToolCallRequest as ToolCallRequest
+    from harnessgrid.sandboxing.tool_hooks import allow as allow
+    from harnessgrid.sandboxing.tool_hooks import deny as deny
+    from harnessgrid.sandboxing.tool_hooks import modify as modify
+    from harnessgrid.sandboxing.workspace import Workspace as Workspace
+    from harnessgrid.space import FACTORS as FACTORS
+    from harnessgrid.space import FactorSpace as FactorSpace
+    from harnessgrid.space import HarnessConfig as HarnessConfig
+    from harnessgrid.tasks import Task as Task
+    from harnessgrid.tasks import TaskSuite as TaskSuite

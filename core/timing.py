@@ -191,6 +191,9 @@ class TurnClock:
 
 
 _TURN: ContextVar[TurnClock | None] = ContextVar("harnessgrid_turn_clock", default=None)
+#: Inside a tool span: a span inside it (``execute`` running a command through the sandbox, a
+#: workspace operation calling another) is part of the outer one, not counted again.
+_IN_TOOL: ContextVar[bool] = ContextVar("harnessgrid_in_tool", default=False)
 
 
 @contextmanager
@@ -228,13 +231,33 @@ def span() -> Iterator[Span]:
 
 @contextmanager
 def tool_span() -> Iterator[Span]:
-    """:func:`span` for one tool execution, added to the turn's :class:`TurnClock`."""
+    """:func:`span` for one tool execution, added to the turn's :class:`TurnClock`. Wherever a
+    harness acts - :func:`~harnessgrid.sandboxing.tools.execute`, the sandbox's ``run``, the
+    workspace's file operations - the time is the turn's ``tools_s``; a span inside another
+    (a command that ``execute`` runs) counts once, in the outer one."""
     turn = _TURN.get()
+    if turn is None or _IN_TOOL.get():  # no turn to charge, or charged to the outer span
+        yield Span()
+        return
+    token = _IN_TOOL.set(True)
     try:
         with span() as s:
             yield s
     finally:  # a failed execution took its time too
-        if turn is not None:
-            turn.tools_s += s.busy
-            turn.wait_s += s.wait
-            turn.own_cpu += s.own_cpu
+        _IN_TOOL.reset(token)
+        turn.tools_s += s.busy
+        turn.wait_s += s.wait
+        turn.own_cpu += s.own_cpu
+
+
+def timed_tool(fn: Callable[_P, _T]) -> Callable[_P, _T]:
+    """A synchronous tool operation (a workspace's file operation) timed as :func:`tool_span`:
+    what an adapter's file tools take is in the turn's ``tools_s``, as ``execute``'s is. Costs
+    one context-variable read outside a turn."""
+    @wraps(fn)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        if _TURN.get() is None or _IN_TOOL.get():
+            return fn(*args, **kwargs)
+        with tool_span():
+            return fn(*args, **kwargs)
+    return call

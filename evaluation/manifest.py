@@ -37,6 +37,30 @@ class SuiteEntry(BaseModel):
     broken: dict[str, str] = {}  # task id → why its loader could not build it (not run)
 
 
+class PluginRecord(BaseModel):
+    """A plugin loaded through an entry point when the evaluation last ran: the entry point,
+    and the distribution (package) and version that declared it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    entry_point: str
+    distribution: str
+    version: str
+
+
+class AdapterRecord(BaseModel):
+    """An adapter the evaluation ran: the version of the shell it emulates (``""``: none
+    declared), the plugin that registered it, and that plugin's distribution and version
+    (``harnessgrid`` for a built-in adapter)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: str
+    plugin: str = ""
+    distribution: str = ""
+    distribution_version: str = ""
+
+
 class Plan(BaseModel):
     """One invocation's cross product: these suites through these settings, this many runs."""
 
@@ -67,6 +91,11 @@ class Manifest(BaseModel):
     suites: dict[str, SuiteEntry] = Field(default_factory=dict)
     runs: int = 1
     plans: list[Plan] = Field(default_factory=list)
+    #: Provenance, as of the latest invocation (:func:`harnessgrid.plugin_system.registry.
+    #: provenance`): every entry-point plugin, and each adapter the settings name (absent in
+    #: directories written before 0.2.0).
+    plugins: list[PluginRecord] = Field(default_factory=list)
+    adapters: dict[str, AdapterRecord] = Field(default_factory=dict)
 
     def expected_keys(self) -> set[ResultKey]:
         """Every key a complete run of this directory's invocations stores."""
@@ -95,6 +124,13 @@ def incompatibilities(old: Manifest, new: Manifest) -> list[str]:
         if a != b:
             problems.append(f"{field}: stored {_short(a)}, now {_short(b)}"
                             + (_judge_note(a, b) if field == "suite_options" else ""))
+    for name in sorted(set(old.adapters) & set(new.adapters)):
+        was, now_ = old.adapters[name].version, new.adapters[name].version
+        if was != now_:
+            problems.append(f"adapter {name}: the stored episodes ran it emulating version "
+                            f"{was or '(none)'}, it now emulates {now_ or '(none)'}"
+                            + (f" (pin the stored one: --adapters {name}@{was}, if it is "
+                               "still emulated)" if was and "@" not in name else ""))
     for setting in sorted(set(old.settings) & set(new.settings)):
         if old.settings[setting] != new.settings[setting]:
             problems.append(f"{setting} harnesses: stored {_short(old.settings[setting])}, "
@@ -143,6 +179,7 @@ def merge(old: Manifest, new: Manifest) -> Manifest:
         "runs": max(old.runs, new.runs),
         "plans": old.plans + [p for p in new.plans if p not in old.plans],
         "harnessgrid_version": new.harnessgrid_version,
+        "plugins": new.plugins, "adapters": {**old.adapters, **new.adapters},
         "updated_at": new.updated_at})
 
 

@@ -5,7 +5,8 @@ Settings follow the paper:
 - ``in-space``: configurations of the training space held out of the training design (by
   default the 18 of ``holdout(orthogonal_design(space))``), or an explicit list
   (``--harnesses``: codes or level lists, ``all`` for the whole space); reported as the mean over configurations;
-- ``out-of-space``: each adapter (emulated real shells), reported per adapter and averaged;
+- ``out-of-space``: each adapter (emulated real shells), reported per adapter and averaged:
+  by default the paper's two (:data:`DEFAULT_ADAPTERS`), ``all`` for every registered one;
 - ``original``: the single harness a baseline was trained with (a code or ``adapter:NAME``);
 - ``train``: the training design itself (in-distribution, a diagnostic): the orthogonal array
   unless the design's configurations are given (``train_harnesses``).
@@ -42,6 +43,8 @@ SETTINGS: tuple[str, ...] = ("in-space", "out-of-space", "original", "train")
 DEFAULT_SETTINGS: tuple[str, ...] = ("in-space", "out-of-space")
 #: The out-of-space shells of the paper, resolved through the plugin registry at run time.
 DEFAULT_ADAPTERS: tuple[str, ...] = ("claude-code", "openclaw")
+#: ``--adapters all``: every registered adapter (:func:`every_adapter`).
+ALL_ADAPTERS = "all"
 ADAPTER_PREFIX = "adapter:"
 
 
@@ -220,23 +223,50 @@ def _written(levels: dict[str, str]) -> str:
 
 
 def check_adapters(names: Sequence[str]) -> list[str]:
-    """The adapter names, each checked against the registry (one error lists all missing)."""
+    """The adapter names, each checked against the registry (one error lists all missing).
+
+    ``all`` is every registered adapter under its own name (a pinned release another name
+    registers, ``claude-code@1.0.96``, is named explicitly); ``NAME@VERSION`` is the adapter
+    pinned to the version of the shell it emulates (:meth:`Registry.adapter
+    <harnessgrid.plugin_system.registry.Registry.adapter>`)."""
     from harnessgrid.plugin_system.registry import get_registry
 
-    registered = get_registry().adapters
+    reg = get_registry()
+    registered = reg.adapters
     names = [n.removeprefix(ADAPTER_PREFIX) for n in names]
     if not names:
         raise ConfigError("out-of-space needs at least one adapter",
-                          hint="pass --adapters NAME[,NAME]")
-    missing = [n for n in names if n not in registered]
+                          hint="pass --adapters NAME[,NAME] (or all)")
+    if ALL_ADAPTERS in names:
+        if names != [ALL_ADAPTERS]:
+            raise ConfigError(f"--adapters {','.join(names)}: `all` already names every "
+                              "registered adapter", hint="pass --adapters all alone")
+        names = every_adapter()
+        if not names:
+            raise ConfigError("--adapters all: no adapter is registered",
+                              hint="install a plugin that provides one (`harnessgrid plugins "
+                                   "list`), or drop out-of-space from --settings")
+        return names
+    missing = [n for n in names if n not in registered and n.partition("@")[0] not in registered]
     if missing:
         raise ConfigError(
             f"adapter(s) {', '.join(missing)} not registered (out-of-space evaluates through "
             f"{', '.join(names)})",
             hint=f"registered adapters: {', '.join(registered) or 'none'}; choose with "
-                 "--adapters NAME,NAME, install the plugin that provides them, or drop "
+                 "--adapters NAME,NAME (or all), install the plugin that provides them, or drop "
                  "out-of-space from --settings")
+    for name in names:
+        reg.adapter(name)  # NAME@VERSION: a version the adapter does not emulate fails here
     return names
+
+
+def every_adapter() -> list[str]:
+    """What ``--adapters all`` evaluates: every registered adapter under its own name, sorted
+    (an adapter registered only as ``NAME@VERSION`` under that name)."""
+    from harnessgrid.plugin_system.registry import get_registry
+
+    registered = get_registry().adapters
+    return [n for n in registered if "@" not in n or n.partition("@")[0] not in registered]
 
 
 def select_tasks(suite: TaskSuite, split: str | None = None,

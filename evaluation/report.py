@@ -28,7 +28,12 @@ from harnessgrid.evaluation.aggregate import (
     per_run,
     score,
 )
-from harnessgrid.evaluation.manifest import Manifest, read_manifest
+from harnessgrid.evaluation.manifest import (
+    AdapterRecord,
+    Manifest,
+    PluginRecord,
+    read_manifest,
+)
 from harnessgrid.evaluation.results import EvalResult
 from harnessgrid.evaluation.store import read_results
 from harnessgrid.space import FACTOR_LETTERS, FACTORS
@@ -195,6 +200,12 @@ class Report(BaseModel):
     #: how the episodes were graded (harnessgrid.tasks.GRADINGS) → episodes; infrastructure
     #: failures are not counted
     gradings: dict[str, int] = {}
+    #: Provenance, from the manifest (None / empty without one, or for one written before
+    #: 0.2.0): the harnessgrid version of the latest invocation, the entry-point plugins
+    #: loaded (distribution and version), and each adapter's emulated version and origin.
+    harnessgrid_version: str | None = None
+    plugins: list[PluginRecord] = []
+    adapters: dict[str, AdapterRecord] = {}
 
     def suite_cell(self, suite: str, setting: str) -> SuiteCell | None:
         return next((c for c in self.suites if c.suite == suite and c.setting == setting), None)
@@ -248,7 +259,10 @@ def build_report(results: Sequence[EvalResult], manifest: Manifest | None = None
                  for spec, entry in (manifest.suites.items() if manifest else ())
                  for task, reason in entry.broken.items()],
         missing_environments=_missing_environments(results), partial=counts.partial,
-        partial_tasks=_partial_tasks(results), gradings=_gradings(results))
+        partial_tasks=_partial_tasks(results), gradings=_gradings(results),
+        harnessgrid_version=(manifest.harnessgrid_version or None) if manifest else None,
+        plugins=list(manifest.plugins) if manifest else [],
+        adapters=dict(manifest.adapters) if manifest else {})
 
 
 def _gradings(results: Sequence[EvalResult]) -> dict[str, int]:

@@ -35,8 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from harnessgrid.engine.runtime import EpisodeLimits
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.manifest import (
+    AdapterRecord,
     Manifest,
     Plan,
+    PluginRecord,
     SuiteEntry,
     now,
     read_manifest,
@@ -145,11 +147,16 @@ def plan_jobs(settings: dict[str, list[str]], tasks: dict[str, list[Task]],
 def build_manifest(config: EvalConfig, policy_spec: str, space: FactorSpace,
                    settings: dict[str, list[str]], suites: dict[str, tuple[str, str, list[Task]]],
                    broken: dict[str, dict[str, str]] | None = None) -> Manifest:
-    import harnessgrid
+    from harnessgrid.plugin_system.registry import provenance
 
     stamp = now()
+    adapters = [h for harnesses in settings.values() for h in harnesses
+                if h.startswith("adapter:")]
+    made = provenance(adapters)
     return Manifest(
-        harnessgrid_version=harnessgrid.__version__, created_at=stamp, updated_at=stamp,
+        harnessgrid_version=made["harnessgrid_version"], created_at=stamp, updated_at=stamp,
+        plugins=[PluginRecord(**p) for p in made["plugins"]],
+        adapters={name: AdapterRecord(**a) for name, a in made["adapters"].items()},
         policy=policy_spec, policy_options=redact(config.policy_options),
         suite_options=redact(config.suite_options),
         limits=config.limits.model_dump(mode="json"),

@@ -63,7 +63,27 @@ def summary_lines(report: Report) -> list[str]:
                      f"`{name}`**, which was not built: their scores do not measure the tasks "
                      f"(build it with `harnessgrid env build {name}` and re-run)")
     graded = grading_line(report)
-    return lines + ([graded] if graded else []) + unscored_lines(report)
+    made = provenance_line(report)
+    return (lines + ([graded] if graded else []) + unscored_lines(report)
+            + ([made] if made else []))
+
+
+def provenance_line(report: Report) -> str:
+    """What produced the results: harnessgrid's version, the plugin packages and the
+    adapters' emulated versions ("" for a report without a manifest that says)."""
+    if report.harnessgrid_version is None:
+        return ""
+    parts = [f"harnessgrid {report.harnessgrid_version}"]
+    if report.plugins:
+        packages = dict.fromkeys(f"{p.distribution or p.entry_point} {p.version}".strip()
+                                 for p in report.plugins)
+        parts.append("plugins: " + ", ".join(packages))
+    if report.adapters:
+        parts.append("adapters: " + ", ".join(
+            f"{name} (emulates {a.version or 'no pinned version'}; from "
+            f"{a.distribution or a.plugin} {a.distribution_version})".replace(" )", ")")
+            for name, a in report.adapters.items()))
+    return "provenance: " + " · ".join(parts)
 
 
 def unscored_lines(report: Report) -> list[str]:

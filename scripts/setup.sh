@@ -52,6 +52,11 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP="$VENV/bin/python -m pip"
 
+# Type checkers of other packages (a plugin's `mypy --strict`) cannot follow the editable
+# install's import hook: give them the package as a folder (every run: it is cheap, and it picks
+# up a module added at the top of core/).
+bash scripts/typing_tree.sh "$VENV"
+
 # Skip the install when pyproject.toml and the extras are unchanged since the last success.
 stamp="$VENV/.harnessgrid-installed"
 want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$EXTRAS"

@@ -9,9 +9,11 @@
 - each hookspec example is installed the same way and what it registers works;
 - every level and adapter the page and the examples define (and every built-in one) is driven
   through a real harness with hostile tool results: exit codes no process returns, lone
-  surrogates, NUL bytes, empty and megabyte outputs, hostile paths. The harness, its levels and
-  the workspace are real; only the sandbox's answers are scripted (:class:`ScriptedSandbox`),
-  because no real command can exit with 2**20_000 or print a lone surrogate.
+  surrogates, NUL bytes, empty and megabyte outputs, hostile paths (``harnessgrid.testing``'s,
+  which plugin authors run through their own harnesses). The harness, its levels and the
+  workspace are real; only the sandbox's answers are scripted
+  (:class:`harnessgrid.testing.ScriptedSandbox`), because no real command can exit with
+  2**20_000 or print a lone surrogate.
 """
 
 from __future__ import annotations
@@ -35,9 +37,7 @@ from plugin_dist import write_dist_info
 
 import harnessgrid
 from harnessgrid import hookspecs
-from harnessgrid.errors import HarnessgridError
-from harnessgrid.models import Action
-from harnessgrid.sandboxing.sandbox import CommandResult, SandboxLimits
+from harnessgrid.testing import hostile_observations, observation_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "CONTRIBUTING.md"
@@ -263,84 +263,11 @@ def test_hookspec_adapter_example_rejects_options(
 
 # ----------------------------------------------------------------------------- hostile results
 
-def _result(stdout: str = "", stderr: str = "", exit_code: int | None = 0, *,
-             timed_out: bool = False, truncated: bool = False,
-             duration_s: float = 0.01) -> CommandResult:
-    return CommandResult(stdout=stdout, stderr=stderr, exit_code=exit_code, timed_out=timed_out,
-                         truncated=truncated, duration_s=duration_s)
-
-
-HOSTILE: dict[str, CommandResult] = {
-    "huge exit code": _result("out\n", exit_code=2**20_000),  # str() of it raises
-    "huge negative exit code": _result(stderr="boom\n", exit_code=-(2**20_000)),
-    "exit code 2**63": _result(exit_code=2**63),
-    "negative exit code": _result("x", exit_code=-1),
-    "lone surrogates": _result("\ud800 lone \udfff\n", "\udc80 err\n", 1),
-    "NUL bytes": _result("a\x00b\x00\n", "\x00", 2),
-    "empty": _result(),
-    "empty failure": _result(exit_code=1),
-    "1 MB on one line": _result("x" * 1_000_000),
-    "1 MB of lines": _result("line\n" * 200_000, "e\n" * 100_000, 1, truncated=True),
-    "timed out, no code, NaN time": _result("partial", exit_code=None, timed_out=True,
-                                            duration_s=float("nan")),
-    "infinite time": _result("ok\n", duration_s=float("inf")),
-}
-HOSTILE_ACTIONS = [
-    Action.of("read", path="\ud800/\x00x"),
-    Action.of("list", path="d" * 5_000),
-    Action.of("search", pattern="(\udcff", path="."),
-    Action.of("read", path="../../etc/passwd"),
-]
-BOUND = 250_000  # characters of one message; the largest built-in cap is OpenClaw's 200,000
-
-
-class ScriptedSandbox:
-    """Stands in for the episode's sandbox and answers each command with the next scripted
-    result. A mock because nothing real can produce these results: the real sandbox decodes
-    output with errors="replace" and returns what the process returned. Like the real one, it
-    rejects a command holding a NUL byte."""
-
-    def __init__(self, results: list[CommandResult]) -> None:
-        self.results = list(results)
-        self.limits = SandboxLimits()
-
-    async def run(self, command: str, **_: Any) -> CommandResult:
-        if "\0" in command:
-            raise HarnessgridError(f"command {command!r:.80} must be a string without NUL bytes")
-        return self.results.pop(0) if self.results else _result()
-
-
+# The hostile results and the stand-in sandbox answering with them are harnessgrid.testing's,
+# the copy plugin authors check their own harnesses with (check_adapter).
 async def _drive(harness: Any, workspace: Any) -> list[str]:
     """Every message a harness adds while answering the hostile results and actions."""
-    from harnessgrid.harness import play_turn
-    from harnessgrid.sandboxing.tools import Environment
-    from harnessgrid.tasks import Task
-
-    task = Task(id="hostile", instruction="Do something.", mount_path=workspace.mount_path)
-    state = harness.start(task, "ep-hostile")
-    env = Environment(workspace=workspace, sandbox=ScriptedSandbox(list(HOSTILE.values())))
-    added: list[str] = []
-    actions = [Action.of("shell", command=f"echo {i}") for i in range(len(HOSTILE))]
-    for i, action in enumerate([*actions, *HOSTILE_ACTIONS]):
-        before = len(state.history)
-        turn = harness.render_action(action, f"call_{i}", state)
-        await play_turn(harness, state, turn, env)
-        added += [m.content for m in state.history[before:] if m.role != "assistant"]
-    return added
-
-
-def _problems(name: str, texts: list[str], again: list[str] | None) -> list[str]:
-    found = []
-    for text in texts:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            found.append(f"{name}: an observation does not encode as UTF-8 ({exc})")
-        if len(text) > BOUND:
-            found.append(f"{name}: a {len(text):,}-character observation")
-    if again is not None and again != texts:
-        found.append(f"{name}: the same results gave different observations")
-    return found
+    return await hostile_observations(harness, workspace)
 
 
 def _harnesses() -> Iterator[tuple[str, Callable[[], Any]]]:
@@ -390,7 +317,8 @@ def test_levels_and_adapters_survive_hostile_tool_results(
             finally:
                 ws.cleanup()
         if runs:
-            problems += _problems(name, runs[0], runs[1] if len(runs) > 1 else None)
+            problems += observation_problems(name, runs[0],
+                                             runs[1] if len(runs) > 1 else None)
     assert {"observation=diffstat", "workflow=reflective", "observation=last_lines"} <= {
         part for n in names for part in n.split(",")}
     assert {"adapter:sh", "adapter:plain-bash", "adapter:mini-bash"} <= set(names)

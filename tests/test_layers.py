@@ -20,7 +20,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("plugin_system", "designs"),
     ("policies",),
     ("engine",),
-    ("trainer", "evaluation"),
+    # ``harnessgrid.testing`` (core/testing.py): plugin authors' test helpers, which run real
+    # episodes (engine), like the trainer and evaluation
+    ("trainer", "evaluation", "testing"),
     ("cli",),
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}

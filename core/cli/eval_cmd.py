@@ -64,7 +64,10 @@ def eval_command(
                                         "harness (CODE, level list or adapter:NAME), for "
                                         "`original`."),
     adapters: str = typer.Option("claude-code,openclaw", "--adapters",
-                                 help="Adapters of the out-of-space setting."),
+                                 help="Adapters of the out-of-space setting: NAME or "
+                                 "NAME@VERSION (the release it emulates), comma-separated, or "
+                                 "all (every registered adapter). The default is the paper's "
+                                 "two shells, whatever else is installed."),
     holdout_seed: int = typer.Option(0, "--holdout-seed", help="Seed of the held-out "
                                      "configurations."),
     policy_opt: list[str] = typer.Option([], "--policy-opt", help="KEY=VALUE for the policy "

@@ -201,18 +201,26 @@ def new_plugin(
     name: str = typer.Argument(..., help="Python package name of the plugin, e.g. my_levels."),
     directory: Path | None = typer.Option(None, "--dir", help="The package folder to create "
                                           "(default: ./NAME); it must not exist or be empty."),
+    adapter: str | None = typer.Option(None, "--adapter", metavar="ADAPTER", help="Make the "
+                                       "package of an adapter (an emulated shell) named "
+                                       "ADAPTER instead of an observation level: "
+                                       "adapter:ADAPTER with native run and write tools, tests "
+                                       "running harnessgrid.testing's contract checker, typed "
+                                       "for mypy --strict."),
 ) -> None:
     """Create a plugin package: pyproject.toml with the `harnessgrid` entry point, one
-    observation level, a test of it and a README. `pip install -e NAME` and `pytest NAME`
-    then work, and `harnessgrid plugins list` shows observation:NAME."""
+    observation level (or, with --adapter, one adapter), its tests and a README. `pip install
+    -e NAME` and `pytest NAME` then work, and `harnessgrid plugins list` shows observation:NAME
+    (adapter:ADAPTER)."""
     from harnessgrid.paths import require_output_dir
     from harnessgrid.plugin_system.plugin_template import write_plugin_package
 
     require_output_dir(directory if directory is not None else Path.cwd() / name,
                        "--dir" if directory is not None else "the plugin folder (./NAME)")
-    root = write_plugin_package(name, directory)
+    root = write_plugin_package(name, directory, adapter=adapter)
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     typer.echo(f"created {root}:")
     for f in files:
         typer.echo(f"  {f}")
-    typer.echo(f"next: pip install -e {root} && pytest {root}")
+    typer.echo(f"next: pip install -e '{root}[test]' && pytest {root}"
+               + (f" && mypy --strict {root}/src" if adapter is not None else ""))

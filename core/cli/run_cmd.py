@@ -186,7 +186,11 @@ def run(
         show_conversation(traj)
     result = summary(traj)
     if as_json:
-        typer.echo(json.dumps(result))
+        from harnessgrid.plugin_system.registry import provenance
+
+        # What produced it: harnessgrid's version, the plugin packages, the adapter's release.
+        adapters = [harness.strip()] if harness.strip().startswith("adapter:") else []
+        typer.echo(json.dumps({**result, "provenance": provenance(adapters)}))
     elif traj.infra_failure:
         show_infra_failure(traj)
     else:

@@ -25,6 +25,7 @@ entry-point names to skip just those.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
@@ -79,6 +80,10 @@ class PluginInfo:
     name: str
     source: str  # "builtin" or "<distribution> <version>"
     entry_point: str = ""  # what HARNESSGRID_DISABLE_PLUGINS takes; "" for a built-in
+    #: The distribution (package) that declares the entry point, and its version: what a
+    #: result records of the plugin (:func:`provenance`); harnessgrid's own for a built-in.
+    distribution: str = ""
+    version: str = ""
 
 
 @dataclass(frozen=True)
@@ -162,13 +167,33 @@ class Registry:
         return self.spaces[name]
 
     def adapter(self, name: str) -> AdapterSpec:
+        """The adapter addressed as ``adapter:NAME`` or ``adapter:NAME@VERSION``.
+
+        ``NAME@VERSION`` is the adapter registered under that name, or else ``NAME`` itself
+        when its :attr:`AdapterSpec.version` is VERSION (an adapter never registers its pinned
+        name itself); its harness is then named ``adapter:NAME@VERSION``, which is how
+        trajectories and results record it. Any other VERSION is an error listing the
+        versions that are emulated."""
         base, at, version = name.partition("@")
         if at and name not in self.adapters and base in self.adapters:  # NAME@VERSION
-            known = [n.partition("@")[2] for n in self.adapters if n.startswith(base + "@")]
+            self.check_usable("adapter", base)
+            spec = self.adapters[base]
+            if version and spec.version == version:
+                return _pinned(spec, name)
+            known = self.emulated_versions(base)
             raise ConfigError(f"adapter {base!r} does not emulate version {version!r}",
                               hint=f"emulated versions: {', '.join(known) or 'none'} "
-                                   f"(adapter:{base} is the newest)")
+                                   + (f"(adapter:{base} is {spec.version})" if spec.version
+                                      else f"(adapter:{base} declares no version)"))
         return self._lookup(self.adapters, name, "adapter", "adapter:")
+
+    def emulated_versions(self, base: str) -> list[str]:
+        """Every version of adapter ``base`` that ``adapter:BASE@VERSION`` names: its own
+        :attr:`AdapterSpec.version` and those registered as ``BASE@VERSION``."""
+        spec = self.adapters.get(base)
+        found = [spec.version] if spec is not None and spec.version else []
+        found += [n.partition("@")[2] for n in self.adapters if n.startswith(base + "@")]
+        return list(dict.fromkeys(found))
 
     def task_suite(self, name: str) -> TaskSuiteSpec:
         return self._lookup(self.task_suites, name, "task suite", "")
@@ -220,6 +245,48 @@ class Registry:
         """Add a problem found after registration (once)."""
         if problem not in self.problems:
             self.problems.append(problem)
+
+
+def _pinned(spec: AdapterSpec, name: str) -> AdapterSpec:
+    """``spec`` addressed by its pinned name ``NAME@VERSION``: its harnesses are named
+    ``adapter:NAME@VERSION`` (as the built-in adapters name their pinned releases), so results
+    say which release ran."""
+    original, plain = spec.create, f"adapter:{spec.name}"
+
+    @functools.wraps(original)
+    def create(**options: Any) -> Any:
+        harness = original(**options)
+        if getattr(harness, "name", None) == plain:
+            with contextlib.suppress(AttributeError):  # a read-only name keeps the plain one
+                harness.name = f"adapter:{name}"
+        return harness
+
+    return replace(spec, name=name, create=create)
+
+
+def provenance(adapters: Iterable[str] = (), reg: Registry | None = None) -> dict[str, Any]:
+    """What produced a result, beyond its harness address: harnessgrid's version, every plugin
+    loaded through an entry point (its entry point, distribution and version: a plugin
+    package's release changes what its levels, suites and policies do), and for each adapter
+    named in ``adapters`` (``NAME`` or ``adapter:NAME[@VERSION]``) the version of the shell it
+    emulates and the distribution it came from. ``eval`` writes it into ``manifest.json``
+    and the report, ``run --json`` prints it."""
+    from harnessgrid import __version__
+
+    reg = reg if reg is not None else get_registry()
+    plugins = [{"entry_point": p.entry_point, "distribution": p.distribution,
+                "version": p.version} for p in reg.plugins if p.source != "builtin"]
+    out: dict[str, dict[str, str]] = {}
+    for address in dict.fromkeys(adapters):
+        name = address.removeprefix("adapter:")
+        spec = reg.adapter(name)
+        base = name if name in reg.adapters else name.partition("@")[0]
+        info = reg.info(reg.origin.get(("adapter", base), ""))
+        builtin = info.source == "builtin"
+        out[name] = {"version": spec.version, "plugin": info.entry_point or info.name,
+                     "distribution": "harnessgrid" if builtin else info.distribution,
+                     "distribution_version": __version__ if builtin else info.version}
+    return {"harnessgrid_version": __version__, "plugins": plugins, "adapters": out}
 
 
 def _owner(reg: Registry, plugin: str) -> str:
@@ -396,9 +463,11 @@ class PluginManager:
             skip = {n.strip() for n in disabled.split(",") if n.strip()}
             self._load_entry_points(skip)
 
-    def _register(self, plugin: object, name: str, source: str, entry_point: str = "") -> None:
+    def _register(self, plugin: object, name: str, source: str, entry_point: str = "",
+                  distribution: str = "", version: str = "") -> None:
         self.pm.register(plugin, name=name)
-        self.info[name] = PluginInfo(name=name, source=source, entry_point=entry_point)
+        self.info[name] = PluginInfo(name=name, source=source, entry_point=entry_point,
+                                     distribution=distribution, version=version)
 
     def _builtin(self, plugin: str) -> bool:
         return self.info.get(plugin, PluginInfo(plugin, "")).source == "builtin"
@@ -419,7 +488,8 @@ class PluginManager:
                 continue
             try:
                 plugin = ep.load()
-                self._register(plugin, label, dist, ep.name)
+                self._register(plugin, label, dist, ep.name,
+                               ep.dist.name if ep.dist else "", ep.dist.version if ep.dist else "")
             except Exception as exc:  # noqa: BLE001 - any failure of foreign code is reported
                 if self.pm.has_plugin(label):
                     self.pm.unregister(name=label)

@@ -144,6 +144,7 @@ from harnessgrid.sandboxing.scratch import (
 )
 from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.sandboxing.workspace_owners import restore_owners
+from harnessgrid.timing import timed_tool, tool_span
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -1319,22 +1320,28 @@ class Sandbox:
         request, timeout = self._request(command, timeout_s, cwd, env, host_tools)
         loop = asyncio.get_running_loop()
         lock = self._locks.setdefault(loop, asyncio.Lock())
-        async with lock:
-            if self._proc is None:
-                await self.start()
-            channel = self._usable_channel()
-            deadline = time.monotonic() + timeout + _HOST_GRACE_S
-            self._busy = True
-            try:
-                self._guard_sync(lambda: channel.send(request))
-                frame = await self._converse(channel, deadline, host_tools)
-            except asyncio.CancelledError:
-                self._interrupted = True  # the server is busy: close must not wait for it
-                raise
-            finally:
-                self._busy = False
-        return self._result(frame)
+        # In an episode's turn the round trip is the turn's tools_s (once, when ``execute``
+        # ran the command); the command's own duration is the least it took.
+        with tool_span() as span:
+            async with lock:
+                if self._proc is None:
+                    await self.start()
+                channel = self._usable_channel()
+                deadline = time.monotonic() + timeout + _HOST_GRACE_S
+                self._busy = True
+                try:
+                    self._guard_sync(lambda: channel.send(request))
+                    frame = await self._converse(channel, deadline, host_tools)
+                except asyncio.CancelledError:
+                    self._interrupted = True  # the server is busy: close must not wait for it
+                    raise
+                finally:
+                    self._busy = False
+            result = self._result(frame)
+            span.floor = result.duration_s
+        return result
 
+    @timed_tool
     def run_sync(
         self,
         command: str,

@@ -39,6 +39,7 @@ from harnessgrid.sandboxing.scratch import (
     walk_tree,
 )
 from harnessgrid.sandboxing.workspace_owners import record_owners, restore_owners, seal_owners
+from harnessgrid.timing import timed_tool
 
 DEFAULT_MOUNT_PATH = "/workspace"
 MAX_READ_BYTES = 5_000_000
@@ -385,10 +386,12 @@ class Workspace:
 
     # ------------------------------------------------------------------ file operations
 
+    @timed_tool
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists in the workspace (escapes raise instead of answering False)."""
         return self.resolve(path).exists()
 
+    @timed_tool
     def read_bytes(self, path: str) -> bytes:
         """Whole file as bytes, up to :data:`MAX_READ_BYTES` (used for hashing and graders)."""
         target = self._existing_file(path)
@@ -400,6 +403,7 @@ class Workspace:
             )
         return target.read_bytes()
 
+    @timed_tool
     def read_text(self, path: str, offset: int = 0, limit: int | None = None) -> str:
         """Lines ``offset`` .. ``offset+limit`` (0-based) of a text file, newlines kept.
 
@@ -443,10 +447,12 @@ class Workspace:
                     index += 1
         return b"".join(lines).decode("utf-8", errors="replace")
 
+    @timed_tool
     def write_text(self, path: str, content: str) -> None:
         """Write ``content`` as UTF-8, creating parent directories; replaces an existing file."""
         self.write_bytes(path, content.encode("utf-8"))
 
+    @timed_tool
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write raw bytes, creating parent directories (confined like every other operation)."""
         target = self.resolve(path)
@@ -488,6 +494,7 @@ class Workspace:
                 ) from exc
             self._adopt(item)
 
+    @timed_tool
     def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> int:
         """Replace ``old`` with ``new``; returns how many occurrences were replaced.
 
@@ -514,6 +521,7 @@ class Workspace:
         self.write_text(path, updated)
         return count if replace_all else 1
 
+    @timed_tool
     def list_dir(self, path: str = ".") -> list[str]:
         """Sorted entry names of a directory; directories carry a trailing ``/``."""
         target = self.resolve(path)
@@ -529,6 +537,7 @@ class Workspace:
                 )
         return sorted(names)
 
+    @timed_tool
     def glob(self, pattern: str, path: str = ".") -> list[str]:
         """Workspace-relative paths under ``path`` matching ``pattern`` (``*``, ``?``, ``[]``, ``**``).
 
@@ -548,6 +557,7 @@ class Workspace:
                 found.append(self.relative(base / rel) + ("/" if is_dir else ""))
         return sorted(found)
 
+    @timed_tool
     def search(
         self,
         pattern: str,
@@ -588,6 +598,7 @@ class Workspace:
                     return results
         return results
 
+    @timed_tool
     def snapshot_files(self) -> dict[str, bytes]:
         """Every regular file (relative POSIX path → content); symlinks are not followed."""
         out: dict[str, bytes] = {}

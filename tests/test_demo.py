@@ -113,6 +113,9 @@ def test_intervals_are_a_deterministic_bootstrap_over_seeds_and_cells() -> None:
     assert wide[1] - wide[0] > high - low
     # a model that passes every cell has no spread to show
     assert interval([_cells([1.0] * 10)]) == (1.0, 1.0)
+    # one cell of one seed (a single baseline's one training harness) has no interval at all
+    assert interval([_cells([0.9])]) is None
+    assert cell_text(summarise([_cells([0.9])])) == "90.0"
 
 
 def test_differences_are_paired_by_seed_and_cell() -> None:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from interrupts import sigint_default
 from test_evaluation import ORIGINAL, config, install_plugin, plugin  # noqa: F401 (fixture)
 
 from harnessgrid.engine.runtime import EpisodeLimits
@@ -65,14 +66,17 @@ def test_killed_evaluation_resumes_with_exactly_one_result_per_key(tmp_path: Pat
     uninterrupted run."""
     env = install_plugin(tmp_path / "plugin")
     out = tmp_path / "run"
+    # 0.05 s per model call: the whole evaluation takes several seconds, so a test process
+    # that a busy machine does not schedule for a moment still interrupts it mid-run (at
+    # 0.01 s it once finished all 76 keys before the Ctrl-C arrived)
     args = [sys.executable, "-c", CLI, "eval", "--policy", "xmlfail", "--policy-opt",
-            "delay=0.01", "--suites", "evaltest", "--settings", "in-space,original",
+            "delay=0.05", "--suites", "evaltest", "--settings", "in-space,original",
             "--original", ORIGINAL, "--runs", "2", "--concurrency", "2", "--out", str(out),
             "--max-turns", "12", "--no-report", "--quiet"]
 
     def start() -> subprocess.Popen[str]:
         return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+                                text=True, preexec_fn=sigint_default)
 
     proc = start()
     wait_for_results(out, 8, proc)

@@ -367,7 +367,11 @@ def test_corpus_covers_levels_adapters_and_tasks() -> None:
         assert needle in text, needle
     wrapped = {c.removeprefix("<|im_start|>user\n").removesuffix("<|im_end|>\n")
                for c in corpus}
-    assert {t.instruction for t in SUITE.tasks()} <= wrapped
+    assert {t.instruction for t in (*SUITE.tasks("train"), *SUITE.tasks("eval"))} <= wrapped
+    # the held-out splits stay out of the tokenizer's corpus
+    held_out = {t.instruction for t in (*SUITE.tasks("validation"), *SUITE.tasks("test"))}
+    assert not held_out & wrapped
+    assert not any(i in text for i in held_out)
 
 
 def _first_prompt_len(tokenizer: Any, harness: Any, task: Task) -> int:

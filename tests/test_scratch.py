@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from interrupts import sigint_default
 from plugin_dist import write_dist_info
 
 from harnessgrid.sandboxing.scratch import ScratchDir, scratch_dir, sweep_stale
@@ -60,7 +61,7 @@ def start_eval(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
         [sys.executable, "-m", "harnessgrid", "eval", "--policy", "hang", "--suites", "examples",
          "--settings", "in-space", "--harnesses", "S0-T0-O0-C0-W0,S1-T1-O1-C1-W1", "--runs",
          "1", "--concurrency", "4", "--out", str(tmp_path / "out"), "--quiet"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_default)
     deadline = time.monotonic() + 60
     while sum(n.endswith(".lock") for n in leftovers(tmp)) < 4:  # four episodes in flight
         assert proc.poll() is None, proc.communicate()

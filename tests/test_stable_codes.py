@@ -255,7 +255,7 @@ def harnessgrid_spaces():
     on_sys_path(make_plugin_dist(tmp_path, "hg-spaces", "hg_spaces", source))
     with pytest.warns(PluginWarning, match="harnessgrid plugin 'hg_spaces "):
         registry = get_registry()
-    assert set(registry.spaces) == {"micro", "paper"}
+    assert set(registry.spaces) == {"micro", "micro4", "paper"}
     errors = {p.contribution: p.error for p in registry.problems}
     assert "observation:nowhere" in errors["space broken"]
     assert "reserved" in errors["space adapter"]
@@ -349,16 +349,17 @@ def test_plugins_list_shows_the_papers_levels_plugin_levels_and_named_spaces(
     assert codes["workflow:checklist"] == "W=checklist"
     assert codes["workflow:audit"] == "W=audit"
     assert codes["observation:micro_lines"] == "O=micro_lines"
-    (micro,) = [r for r in rows if r["kind"] == "space"]
-    assert micro["name"] == "micro"
-    assert micro["levels"] == {f: list(v) for f, v in
-                                                            MICRO_LEVELS.items()}
+    spaces = {r["name"]: r for r in rows if r["kind"] == "space"}
+    assert set(spaces) == {"micro", "micro4"}  # micro4: the demo's unseen fourth levels
+    assert spaces["micro"]["levels"] == {f: list(v) for f, v in MICRO_LEVELS.items()}
+    assert spaces["micro4"]["levels"]["tool_interface"] == [
+        *MICRO_LEVELS["tool_interface"], "micro_calls"]
     text = hg_cli(env, "plugins", "list")
     assert text.returncode == 0, text.stderr
     table = text.stdout
     assert "factor levels of the paper's space (15;" in table
-    assert "plugin levels (18;" in table
-    assert "named spaces (1;" in table
+    assert "plugin levels (20;" in table  # the micro plugin's 15 + 2 unseen, and 3 others
+    assert "named spaces (2;" in table
     lines = table.splitlines()
     assert any(line.split()[:2] == ["W2", "workflow:verify_recover"] for line in lines)
     assert any(line.split()[:2] == ["W=checklist", "workflow:checklist"] for line in lines)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from interrupts import sigint_default
 
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError
@@ -633,7 +634,7 @@ def test_ctrl_c_during_sft_exits_130_with_the_resume_hint(tiny_model_dir: Path,
         [sys.executable, "-m", "harnessgrid", "train", "--quiet", str(tmp_path / "sft.yaml")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         # a shell's background job ignores SIGINT, and children inherit that
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        preexec_fn=sigint_default)
     deadline = time.monotonic() + 300
     while (not list(out.glob(f"checkpoint-*/{STATE_FILE}"))
            and proc.poll() is None and time.monotonic() < deadline):

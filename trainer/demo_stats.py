@@ -34,12 +34,12 @@ def interval(per_seed: Sequence[Cells], minus: Sequence[Cells] | None = None,
     """The 95 % percentile interval of the mean of ``per_seed`` (one mapping of cells per
     seed; all over the same cells), or of its paired difference with ``minus`` (same seeds
     in the same order, or one entry used for every seed - the warm start). None without
-    cells."""
+    cells, or with one cell of one seed."""
     cells = sorted(set.intersection(*(set(c) for c in per_seed))) if per_seed else []
     if minus is not None:
         cells = [c for c in cells if all(c in m for m in minus)]
-    if not cells:
-        return None
+    if not cells or len(cells) * len(per_seed) < 2:
+        return None  # one observation has no interval (not one of width 0)
 
     def value(seed: int, cell: str) -> float:
         v = per_seed[seed][cell]

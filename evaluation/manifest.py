@@ -85,6 +85,8 @@ class Manifest(BaseModel):
     #: the suite loaders' options (``-o``, ``--judge``): how tasks are graded (absent: none)
     suite_options: dict[str, Any] = Field(default_factory=dict)
     limits: dict[str, Any] = Field(default_factory=dict)
+    #: ``eval --approve``'s MODULE:FUNCTION (absent: every call ran unasked)
+    approver: str | None = None
     space: dict[str, list[str]] = Field(default_factory=dict)
     holdout_seed: int = 0
     settings: dict[str, list[str]] = Field(default_factory=dict)
@@ -119,7 +121,7 @@ def redact(options: dict[str, Any]) -> dict[str, Any]:
 def incompatibilities(old: Manifest, new: Manifest) -> list[str]:
     """Why ``new`` cannot continue ``old`` (empty when it can)."""
     problems: list[str] = []
-    for field in ("policy", "policy_options", "suite_options", "limits", "space"):
+    for field in ("policy", "policy_options", "suite_options", "limits", "approver", "space"):
         a, b = getattr(old, field), getattr(new, field)
         if a != b:
             problems.append(f"{field}: stored {_short(a)}, now {_short(b)}"

@@ -87,6 +87,9 @@ class EvalConfig(BaseModel):
     holdout_n: int = Field(default=18, ge=1)
     limit: int | None = Field(default=None, ge=1)
     split: str | None = None
+    #: ``MODULE:FUNCTION``: a product's approval callback (``on_tool_call``) every episode's
+    #: tool calls pass, imported where the episodes run (worker processes and Ray nodes too)
+    approver: str | None = None
     concurrency: int = Field(default=4, ge=1)  # local episodes at once (not with ``ray``)
     #: Local worker processes sharing ``concurrency`` (:mod:`harnessgrid.engine.workers`),
     #: for when one process's CPU is the limit; 1 runs every episode in this process. Not part
@@ -159,7 +162,7 @@ def build_manifest(config: EvalConfig, policy_spec: str, space: FactorSpace,
         adapters={name: AdapterRecord(**a) for name, a in made["adapters"].items()},
         policy=policy_spec, policy_options=redact(config.policy_options),
         suite_options=redact(config.suite_options),
-        limits=config.limits.model_dump(mode="json"),
+        limits=config.limits.model_dump(mode="json"), approver=config.approver,
         space={f.name: list(f.levels) for f in space.factors}, holdout_seed=config.holdout_seed,
         settings=settings, runs=config.runs,
         suites={spec: SuiteEntry(name=name, version=version,
@@ -196,6 +199,10 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     # Designs are over ``space`` (default: the paper's 3^5 grid); explicit codes are read in
     # ``space`` when one is given. Every harness id is a harness address, which names the same
     # harness on every machine: jobs, workers and Ray nodes resolve it as it stands.
+    if config.approver:  # a bad path fails here, once, not in every episode
+        from harnessgrid.engine.executor import load_approver
+
+        load_approver(config.approver)
     settings = resolve_settings(config.settings, space=space, harnesses=config.harnesses,
                                 original=config.original, adapters=config.adapters,
                                 holdout_seed=config.holdout_seed, holdout_n=config.holdout_n,
@@ -311,7 +318,8 @@ def _episode_jobs(planned: Sequence[Planned], config: EvalConfig,
     return [EpisodeJob(harness=key.harness, suite=key.suite, task_id=task.id,
                        task_hash=hashes[key.suite, task.id], policy=config.policy,
                        policy_options=config.policy_options, limits=config.limits,
-                       suite_options=config.suite_options).bind(task=task, policy=policy)
+                       suite_options=config.suite_options,
+                       approver=config.approver).bind(task=task, policy=policy)
             for key, task in planned]
 
 

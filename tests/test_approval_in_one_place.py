@@ -11,6 +11,7 @@ the filesystem: a denied command would leave a marker file, a denied write its f
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -405,3 +406,93 @@ def test_an_unannounced_product_tool_call_is_asked_as_the_product_tool() -> None
     assert [(q.name, q.arguments) for q in approver.requests] == [
         ("refund", {"order_id": "A1"}), ("refund", {"order_id": "A2"})]
     assert all(q.action is not None and q.action.kind == "tool" for q in approver.requests)
+
+
+# -------------------------------------------------------------------------------- evaluations
+
+#: The forgetful adapter's plugin plus a policy that sends every way of acting at once, and a
+#: product's approval module: what `harnessgrid eval --approve MODULE:FUNCTION` imports where
+#: the episodes run.
+LINES_POLICY = '''
+from harnessgrid import hookimpl
+from harnessgrid.models import ModelTurn
+from harnessgrid.registrations import PolicyBackend
+
+REPLY = REPLY_TEXT
+
+
+class Lines:
+    spec = "every-way"
+    context_limit = None
+
+    async def act(self, request):
+        first = not any(m.role == "assistant" for m in request.messages)
+        return ModelTurn(content=REPLY if first else "done finished")
+
+    def count_tokens(self, messages):
+        return 0
+
+
+@hookimpl
+def harnessgrid_policies():
+    yield PolicyBackend(scheme="every-way", description="Acts every documented way, once.",
+                        create=lambda rest, options: Lines())
+'''.replace("REPLY_TEXT", repr("\n".join(LINES.values())))
+
+PRODUCT = '''
+from harnessgrid.sandboxing.tool_hooks import deny
+
+ASKED = []
+
+
+def review(request):
+    ASKED.append(request.name)
+    return deny("this product allows nothing")
+'''
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_eval_approve_refuses_every_denied_call_of_an_adapter_that_never_asks(
+        tmp_path: Path, on_sys_path: Callable[[Path], None], workers: int) -> None:
+    """``eval --approve MODULE:FUNCTION`` (``EvalConfig.approver``): the callback is imported
+    where the episodes run - this process, or worker processes (``workers=2``), which cannot
+    be sent a Python callable - and the forgetful adapter's four ways of acting are all
+    refused: each call's result is the denial, and the trajectory never shows one running."""
+    from harnessgrid.evaluation.run import EvalConfig, evaluate
+    from harnessgrid.evaluation.store import load_trajectory
+
+    on_sys_path(make_plugin_dist(tmp_path / "plugin", "hg-forgetful", "hg_forgetful",
+                                 FORGETFUL))
+    on_sys_path(make_plugin_dist(tmp_path / "policy", "hg-every-way", "hg_every_way",
+                                 LINES_POLICY))
+    product = tmp_path / "product"
+    product.mkdir()
+    (product / "product_approvals.py").write_text(PRODUCT)
+    on_sys_path(product)
+    config = EvalConfig(policy="every-way", suites=("examples",), settings=("out-of-space",),
+                        adapters=("forgetful",), runs=1, limit=2, workers=workers,
+                        approver="product_approvals:review", limits=LIMITS)
+    outcome = evaluate(config, tmp_path / "out")
+    assert len(outcome.results) == 2
+    for result in outcome.results:
+        trajectory = load_trajectory(tmp_path / "out", result)
+        results = [c.result for t in trajectory.turns for c in t.calls]
+        assert len(results) == 4, trajectory.error
+        assert all(not r.ok for r in results)
+        assert all("this product allows nothing" in (r.error or r.stderr) for r in results)
+    stored = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert stored["approver"] == "product_approvals:review"
+    # resuming without the approver would mix episodes graded under other rules
+    with pytest.raises(hg.ConfigError, match="approver"):
+        evaluate(config.model_copy(update={"approver": None}), tmp_path / "out")
+
+
+def test_a_bad_approver_path_is_one_clear_error(tmp_path: Path) -> None:
+    from harnessgrid.evaluation.run import EvalConfig, evaluate
+
+    for spec, said in (("no_colon", "is not MODULE:FUNCTION"),
+                       ("no_such_module_here:review", "cannot load the approver"),
+                       ("json:__name__", "is not callable")):
+        with pytest.raises(hg.ConfigError, match=said):
+            evaluate(EvalConfig(policy="scripted", suites=("examples",), runs=1, limit=1,
+                                settings=("in-space",), approver=spec), tmp_path / spec)

@@ -63,6 +63,10 @@ def eval_command(
     original: str | None = typer.Option(None, "--original", help="The baseline's training "
                                         "harness (CODE, level list or adapter:NAME), for "
                                         "`original`."),
+    approve: str | None = typer.Option(
+        None, "--approve", help="MODULE:FUNCTION: a product's approval callback every tool "
+        "call of every episode passes before it runs (it takes a ToolCallRequest and returns "
+        "allow(), deny(reason), modify(...) or None), imported where the episodes run."),
     adapters: str = typer.Option("claude-code,openclaw", "--adapters",
                                  help="Adapters of the out-of-space setting: NAME or "
                                  "NAME@VERSION (the release it emulates), comma-separated, or "
@@ -121,7 +125,7 @@ def eval_command(
         harnesses=tuple(split_harnesses(harnesses)) or None, original=original,
         adapters=tuple(split_list(adapters)), holdout_seed=holdout_seed, limit=limit,
         split=split, concurrency=concurrency, workers=workers, ray=ray,
-        keep_failures=keep_failures,
+        keep_failures=keep_failures, approver=approve,
         limits=EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
                              unsafe_no_sandbox=unsafe_no_sandbox, environment=env))
     if env is not None and env.lower() != "none":

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import threading
 import time
@@ -31,7 +32,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -43,10 +44,11 @@ if TYPE_CHECKING:
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
     from harnessgrid.sandboxing.sandbox_pool import PoolsByKey, SandboxPool
+    from harnessgrid.sandboxing.tool_hooks import Approver
     from harnessgrid.tasks import Task, TaskSuite
 
 __all__ = ["EpisodeJob", "Executor", "Live", "LocalExecutor", "ProcessExecutor",
-           "RayExecutor", "collect", "lost_episode", "run_job"]
+           "RayExecutor", "collect", "load_approver", "lost_episode", "run_job"]
 
 Finished = tuple[int, "Trajectory"]
 """What an executor yields: the index of the job in the list it was given, and its trajectory
@@ -89,6 +91,9 @@ class EpisodeJob(BaseModel):
     #: not given. The trainer passes its derived ids so a remote rollout samples as a local one.
     episode_id: str | None = None
     task_hash: str | None = None
+    #: ``MODULE:FUNCTION``, the product's approval callback (``on_tool_call``), imported where
+    #: the episode runs: a worker process or a Ray node cannot be sent a Python callable
+    approver: str | None = None
     _live: Live | None = PrivateAttr(default=None)
 
     @classmethod
@@ -151,7 +156,9 @@ async def run_job(job: EpisodeJob, *,
         harness = live.harness() if live.harness is not None else _harness(job)
         name = harness.name
         return await run_episode(harness, task, policy, job.limits, pool=pool,
-                                 episode_id=episode_id)
+                                 episode_id=episode_id,
+                                 on_tool_call=load_approver(job.approver) if job.approver
+                                 else None)
     except Exception as exc:  # noqa: BLE001 - one broken episode must not stop the others
         return crashed_episode(name, task, policy, exc, episode_id=episode_id)
 
@@ -427,3 +434,24 @@ async def _in_thread(produce: Callable[[Callable[[], bool]], Iterator[Finished]]
     finally:
         stop.set()
         await asyncio.shield(reader)
+
+
+@functools.cache
+def load_approver(spec: str) -> Approver:
+    """The approval callback named ``MODULE:FUNCTION`` (``eval --approve``), imported once per
+    process; a spec that names no callable is a :class:`~harnessgrid.errors.ConfigError`."""
+    import importlib
+
+    module, sep, name = spec.partition(":")
+    hint = ("name a function as MODULE:FUNCTION, importable where the episodes run (e.g. "
+            "my_product.approvals:review), that takes a ToolCallRequest and returns "
+            "allow(), deny(reason), modify(...) or None")
+    if not sep or not module or not name:
+        raise ConfigError(f"approver {spec!r} is not MODULE:FUNCTION", hint=hint)
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load the approver {spec!r}: {exc}", hint=hint) from None
+    if not callable(found):
+        raise ConfigError(f"approver {spec!r} is not callable", hint=hint)
+    return cast("Approver", found)

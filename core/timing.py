@@ -188,6 +188,8 @@ class TurnClock:
     tools_s: float = 0.0
     wait_s: float = 0.0
     own_cpu: float = 0.0
+    #: How many tool executions were charged (a span inside another is not one more)
+    spans: int = 0
 
 
 _TURN: ContextVar[TurnClock | None] = ContextVar("harnessgrid_turn_clock", default=None)
@@ -245,6 +247,7 @@ def tool_span() -> Iterator[Span]:
             yield s
     finally:  # a failed execution took its time too
         _IN_TOOL.reset(token)
+        turn.spans += 1
         turn.tools_s += s.busy
         turn.wait_s += s.wait
         turn.own_cpu += s.own_cpu

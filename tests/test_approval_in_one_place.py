@@ -110,7 +110,8 @@ class Forgetful:
         return outcome, Decision()
 
     def render_action(self, action, call_id, state=None):
-        raise NotImplementedError
+        # what the scripted oracle would call; this adapter is driven by its own line policy
+        return ModelTurn(content=f"execute-shell true  # {action.kind}")
 
 
 @hookimpl

@@ -63,7 +63,7 @@ from harnessgrid.trainer.demo_stages import (
     run_stage,
     stage_record,
 )
-from harnessgrid.trainer.demo_stats import mean_cells, summarise
+from harnessgrid.trainer.demo_stats import mean_cells, pass_at_1, summarise
 
 __all__ = ["CONDITIONS", "PROFILES", "Condition", "Profile", "Stages", "run_demo",
            "stage_record"]
@@ -572,7 +572,7 @@ def table_rows(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
             mean = {s: [mean_cells([cells(n, key, s)[i] for n in singles])
                         for i in range(len(seeds))] for s in SETTINGS}
             table[SINGLE_MEAN] = {s: summarise(mean[s]) for s in SETTINGS}
-            best = [max(singles, key=lambda n: _pass(cells(n, "cells", ORIGINAL)[i]))
+            best = [max(singles, key=lambda n: pass_at_1(cells(n, "cells", ORIGINAL)[i]) or 0.0)
                     for i in range(len(seeds))]
             table[SINGLE_BEST] = {s: summarise([cells(n, key, s)[i]
                                                 for i, n in enumerate(best)])
@@ -586,10 +586,6 @@ def table_rows(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
                 table[GAIN_DIFF] = {s: summarise(oa[s], mean[s]) for s in SETTINGS}
         rows[label] = table
     return rows
-
-
-def _pass(cells: dict[str, float]) -> float:
-    return sum(cells.values()) / len(cells) if cells else 0.0
 
 
 DIFFERENCES = (GAIN_OA, GAIN_SINGLE, GAIN_DIFF)

@@ -235,7 +235,9 @@ class FactorSpace(BaseModel):
             if part >= len(f.levels):
                 raise ConfigError(f"bad harness code {code!r}: factor {f.name} has levels "
                                   f"0..{len(f.levels) - 1}, got {part}",
-                                  hint=f"levels are {list(enumerate(f.levels))}")
+                                  hint="levels are " + ", ".join(f"{i} = {name}"
+                                                                   for i, name in
+                                                                   enumerate(f.levels)))
             idx.append(part)
         return self.config(idx)
 

@@ -94,7 +94,7 @@ def chat(session: hg.Session) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("directory")
     parser.add_argument("--policy", required=True, help="any policy spec, e.g. openai:MODEL")
     parser.add_argument("--policy-opt", action="append", default=[], metavar="KEY=VALUE")

@@ -17,7 +17,7 @@ from harnessgrid.policies.scripted import ScriptedPolicy
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", default="grid-bench")
     parser.add_argument("--tasks", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=4)

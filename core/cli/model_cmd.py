@@ -116,10 +116,15 @@ def _load_for_check(path: str, gguf_file: str | None) -> tuple[Any, Any, str]:
     where = Path(path).expanduser()
     if gguf_file is None and where.suffix == ".gguf" and where.is_file():
         where, gguf_file = where.parent, where.name
-    local = where.exists() or path.startswith(("/", "./", "../", "~")) or gguf_file is not None
+    # A hub name is NAME or OWNER/NAME: a path with more slashes, or whose first part is a
+    # directory here, is a local path that does not exist (yet), not a hub name.
+    first = path.split("/", 1)[0]
+    local = (where.exists() or path.startswith(("/", "./", "../", "~")) or gguf_file is not None
+             or path.count("/") > 1 or ("/" in path and Path(first).expanduser().is_dir()))
     if local and not where.exists():
         raise ConfigError(f"no such file or directory {path!r}",
-                          hint="give a checkpoint directory, a .gguf file or a hub name")
+                          hint="give a checkpoint directory (one a training run wrote, e.g. "
+                               "OUTPUT_DIR/final), a .gguf file or a hub name")
     if gguf_file is not None and not (where / gguf_file).is_file():
         raise ConfigError(f"no GGUF file {gguf_file!r} in {str(where)!r}",
                           hint="--gguf-file names a file inside PATH")

@@ -213,6 +213,19 @@ class Episode:
         return "max_turns"
 
 
+def present_product_tools(harness: Harness, tools: Sequence[ToolSpec]) -> None:
+    """Have ``harness`` present ``tools`` (replacing any given before), or refuse with one
+    clear error when it cannot: a harness that is no
+    :class:`~harnessgrid.harness.ProductToolHarness`, a tool interface without a syntax for
+    them, a name clash. A session calls it when its tools are given, so the refusal comes
+    before any sandbox starts, not from inside its first run."""
+    if not (provides(harness, ProductToolHarness) and isinstance(harness, ProductToolHarness)):
+        raise ConfigError(f"harness {harness.name!r} cannot present product tools",
+                          hint="use a composed harness or an adapter that supports them, "
+                               "or pass no tools")
+    harness.add_product_tools(list(tools))
+
+
 def start_episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeLimits, *,
                   episode_id: str, mount_path: str | None = None,
                   environment: EnvironmentRecord | None = None,
@@ -226,12 +239,7 @@ def start_episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeL
     it records of the toolchain) and bind an :class:`~harnessgrid.policies.EpisodePolicy` to the
     episode."""
     if product_tools:
-        if not (provides(harness, ProductToolHarness)
-                and isinstance(harness, ProductToolHarness)):
-            raise ConfigError(f"harness {harness.name!r} cannot present product tools",
-                              hint="use a composed harness or an adapter that supports them, "
-                                   "or pass no tools")
-        harness.add_product_tools(list(product_tools))
+        present_product_tools(harness, product_tools)
     state = harness.start(task, episode_id)
     traj = Trajectory(episode_id=episode_id, harness=harness.name, config=factor_levels(harness),
                       task_id=task.id, suite=task.suite, policy=policy.spec,

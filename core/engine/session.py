@@ -117,6 +117,7 @@ class AsyncSession:
         self.in_place, self.mount_path = in_place, mount_path
         self.max_total_tokens, self.wall_s = max_total_tokens, wall_s
         self._tools: dict[str, ProductTool] = product_tools(tools)
+        self._present_tools()  # refused here, before a sandbox starts, if the harness cannot
         self.on_tool_call = on_tool_call
         self.episode_id = uuid.uuid4().hex[:12]
         self._ws: Workspace | None = None
@@ -144,10 +145,19 @@ class AsyncSession:
 
         def register(f: Callable[..., Any]) -> ProductTool:
             tool = f if isinstance(f, ProductTool) else ProductTool(f, **options)
-            self._tools.update(product_tools([*self._tools.values(), tool]))
+            tools = product_tools([*self._tools.values(), tool])
+            self._present_tools(tools)
+            self._tools = tools
             return tool
 
         return register if fn is None else register(fn)
+
+    def _present_tools(self, tools: dict[str, ProductTool] | None = None) -> None:
+        from harnessgrid.engine.episode_run import present_product_tools
+
+        specs = [t.spec() for t in (self._tools if tools is None else tools).values()]
+        if specs:
+            present_product_tools(self.harness, specs)
 
     @property
     def workspace(self) -> Path:

@@ -59,6 +59,7 @@ from harnessgrid import safe_json
 from harnessgrid.errors import ConfigError, PolicyError
 from harnessgrid.models import Message, ModelTurn, ToolCall
 from harnessgrid.policies import PolicyRequest
+from harnessgrid.policies.keys import pass_option
 from harnessgrid.policies.streaming import AnthropicEvents, ChatChunks, StreamBrokeOff, TextSink
 
 if TYPE_CHECKING:
@@ -293,7 +294,7 @@ class APIPolicy:
 
     def _key_hint(self) -> str:
         """Where the key came from and how to fix it; backends override."""
-        return "check the API key, or pass --policy-opt api_key=..."
+        return "check the API key, or " + pass_option("api_key=...")
 
 
 def _left(deadline: float | None) -> float:
@@ -348,7 +349,7 @@ class LiteLLMPolicy(APIPolicy):
         # without one (litellm reports that as a retryable server error): send a placeholder.
         self._placeholder_key = require_litellm_key(
             model, what=self.spec, api_key=api_key, api_base=api_base,
-            key_option="--policy-opt api_key", base_option="api_base",
+            key_hint=pass_option("api_key=..."), base_option="api_base",
             other_credentials=_has_credentials(self.extra))
         missing = _missing_keys(litellm, model)
         #: The variable the key is read from (named in the hint when a key is rejected).
@@ -406,12 +407,12 @@ class LiteLLMPolicy(APIPolicy):
     def _key_hint(self) -> str:
         variable = self.key_variable or "the provider's key variable (e.g. OPENAI_API_KEY)"
         if self._placeholder_key:
-            return (f"the server at {self.api_base} wants a key: pass --policy-opt api_key=... "
-                    f"(or set {variable})")
+            return (f"the server at {self.api_base} wants a key: set {variable}, or "
+                    + pass_option("api_key=..."))
         if self.api_key is not None:
             return f"check the key passed as api_key ({self.provider or 'the provider'} reads " \
                    f"{variable} when none is passed)"
-        return f"check the key in {variable}, or pass --policy-opt api_key=..."
+        return f"check the key in {variable}, or " + pass_option("api_key=...")
 
 
 #: Key variables that differ from ``<PROVIDER>_API_KEY`` (used when the key is present, so
@@ -454,11 +455,11 @@ def _key_variable(provider: str) -> str:
 
 
 def require_litellm_key(model: str, *, what: str, api_key: str | None, api_base: str | None,
-                        key_option: str, base_option: str,
+                        key_hint: str, base_option: str,
                         other_credentials: bool = False) -> bool:
     """Check, before anything runs, that a litellm ``model`` has a key (the policy's rule, for
     any other litellm caller, e.g. an LLM judge): a ConfigError naming the variable when the
-    provider's is not set and no key, other credentials (``other_credentials``: e.g. AWS
+    provider's is not set and no key (``key_hint``: how to pass one), other credentials (``other_credentials``: e.g. AWS
     options) or server address was given. True when the call needs a
     placeholder key: a server given by address ignores it, but the OpenAI client refuses to
     send a request without one."""
@@ -470,7 +471,7 @@ def require_litellm_key(model: str, *, what: str, api_key: str | None, api_base:
         provider = _provider(litellm, model) or "this provider"
         raise ConfigError(
             f"{what}: no API key for {provider}: {' or '.join(missing)} is not set",
-            hint=f"export {' or '.join(f'{m}=...' for m in missing)} (or pass {key_option}=...); "
+            hint=f"export {' or '.join(f'{m}=...' for m in missing)}, or {key_hint}; "
                  f"for a local OpenAI-compatible server pass {base_option}=URL (e.g. "
                  "http://127.0.0.1:8000/v1), which needs no key")
     return True
@@ -630,9 +631,9 @@ class AnthropicPolicy(APIPolicy):
         if not api_key and not token and not local:
             raise ConfigError(f"{self.spec}: no API key for Anthropic: ANTHROPIC_API_KEY is "
                               "not set",
-                              hint="export ANTHROPIC_API_KEY=... (or pass --policy-opt "
-                                   "api_key=...); a compatible server at base_url=URL needs "
-                                   "no key")
+                              hint="export ANTHROPIC_API_KEY=..., or "
+                                   + pass_option("api_key=...")
+                                   + "; a compatible server at base_url=URL needs no key")
         if not self._key_source:
             self._key_source = ("ANTHROPIC_API_KEY" if api_key else
                                 "ANTHROPIC_AUTH_TOKEN" if token else "")
@@ -704,11 +705,11 @@ class AnthropicPolicy(APIPolicy):
         if self._key_source == "api_key":
             return "check the key passed as api_key"
         if self._key_source:
-            return f"check the key in {self._key_source}, or pass --policy-opt api_key=..."
+            return f"check the key in {self._key_source}, or " + pass_option("api_key=...")
         where = self.base_url or os.environ.get("ANTHROPIC_BASE_URL")
         return withheld_hint(self._key, where) or (
-            f"the server at {where} wants a key: set ANTHROPIC_API_KEY, or pass --policy-opt "
-            "api_key_env=NAME (the variable holding it) or api_key=...")
+            f"the server at {where} wants a key: set ANTHROPIC_API_KEY, or "
+            + pass_option("api_key_env=NAME (the variable holding it)", "api_key=..."))
 
 
 #: ``error`` events inside an Anthropic stream worth a retry (the API's own type names).

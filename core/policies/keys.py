@@ -72,5 +72,12 @@ def withheld_hint(key: Key, base_url: str | None) -> str | None:
         return None
     return (f"the server at {base_url} wants a key; {key.withheld} is not sent to a base_url "
             f"given as an option (only to the provider's API or its base-URL variable's "
-            "server): pass --policy-opt api_key_env=NAME (the variable holding this server's "
-            "key) or api_key=...")
+            "server): " + pass_option("api_key_env=NAME (the variable holding this server's "
+                                     "key)", "api_key=..."))
+
+
+def pass_option(*options: str) -> str:
+    """"pass OPTION": worded for the command line and for Python alike (a product calling
+    ``run_agent`` or ``Session`` has no ``--policy-opt``)."""
+    return (f"pass the policy option {' or '.join(options)} (--policy-opt on the command line, "
+            "policy_options={...} from Python)")

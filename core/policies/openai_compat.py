@@ -51,7 +51,7 @@ from harnessgrid.policies.api import (
     openai_turn,
     transient_status,
 )
-from harnessgrid.policies.keys import at_host, resolve_key, withheld_hint
+from harnessgrid.policies.keys import at_host, pass_option, resolve_key, withheld_hint
 from harnessgrid.policies.streaming import ChatChunks, TextSink
 
 if TYPE_CHECKING:
@@ -145,9 +145,10 @@ class OpenAIPolicy(APIPolicy):
         api_key = self._key.value
         if not api_key and _is_openai(self.base_url):
             raise ConfigError(f"{self.spec}: no API key for OpenAI: {KEY_VARIABLE} is not set",
-                              hint=f"export {KEY_VARIABLE}=... (or pass --policy-opt "
-                                   "api_key=...); a local OpenAI-compatible server at "
-                                   "base_url=URL (e.g. http://127.0.0.1:8000/v1) needs no key")
+                              hint=f"export {KEY_VARIABLE}=..., or "
+                                   + pass_option("api_key=...")
+                                   + "; a local OpenAI-compatible server at base_url=URL "
+                                     "(e.g. http://127.0.0.1:8000/v1) needs no key")
         if transport not in TRANSPORTS:
             raise ConfigError(f"{self.spec}: unknown transport {transport!r}",
                               hint="transport=auto (the default: the lean client for a local "
@@ -282,7 +283,7 @@ class OpenAIPolicy(APIPolicy):
         if self._key_source == "api_key":
             return "check the key passed as api_key"
         if self._key_source:
-            return f"check the key in {self._key_source}, or pass --policy-opt api_key=..."
+            return f"check the key in {self._key_source}, or " + pass_option("api_key=...")
         return withheld_hint(self._key, self.base_url) or (
-            f"the server at {self.base_url} wants a key: pass --policy-opt api_key_env=NAME "
-            f"(the variable holding it) or api_key=...")
+            f"the server at {self.base_url} wants a key: "
+            + pass_option("api_key_env=NAME (the variable holding it)", "api_key=..."))

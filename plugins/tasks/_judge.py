@@ -80,7 +80,7 @@ class LiteLLMJudge:
 
             self._placeholder_key = require_litellm_key(
                 self.model, what=f"judge {self.model}", api_key=self.api_key,
-                api_base=self.api_base, key_option="-o judge_api_key",
+                api_base=self.api_base, key_hint="pass -o judge_api_key=...",
                 base_option="-o judge_api_base")
 
     def ask(self, prompt: str) -> str:

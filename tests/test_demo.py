@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from harnessgrid.trainer.demo import (
     SINGLES,
     UNSEEN,
     WARM,
+    WARM_STARTS,
     Profile,
     Stages,
     design_codes,
@@ -64,19 +66,39 @@ def test_no_condition_is_scored_on_a_configuration_it_trained_on(seeds: int) -> 
     """Issue 37, finding 3: random-18 drew its design per seed and trained on 1-2 of the
     array's held-out configurations. The held-out set avoids every condition's design at
     every seed of the run (and at least of the first three), and is the same for all; so do
-    the validation set and the warm start, which holds every condition's design."""
+    the validation set and the warm start, whichever rule picks its configurations."""
     heldout = set(heldout_codes(seeds))
     validation = set(validation_codes(seeds))
-    warm = set(warm_start_codes(seeds))
     assert len(heldout) == len(validation) == 18
     assert not heldout & validation
-    assert not warm & (heldout | validation)
+    for rule in WARM_STARTS:
+        assert not set(warm_start_codes(seeds, rule)) & (heldout | validation), rule
     for condition in CONDITIONS.values():
         for seed in range(max(seeds, 3)):
             codes = set(design_codes(condition, seed))
-            assert not codes & heldout, (condition.name, seed)
-            assert codes <= warm, (condition.name, seed)
+            assert not codes & (heldout | validation), (condition.name, seed)
+            assert codes <= set(warm_start_codes(seeds, "every-design")), (condition.name, seed)
     assert heldout_codes(seeds) == heldout_codes(1) or seeds > 3
+
+
+def test_warm_start_rules_pick_what_they_say() -> None:
+    """The default warm start knows each tool interface through one harness - the singles'
+    - and nothing of oa-18's design but the one configuration it shares with them; the
+    one-factor rule adds every single-factor variation of those outside the holdouts."""
+    assert PROFILES["default"].warm_start == PROFILES["full"].warm_start == "singles"
+    singles = set(warm_start_codes(3, "singles"))
+    assert singles == set(SINGLES.values())
+    oa = set(design_codes(CONDITIONS["oa-18"], 0))
+    assert len(oa - singles) == 17
+    one_factor = set(warm_start_codes(3, "one-factor"))
+    assert singles <= one_factor
+    for code in one_factor:
+        base = f"S0-{code.split('-')[1]}-O0-C0-W0"
+        differing = [a for a, b in zip(code.split("-"), base.split("-"), strict=True) if a != b]
+        assert len(differing) <= 1, code
+    assert len(one_factor) == 23  # 27 variations, 4 of them in a holdout
+    with pytest.raises(ValueError, match="unknown warm-start rule"):
+        warm_start_codes(3, "all")
 
 
 def test_unseen_level_configurations_change_one_factor_to_its_fourth_level() -> None:
@@ -85,7 +107,7 @@ def test_unseen_level_configurations_change_one_factor_to_its_fourth_level() -> 
     heldout = heldout_codes()
     unseen = unseen_codes(heldout)
     assert len(unseen) == 12
-    trained = set(warm_start_codes())
+    trained = {code for rule in WARM_STARTS for code in warm_start_codes(3, rule)}
     for i, code in enumerate(unseen):
         UNSEEN_SPACE.parse(code)  # a micro4 configuration
         changed = [a for a, b in zip(code.split("-"), heldout[i].split("-"), strict=True)
@@ -548,3 +570,81 @@ def test_the_demo_trains_from_the_shipped_pretrained_base(tmp_path: Path) -> Non
     assert digests(model) == BASE_SHA256
     (model / "model.safetensors").write_bytes(b"not the base")
     assert digests(Stages().build_model(model)) == BASE_SHA256
+
+
+def _ship(folder: Path, fingerprint: str, files: dict[str, bytes]) -> None:
+    import hashlib
+
+    folder.mkdir()
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    (folder / "recipe.json").write_text(json.dumps({
+        "fingerprint": fingerprint,
+        "sha256": {n: hashlib.sha256(d).hexdigest() for n, d in files.items()}}))
+
+
+def test_a_shipped_warm_start_with_the_stages_parameters_is_installed_not_trained(
+        tmp_path: Path) -> None:
+    """The default's longest serial stage ships in the package: installed (and recorded as
+    installed) when its recipe's fingerprint is the stage's; trained when the parameters
+    differ or ``--train-warm-start`` asks; a damaged shipped file stops the demo."""
+    from harnessgrid.errors import ConfigError
+
+    first = run_demo(tmp_path / "a", "default", workers=1, profile=TINY, stages=FakeStages())
+    trained = json.loads((tmp_path / "a" / "default" / "warm-start" / "sft.stage.json")
+                         .read_text())
+    assert first["warm_start"]["installed"] is None
+    shipped = tmp_path / "shipped"
+    _ship(shipped, trained["fingerprint"], {"config.json": b'{"shipped": true}'})
+    stages = FakeStages()
+    stages.warm_start_dir = shipped
+
+    summary = run_demo(tmp_path / "b", "default", workers=1, profile=TINY, stages=stages)
+    warm = tmp_path / "b" / "default" / "warm-start"
+    assert json.loads((warm / "sft" / "final" / "config.json").read_text()) == {"shipped": True}
+    assert summary["warm_start"]["installed"] == "shipped"
+    record = json.loads((warm / "sft.stage.json").read_text())
+    assert record["fingerprint"] == trained["fingerprint"]  # the same stage, not trained here
+    # every run's GRPO starts from it
+    assert {json.loads((tmp_path / "b" / "default" / f"{r['condition']}-seed0" /
+                        "grpo.stage.json").read_text())["params"]["from"]
+            for r in summary["runs"]} == {trained["fingerprint"]}
+
+    again = run_demo(tmp_path / "c", "default", workers=1, profile=TINY, stages=stages,
+                     train_warm_start=True)
+    assert again["warm_start"]["installed"] is None
+    assert "steps" in json.loads((tmp_path / "c" / "default" / "warm-start" / "sft" / "final" /
+                                  "config.json").read_text())
+    other = replace(TINY, warm_steps=3)  # other parameters: the shipped one does not apply
+    assert run_demo(tmp_path / "d", "default", workers=1, profile=other,
+                    stages=stages)["warm_start"]["installed"] is None
+
+    (shipped / "config.json").write_bytes(b"edited")
+    with pytest.raises(ConfigError, match="damaged or missing"):
+        run_demo(tmp_path / "e", "default", workers=1, profile=TINY, stages=stages)
+
+
+def test_the_shipped_warm_start_is_the_default_profiles(tmp_path: Path) -> None:
+    """The shipped files match their checksums, and the recipe's fingerprint is the one the
+    default and ``--full`` profiles compute for their warm start from the shipped base - so
+    a change to either profile's warm-start parameters (or to the base) fails here until the
+    warm start is made again and shipped."""
+    from harnessgrid.trainer.demo import _train_config
+    from harnessgrid.trainer.demo_stages import (
+        SHIPPED_WARM_START,
+        _training_params,
+        model_stage,
+        stage_fingerprint,
+    )
+
+    recipe = json.loads((SHIPPED_WARM_START / "recipe.json").read_text())
+    model = model_stage(tmp_path / "model", Stages())
+    for name in ("default", "full"):
+        profile = PROFILES[name]
+        config = _train_config("sft", model.directory, tmp_path / "sft", profile,
+                               harnesses=warm_start_codes(1, profile.warm_start))
+        fingerprint = stage_fingerprint(_training_params(config, model.fingerprint))
+        assert fingerprint == recipe["fingerprint"], name
+    assert Stages().shipped_warm_start(recipe["fingerprint"]) == SHIPPED_WARM_START
+    assert sorted(recipe["sha256"]) == sorted(p.name for p in SHIPPED_WARM_START.iterdir()
+                                              if p.name != "recipe.json")

@@ -96,12 +96,17 @@ def test_pretraining_tasks_are_the_documents_tasks() -> None:
 # -- unseen levels ------------------------------------------------------------------------------
 
 def test_unseen_levels_are_outside_the_trained_space() -> None:
-    from harnessgrid.trainer.demo import CONDITIONS, design_codes, warm_start_codes
+    from harnessgrid.trainer.demo import (
+        CONDITIONS,
+        WARM_STARTS,
+        design_codes,
+        warm_start_codes,
+    )
 
     for factor, level in UNSEEN_LEVELS.items():
         assert level.name not in MICRO_LEVELS[factor]
         assert UNSEEN_SPACE.factor(factor).levels[-1] == level.name
-    trained = set(warm_start_codes())
+    trained = {code for rule in WARM_STARTS for code in warm_start_codes(3, rule)}
     for condition in CONDITIONS.values():
         for seed in range(3):
             trained |= set(design_codes(condition, seed))

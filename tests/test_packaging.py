@@ -78,6 +78,12 @@ def test_wheel_imports_every_subpackage(tmp_path: Path) -> None:
     assert sorted(p.name for p in shipped.iterdir()) == sorted([*MODEL_FILES, "recipe.json"])
     for name, digest in BASE_SHA256.items():
         assert hashlib.sha256((shipped / name).read_bytes()).hexdigest() == digest
+    # so does the demo's shipped warm start, with its recipe
+    warm = site / "harnessgrid" / "trainer" / "demo_warm_start"
+    recipe = json.loads((warm / "recipe.json").read_text())
+    assert recipe["sha256"]
+    for name, digest in recipe["sha256"].items():
+        assert hashlib.sha256((warm / name).read_bytes()).hexdigest() == digest
 
 
 def test_help_does_not_import_heavy_libraries() -> None:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,8 @@ class Profile:
     beta: float = 0.0  # KL to the warm start
     #: also score in-space every this many RL steps (0: only before and after RL)
     curve_every: int = 0
+    #: which configurations the warm start is trained through (:data:`WARM_STARTS`)
+    warm_start: str = "singles"
     warm_batch: int = 8
     warm_micro_batches: int = 4
     max_turns: int = 8
@@ -127,11 +129,14 @@ class Profile:
 
 
 #: Budgets on a 2-core machine (one run per core, one torch thread each), chosen on the
-#: validation split (README's demo section has the runs): a warm start of 400 SFT steps scores
-#: about 40 % there; GRPO from it at 2e-4 without a KL term erodes it (to 28 % in 40 steps,
-#: well-formed turns falling), with KL 0.05 to the warm start it holds (39 %), and neither the
-#: whole train split nor sampling at 0.7 did better. One seed per condition keeps the default
-#: near 25 minutes; ``--seeds`` adds seeds (and their variation to the intervals).
+#: validation split (README's demo section has the runs). Through every design's harnesses
+#: the warm start scored about 40 % there and RL had nothing to add through any harnesses
+#: (GRPO at 2e-4 without a KL term eroded it, to 28 % in 40 steps; with KL 0.05 it held at
+#: 39 %; neither the whole train split nor sampling at 0.7 did better). Through the singles'
+#: three harnesses (``warm_start="singles"``) it scores 11 % there, and the same RL lifts
+#: oa-18 to 15 % (+4.0 [+0.5, +7.6]); through one-factor variations, 22 % and +2.0
+#: [-1.5, +5.6]. One seed per condition keeps the default near 20 minutes; ``--seeds`` adds
+#: seeds (and their variation to the intervals).
 PROFILES: dict[str, Profile] = {
     "quick": Profile(conditions=("single-T0", "oa-18"), seeds=1, warm_episodes=48,
                      warm_steps=20, warm_lr=3e-3, rl_steps=2, tasks_per_step=2, rollouts=2,
@@ -153,11 +158,39 @@ PROFILES: dict[str, Profile] = {
 HOLDOUT_SEEDS = 3
 
 
-def warm_start_codes(seeds: int = HOLDOUT_SEEDS) -> list[str]:
-    """The configurations of the shared warm start: the union of every condition's training
-    design at every seed below ``max(seeds, HOLDOUT_SEEDS)``. Every condition then starts from
-    a model that has seen its own training harnesses no more and no less than the others', and
-    the held-out and validation sets lie outside it."""
+def warm_start_codes(seeds: int = HOLDOUT_SEEDS, rule: str = "singles") -> list[str]:
+    """The configurations of the shared warm start, by :data:`WARM_STARTS`' ``rule``; always
+    outside the validation and test holdouts."""
+    if rule not in WARM_STARTS:
+        raise ValueError(f"unknown warm-start rule {rule!r}: one of {sorted(WARM_STARTS)}")
+    if rule == "singles":
+        return sorted(SINGLES.values())
+    if rule == "every-design":
+        return training_union(seeds)
+    variants = set()
+    for code in SINGLES.values():
+        parts = code.split("-")
+        for i in (0, 2, 3, 4):  # every factor but the tool interface, one at a time
+            for level in range(3):
+                parts_i = [*parts[:i], f"{parts[i][0]}{level}", *parts[i + 1:]]
+                variants.add("-".join(parts_i))
+    return sorted(variants - set(validation_codes(seeds)) - set(heldout_codes(seeds)))
+
+
+#: Rules for the shared warm start's configurations (:attr:`Profile.warm_start`), compared on
+#: the validation split (README's demo section): ``singles``, the single baselines' three
+#: harnesses - one per tool-interface level, every other factor at its first level: a model
+#: that knows each way of calling tools through one harness, as an instruct model knows its
+#: vendor's -; ``one-factor``, those and every variation of one other factor (23 outside the
+#: holdouts); ``every-design``, every condition's training design (65: nothing left for RL
+#: through many harnesses to teach, the first design's finding). RL then differs between
+#: conditions only in which harnesses it rolls out.
+WARM_STARTS = ("singles", "one-factor", "every-design")
+
+
+def training_union(seeds: int = HOLDOUT_SEEDS) -> list[str]:
+    """Every condition's training configurations at every seed below
+    ``max(seeds, HOLDOUT_SEEDS)``: what the validation and test holdouts lie outside."""
     return sorted({code for condition in CONDITIONS.values()
                    for seed in range(max(seeds, HOLDOUT_SEEDS))
                    for code in design_codes(condition, seed)})
@@ -167,14 +200,8 @@ def validation_codes(seeds: int = HOLDOUT_SEEDS) -> list[str]:
     """18 configurations for choices made while building the demo (warm-start recipe, RL
     steps and learning rate): outside every training design and the test holdout
     (:func:`heldout_codes`), balanced over the levels like it."""
-    from harnessgrid.designs import Design, holdout
-    from harnessgrid.plugins.micro import MICRO_SPACE
-
-    taken = sorted({*warm_start_codes(seeds), *heldout_codes(seeds)})
-    union = Design(space=MICRO_SPACE, configs=tuple(MICRO_SPACE.parse(c) for c in taken),
-                   kind="custom", params={"training_and_test_to_seed": max(seeds,
-                                                                           HOLDOUT_SEEDS)})
-    return list(holdout(union, 18, 0).codes)
+    return _balanced_outside([*training_union(seeds), *heldout_codes(seeds)], seeds,
+                             "training_and_test_to_seed")
 
 
 def heldout_codes(seeds: int = HOLDOUT_SEEDS) -> list[str]:
@@ -183,15 +210,16 @@ def heldout_codes(seeds: int = HOLDOUT_SEEDS) -> list[str]:
     condition at every seed below ``max(seeds, HOLDOUT_SEEDS)`` - so no condition is ever
     scored as "held out" on a configuration it trained on (random-18 draws a design per seed),
     and the conditions are compared on one set of harnesses, pairwise."""
+    return _balanced_outside(training_union(seeds), seeds, "union_of_conditions_to_seed")
+
+
+def _balanced_outside(taken: Sequence[str], seeds: int, why: str) -> list[str]:
     from harnessgrid.designs import Design, holdout
     from harnessgrid.plugins.micro import MICRO_SPACE
 
-    trained = sorted({code for condition in CONDITIONS.values()
-                      for seed in range(max(seeds, HOLDOUT_SEEDS))
-                      for code in design_codes(condition, seed)})
-    union = Design(space=MICRO_SPACE, configs=tuple(MICRO_SPACE.parse(c) for c in trained),
-                   kind="custom", params={"union_of_conditions_to_seed": max(seeds,
-                                                                             HOLDOUT_SEEDS)})
+    union = Design(space=MICRO_SPACE, configs=tuple(MICRO_SPACE.parse(c)
+                                                    for c in sorted(set(taken))),
+                   kind="custom", params={why: max(seeds, HOLDOUT_SEEDS)})
     return list(holdout(union, 18, 0).codes)
 
 
@@ -344,19 +372,31 @@ def evaluate_stage(who: str, model: Path, upstream: StageRun, directory: Path,
 
 
 def run_warm_start(model: StageRun, root: Path, profile: Profile, stages: Stages,
-                   seeds: int) -> StageRun:
-    """The shared warm start: SFT from the base through :func:`warm_start_codes`."""
+                   seeds: int, train_warm_start: bool = False) -> StageRun:
+    """The shared warm start: SFT from the base through :func:`warm_start_codes` - or, when
+    the stage's parameters are those of the shipped one (:data:`SHIPPED_WARM_START`) and
+    ``train_warm_start`` is off, that one, installed instead of trained
+    (:meth:`Stages.shipped_warm_start`)."""
     stages.prepare_worker()
     directory = root / "warm-start" / "sft"
     config = _train_config("sft", model.directory, directory, profile,
-                           harnesses=warm_start_codes(seeds))
+                           harnesses=warm_start_codes(seeds, profile.warm_start))
     stage = open_stage(directory, "warm start", _training_params(config, model.fingerprint),
                        directory / "final" / "config.json", model.action != "reuse",
                        "warm start")
-    if stage.action != "reuse":
-        _say(f"  warm start: {profile.warm_episodes} oracle demonstrations through "
-             f"{len(config.harnesses)} configurations, {profile.warm_steps} SFT steps")
-        run_stage(stage, lambda resume: stages.train(config, resume=resume), "warm start")
+    if stage.action == "reuse":
+        return stage
+    shipped = None if train_warm_start else stages.shipped_warm_start(stage.fingerprint)
+    if shipped is not None:
+        _say(f"  warm start: the shipped one ({shipped.name}/recipe.json has this profile's "
+             f"parameters: fingerprint {stage.fingerprint}); --train-warm-start trains it "
+             "here instead")
+        run_stage(stage, lambda _resume: stages.install(shipped, directory / "final"),
+                  "warm start", note={"installed": shipped.name})
+        return stage
+    _say(f"  warm start: {profile.warm_episodes} oracle demonstrations through "
+         f"{len(config.harnesses)} configurations, {profile.warm_steps} SFT steps")
+    run_stage(stage, lambda resume: stages.train(config, resume=resume), "warm start")
     return stage
 
 
@@ -437,11 +477,12 @@ def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
              workers: int | None = None,
              on_result: Callable[[dict[str, Any]], None] | None = None,
              profile: Profile | None = None, stages: Stages | None = None,
-             validation: bool = False) -> dict[str, Any]:
+             validation: bool = False, train_warm_start: bool = False) -> dict[str, Any]:
     """The warm start, then every (condition, seed) of the profile (a named one, or
     ``profile`` itself, under that name) ``workers`` at a time beside the warm start's
     evaluation, into ``out/profile_name`` (``out/profile_name-validation`` when scored on
-    the validation split); then the tables and the report."""
+    the validation split); then the tables and the report. ``train_warm_start``: train the
+    warm start even where the shipped one has its parameters."""
     import multiprocessing
 
     from harnessgrid.paths import require_output_dir
@@ -461,18 +502,24 @@ def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
     context = multiprocessing.get_context("spawn")  # torch and sandboxes: no fork
     with ProcessPoolExecutor(max_workers=workers, mp_context=context,
                              initializer=_die_with_parent) as pool:
-        warm = pool.submit(run_warm_start, model, root, profile, stages, n_seeds).result()
+        warm = pool.submit(run_warm_start, model, root, profile, stages, n_seeds,
+                           train_warm_start).result()
+        # Longest first (RL through 18 harnesses, then the singles; the warm start's
+        # evaluation last): the two workers then finish close together.
+        order = sorted(runs, key=lambda run: -len(design_codes(*run)))
+        futures = {run: pool.submit(run_condition, run[0], run[1], warm,
+                                    root / f"{run[0].name}-seed{run[1]}", profile, stages,
+                                    scoring) for run in order}
         before: Future[dict[str, Any]] = pool.submit(evaluate_warm_start, warm, root, profile,
                                                      stages, scoring, all_train)
-        futures = [pool.submit(run_condition, c, s, warm, root / f"{c.name}-seed{s}", profile,
-                               stages, scoring) for c, s in runs]
-        warm_eval = before.result()
-        results = []
-        for future in futures:
-            result = future.result()
-            results.append(result)
+        finished: dict[tuple[Condition, int], dict[str, Any]] = {}
+        of_future = {future: run for run, future in futures.items()}
+        for future in as_completed(of_future):  # each reported as it finishes
+            finished[of_future[future]] = future.result()
             if on_result is not None:
-                on_result(result)
+                on_result(finished[of_future[future]])
+        results = [finished[run] for run in runs]  # in the profile's order
+        warm_eval = before.result()
     stage_runs: list[StageRun] = [model, warm, warm_eval["stage"]]
     fingerprints = {"model": model.fingerprint, "warm-start": warm.fingerprint,
                     "warm-start/evaluation": warm_eval["stage"].fingerprint}
@@ -491,7 +538,10 @@ def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
         "profile": profile_name, "scored_on": scoring.split,
         "profile_budget": asdict(profile), "seeds": n_seeds,
         "model_parameters": stages.model_parameters(model.directory),
-        "warm_start": {"train_configs": warm_start_codes(n_seeds),
+        "warm_start": {"rule": profile.warm_start,
+                       # "demo_warm_start" when the shipped one was installed, not trained
+                       "installed": (stage_record(warm.directory) or {}).get("installed"),
+                       "train_configs": warm_start_codes(n_seeds, profile.warm_start),
                        "cells": scoring.cells(warm_found, all_train),
                        "well_formed": scoring.well_formed(warm_found, all_train)},
         "runs": results,

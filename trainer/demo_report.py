@@ -78,8 +78,8 @@ def _facts(summary: dict[str, Any]) -> list[str]:
         f"model: micro, {summary['model_parameters']:,} parameters, pretrained offline "
         "(`tiny:micro-base`)",
         f"one warm start for every condition: SFT on {budget['warm_episodes']} scripted-oracle "
-        f"episodes through the {len(summary['warm_start']['train_configs'])} configurations "
-        f"some condition trains on ({budget['warm_steps']} steps); then per condition and "
+        f"episodes through {_warm_configs(summary['warm_start'])} ({budget['warm_steps']} "
+        f"steps){_installed(summary['warm_start'])}; then per condition and "
         f"seed {budget['rl_steps']} GRPO steps of {budget['tasks_per_step']} tasks x "
         f"{budget['rollouts']} rollouts from {pool}, learning rate {budget['rl_lr']:g}",
         f"scored on the `{scored}` split ({budget['eval_tasks']} tasks that no training "
@@ -88,6 +88,21 @@ def _facts(summary: dict[str, Any]) -> list[str]:
         "with a fourth tool interface or system prompt no model trained through",
         *_baseline_facts(summary),
     ]
+
+
+def _warm_configs(warm: dict[str, Any]) -> str:
+    n = len(warm["train_configs"])
+    return {"singles": f"the single baselines' {n} harnesses (one per tool interface)",
+            "one-factor": f"{n} configurations that differ from a single's in one factor",
+            "every-design": f"the {n} configurations some condition trains on"}.get(
+        warm.get("rule", ""), f"{n} configurations")
+
+
+def _installed(warm: dict[str, Any]) -> str:
+    if not warm.get("installed"):
+        return ""
+    return (f", installed from the package's `{warm['installed']}` (trained by this demo "
+            "with the same parameters; its recipe.json says where and when)")
 
 
 def _baseline_facts(summary: dict[str, Any]) -> list[str]:
@@ -203,13 +218,19 @@ def _bars(plt: Any, rows: dict[str, Any], file: str, title: str, ylabel: str) ->
         high = [max(0.0, 100 * st["ci95"][1] - m) if st.get("ci95") else 0.0
                 for m, st in zip(means, stats, strict=True)]
         xs = [i + (j - (len(SETTINGS) - 1) / 2) * width for i in range(len(names))]
-        ax.bar(xs, means, width, yerr=[low, high], capsize=3, label=setting)
+        bars = ax.bar(xs, means, width, yerr=[low, high], capsize=3, label=setting)
+        for x, m, st in zip(xs, means, stats, strict=True):
+            if st["mean"] is not None and m == 0:  # a measured 0 has no bar: say it
+                ax.text(x, 1, "0", ha="center", va="bottom", fontsize=6,
+                        color=bars.patches[0].get_facecolor())
     ax.set_xticks(range(len(names)), [n.replace(" (", "\n(").replace(": ", ":\n")
                                       for n in names], fontsize=7)
     ax.set_ylabel(ylabel)
-    ax.set_ylim(0, 100)
-    ax.legend(fontsize=8)
+    ax.set_ylim(0, 105)  # room for a whisker that reaches 100 %
+    # beside the axes, not over a bar
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title(title)
+    fig.tight_layout()
     return Plot(file, title, _png(fig, plt))
 
 

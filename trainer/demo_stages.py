@@ -23,12 +23,46 @@ from typing import Any
 STAGE_RECORD = ".stage.json"  # suffix of a stage's record, beside its folder
 
 
+#: The default profiles' warm start, shipped in the package: trained by ``harnessgrid demo``
+#: itself (``recipe.json`` says when, where, with which parameters - the stage's fingerprint -
+#: and the SHA-256 of each file). The demo installs it instead of training it when its warm
+#: start's parameters are those (``--train-warm-start`` trains it anyway), which saves the
+#: default's longest serial stage.
+SHIPPED_WARM_START = Path(__file__).with_name("demo_warm_start")
+
+
 class Stages:
     """What the stages run: the micro model's build, the project's trainer and its evaluator.
 
     The (condition, seed) runs happen in worker processes, so an instance must pickle. A test
     passes a fake one to check the bookkeeping around the stages (records, reuse, redo, times)
     without training a model."""
+
+    #: where the shipped warm start is (an attribute, so a test's instance can point
+    #: elsewhere and the worker processes it is sent to see the same)
+    warm_start_dir: Path = SHIPPED_WARM_START
+
+    def shipped_warm_start(self, fingerprint: str) -> Path | None:
+        """The shipped warm start's folder when it was made with the parameters
+        ``fingerprint`` stands for (None otherwise); a shipped file that does not match its
+        checksum stops the demo (a damaged install, not a reason to train silently)."""
+        from harnessgrid.errors import ConfigError
+
+        try:
+            recipe = json.loads((self.warm_start_dir / "recipe.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(recipe, dict) or recipe.get("fingerprint") != fingerprint:
+            return None
+        for name, digest in recipe["sha256"].items():
+            path = self.warm_start_dir / name
+            found = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+            if found != digest:
+                raise ConfigError(f"the shipped warm start's {name} is damaged or missing "
+                                  f"(SHA-256 {found} in {self.warm_start_dir}, its recipe "
+                                  f"says {digest})",
+                                  hint="reinstall harnessgrid, or pass --train-warm-start")
+        return self.warm_start_dir
 
     def build_model(self, path: Path) -> Path:
         """The demo's model in ``path``: the shipped micro base (``tiny:micro-base``), copied
@@ -62,6 +96,19 @@ class Stages:
         from harnessgrid.trainer.run import train
 
         train(config, resume=resume, on_log=on_log)
+
+    def install(self, shipped: Path, final: Path) -> None:
+        """A shipped model's files into ``final``, atomically (a folder beside it, renamed)."""
+        partial = final.with_name(final.name + ".partial")
+        if partial.exists():
+            shutil.rmtree(partial)
+        partial.mkdir(parents=True)
+        for path in shipped.iterdir():
+            if path.is_file() and path.name != "recipe.json":
+                shutil.copyfile(path, partial / path.name)
+        if final.exists():
+            shutil.rmtree(final)
+        partial.rename(final)
 
     def evaluate(self, config: Any, out: Path) -> dict[str, Any]:
         """Evaluate (or read a finished evaluation) into ``out``: per harness address, each
@@ -193,9 +240,10 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def run_stage(stage: StageRun, work: Callable[[bool], Any], who: str) -> Any:
+def run_stage(stage: StageRun, work: Callable[[bool], Any], who: str,
+              note: dict[str, Any] | None = None) -> Any:
     """``work(resume)`` for the stage: its parameters are recorded before it starts and its
-    time when it ends. A finished stage's ``work`` only reads what is there, and its recorded
+    time (and ``note``) when it ends. A finished stage's ``work`` only reads what is there, and its recorded
     time is kept. A mismatch the stage's own store finds (which the record did not catch)
     redoes the stage once from scratch instead of stopping the demo."""
     from harnessgrid.errors import ConfigError
@@ -220,7 +268,7 @@ def run_stage(stage: StageRun, work: Callable[[bool], Any], who: str) -> Any:
         _write_record(stage.directory, {
             "stage": stage.label, "fingerprint": stage.fingerprint, "params": stage.params,
             "finished": True, "seconds": stage.seconds, "resumed": stage.action == "resume",
-            "finished_at": _now()})
+            "finished_at": _now(), **(note or {})})
     return value
 
 

@@ -28,10 +28,16 @@ Validation = Annotated[bool, typer.Option(
                          "test holdout (for choosing a budget or learning rate; writes "
                          "OUT/PROFILE-validation).")]
 
+TrainWarmStart = Annotated[bool, typer.Option(
+    "--train-warm-start", help="Train the shared warm start here even when the shipped one "
+                               "was made with the same parameters (which the demo otherwise "
+                               "installs).")]
+
 
 def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full = False,
                  seeds: Seeds = None, workers: Workers = None,
-                 validation: Validation = False) -> None:
+                 validation: Validation = False,
+                 train_warm_start: TrainWarmStart = False) -> None:
     """RL from one warm start through one harness and through the 18-run orthogonal array,
     scored on held-out harnesses and unseen levels: the paper's experiment, on CPU."""
     from rich.console import Console
@@ -73,7 +79,7 @@ def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full 
                       f"stages; {how})", highlight=False)
 
     summary = run_demo(out, profile, seeds=seeds, workers=workers, on_result=done,
-                       validation=validation)
+                       validation=validation, train_warm_start=train_warm_start)
     typer.echo(f"Pass@1 (%), {interval_words(summary)}:\n")
     typer.echo(format_table(summary))
     typer.echo("\nWell-formed turns (%): turns with a call the harness accepted "

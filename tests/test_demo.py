@@ -6,6 +6,7 @@ demo's finding, not a property)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from dataclasses import replace
@@ -648,3 +649,35 @@ def test_the_shipped_warm_start_is_the_default_profiles(tmp_path: Path) -> None:
     assert Stages().shipped_warm_start(recipe["fingerprint"]) == SHIPPED_WARM_START
     assert sorted(recipe["sha256"]) == sorted(p.name for p in SHIPPED_WARM_START.iterdir()
                                               if p.name != "recipe.json")
+
+
+def test_bar_plots_draw_unmeasured_values_as_no_bar() -> None:
+    """Issue 43, item 6: a value that was not measured (``mean`` None: the singles' mean has
+    no well-formed share on its own harnesses) was drawn as a 0 bar with a whisker."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from harnessgrid.trainer.demo_report import _bars
+
+    measured = {"mean": 0.5, "ci95": [0.4, 0.6]}
+    rows = {"a": dict.fromkeys(SETTINGS, measured),
+            "b": {**dict.fromkeys(SETTINGS, measured), SETTINGS[-1]: {"mean": None},
+                  SETTINGS[0]: {"mean": 0.0, "ci95": [0.0, 0.0]}}}
+    drawn: list[Any] = []
+    real_bar = plt.Axes.bar
+
+    def bar(ax: Any, xs: Any, heights: Any, *args: Any, **kwargs: Any) -> Any:
+        drawn.append((list(heights), ax))
+        return real_bar(ax, xs, heights, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plt.Axes, "bar", bar)
+        plot = _bars(plt, rows, "x.png", "title", "Pass@1 (%)")
+    assert plot.png is not None
+    assert plot.png.startswith(b"\x89PNG")
+    unmeasured = drawn[-1][0][1]  # the last setting, row "b"
+    assert math.isnan(unmeasured)  # no bar
+    texts = [t.get_text() for t in drawn[0][1].texts]
+    assert sorted(texts) == ["0", "–"]  # the measured 0 and the unmeasured value are labelled

@@ -8,10 +8,12 @@ experiment end to end on a laptop, on the code path a GPU user runs with Qwen3:
 
 - **model**: ``tiny:micro-base`` (about 0.6M parameters, pretrained on file tasks in a
   notation that is none of the harnesses', :mod:`harnessgrid.plugins.micro.pretraining`);
-- **one warm start shared by every condition** (the analogue of an instruct checkpoint): SFT
-  on scripted-oracle demonstrations through :func:`warm_start_codes`, the union of every
-  condition's training configurations, so each condition's RL starts from a model that has
-  seen its harnesses exactly as much as the others' (TRL's SFTTrainer);
+- **one warm start shared by every condition** (the analogue of an instruct checkpoint, which
+  knows its vendor's harness): SFT on scripted-oracle demonstrations through
+  :func:`warm_start_codes` - by default the single baselines' three harnesses, one per tool
+  interface, the rule the validation runs chose (:data:`WARM_STARTS`) - (TRL's SFTTrainer;
+  shipped in the package and installed when its parameters are the profile's,
+  :class:`~harnessgrid.trainer.demo_stages.Stages`);
 - **RL per condition and seed** (GRPO, the project's trainer, from the warm start), with the
   same steps, tasks and rollouts for every condition; the conditions differ only in the
   harnesses the schedule assigns: three single-harness baselines, one per tool-interface level
@@ -172,8 +174,8 @@ def warm_start_codes(seeds: int = HOLDOUT_SEEDS, rule: str = "singles") -> list[
         parts = code.split("-")
         for i in (0, 2, 3, 4):  # every factor but the tool interface, one at a time
             for level in range(3):
-                parts_i = [*parts[:i], f"{parts[i][0]}{level}", *parts[i + 1:]]
-                variants.add("-".join(parts_i))
+                variant = [*parts[:i], f"{parts[i][0]}{level}", *parts[i + 1:]]
+                variants.add("-".join(variant))
     return sorted(variants - set(validation_codes(seeds)) - set(heldout_codes(seeds)))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -208,27 +209,29 @@ def _bars(plt: Any, rows: dict[str, Any], file: str, title: str, ylabel: str) ->
     if not any(rows[n][s]["mean"] for n in names for s in SETTINGS):
         return Plot(file, title, None, f"not drawn: {ylabel.split(' (')[0]} is 0 (or not "
                                        "measured) for every condition and setting")
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = plt.subplots(figsize=(max(9.0, 1.0 * len(names) + 2), 4))  # room per label
     width = 0.8 / len(SETTINGS)
     for j, setting in enumerate(SETTINGS):
         stats = [rows[n][setting] for n in names]
-        means = [100 * (st["mean"] or 0) for st in stats]
+        # not measured (None): no bar and no whisker, and a dash says so
+        means = [float("nan") if st["mean"] is None else 100 * st["mean"] for st in stats]
         low = [max(0.0, m - 100 * st["ci95"][0]) if st.get("ci95") else 0.0
                for m, st in zip(means, stats, strict=True)]
         high = [max(0.0, 100 * st["ci95"][1] - m) if st.get("ci95") else 0.0
                 for m, st in zip(means, stats, strict=True)]
         xs = [i + (j - (len(SETTINGS) - 1) / 2) * width for i in range(len(names))]
         bars = ax.bar(xs, means, width, yerr=[low, high], capsize=3, label=setting)
+        colour = bars.patches[0].get_facecolor()
         for x, m, st in zip(xs, means, stats, strict=True):
-            if st["mean"] is not None and m == 0:  # a measured 0 has no bar: say it
-                ax.text(x, 1, "0", ha="center", va="bottom", fontsize=6,
-                        color=bars.patches[0].get_facecolor())
-    ax.set_xticks(range(len(names)), [n.replace(" (", "\n(").replace(": ", ":\n")
-                                      for n in names], fontsize=7)
+            if st["mean"] is None or m == 0:  # no bar to see: say what it is
+                ax.text(x, 1, "–" if st["mean"] is None else "0", ha="center",
+                        va="bottom", fontsize=10, fontweight="bold", color=colour)
+    ax.set_xticks(range(len(names)), [textwrap.fill(n, 12) for n in names], fontsize=7)
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, 105)  # room for a whisker that reaches 100 %
     # beside the axes, not over a bar
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+              title="– not measured", title_fontsize=7)
     ax.set_title(title)
     fig.tight_layout()
     return Plot(file, title, _png(fig, plt))

@@ -2,7 +2,9 @@
 
     python scripts/ship_warm_start.py runs/demo/default
 
-copies ``RUN/warm-start/sft/final``'s model files and writes ``recipe.json``: the stage's
+copies those of ``RUN/warm-start/sft/final``'s files that differ from the model it was trained
+from (``RUN/model``: the demo installs that one's files first, so the tokenizer and chat
+template are not shipped twice) and writes ``recipe.json``: the stage's
 fingerprint and parameters (from its ``sft.stage.json``), the SHA-256 of every file, how long
 the stage took and on what (this machine's Python, torch, transformers and TRL, its CPUs).
 Run it on the machine that trained the warm start, right after the run, and only for a warm
@@ -35,7 +37,9 @@ def main(run: Path) -> int:
     TARGET.mkdir()
     digests = {}
     for path in sorted(final.iterdir()):
-        if path.is_file():
+        upstream = run / "model" / path.name
+        if path.is_file() and not (upstream.is_file()
+                                   and upstream.read_bytes() == path.read_bytes()):
             shutil.copyfile(path, TARGET / path.name)
             digests[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
     recipe = {

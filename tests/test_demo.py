@@ -5,6 +5,7 @@ demo's finding, not a property)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import subprocess
@@ -603,6 +604,8 @@ def test_a_shipped_warm_start_with_the_stages_parameters_is_installed_not_traine
     summary = run_demo(tmp_path / "b", "default", workers=1, profile=TINY, stages=stages)
     warm = tmp_path / "b" / "default" / "warm-start"
     assert json.loads((warm / "sft" / "final" / "config.json").read_text()) == {"shipped": True}
+    # what the shipped folder does not repeat comes from the model it was trained from
+    assert (warm / "sft" / "final" / "weights.txt").read_text() == "micro"
     assert summary["warm_start"]["installed"] == "shipped"
     record = json.loads((warm / "sft.stage.json").read_text())
     assert record["fingerprint"] == trained["fingerprint"]  # the same stage, not trained here
@@ -647,6 +650,14 @@ def test_the_shipped_warm_start_is_the_default_profiles(tmp_path: Path) -> None:
         fingerprint = stage_fingerprint(_training_params(config, model.fingerprint))
         assert fingerprint == recipe["fingerprint"], name
     assert Stages().shipped_warm_start(recipe["fingerprint"]) == SHIPPED_WARM_START
+    # installed over the base: a whole model folder, the shipped files byte for byte
+    from harnessgrid.plugins.micro.pretraining import MODEL_FILES
+
+    final = tmp_path / "final"
+    Stages().install(SHIPPED_WARM_START, final, model.directory)
+    assert sorted(p.name for p in final.iterdir()) == sorted(MODEL_FILES)
+    for name, digest in recipe["sha256"].items():
+        assert hashlib.sha256((final / name).read_bytes()).hexdigest() == digest
     assert sorted(recipe["sha256"]) == sorted(p.name for p in SHIPPED_WARM_START.iterdir()
                                               if p.name != "recipe.json")
 

@@ -393,7 +393,8 @@ def run_warm_start(model: StageRun, root: Path, profile: Profile, stages: Stages
         _say(f"  warm start: the shipped one ({shipped.name}/recipe.json has this profile's "
              f"parameters: fingerprint {stage.fingerprint}); --train-warm-start trains it "
              "here instead")
-        run_stage(stage, lambda _resume: stages.install(shipped, directory / "final"),
+        run_stage(stage, lambda _resume: stages.install(shipped, directory / "final",
+                                                        model.directory),
                   "warm start", note={"installed": shipped.name})
         return stage
     _say(f"  warm start: {profile.warm_episodes} oracle demonstrations through "

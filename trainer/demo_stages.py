@@ -97,15 +97,18 @@ class Stages:
 
         train(config, resume=resume, on_log=on_log)
 
-    def install(self, shipped: Path, final: Path) -> None:
-        """A shipped model's files into ``final``, atomically (a folder beside it, renamed)."""
+    def install(self, shipped: Path, final: Path, upstream: Path) -> None:
+        """A shipped model into ``final``, atomically (a folder beside it, renamed): the files
+        of ``upstream`` (the model it was trained from, which the shipped folder does not
+        repeat - the tokenizer, the chat template), then the shipped ones over them."""
         partial = final.with_name(final.name + ".partial")
         if partial.exists():
             shutil.rmtree(partial)
         partial.mkdir(parents=True)
-        for path in shipped.iterdir():
-            if path.is_file() and path.name != "recipe.json":
-                shutil.copyfile(path, partial / path.name)
+        for folder in (upstream, shipped):
+            for path in folder.iterdir():
+                if path.is_file() and path.name != "recipe.json":
+                    shutil.copyfile(path, partial / path.name)
         if final.exists():
             shutil.rmtree(final)
         partial.rename(final)

@@ -233,11 +233,10 @@ class FactorSpace(BaseModel):
                 idx.append(f.levels.index(part))
                 continue
             if part >= len(f.levels):
+                numbered = ", ".join(f"{i} = {name}" for i, name in enumerate(f.levels))
                 raise ConfigError(f"bad harness code {code!r}: factor {f.name} has levels "
                                   f"0..{len(f.levels) - 1}, got {part}",
-                                  hint="levels are " + ", ".join(f"{i} = {name}"
-                                                                   for i, name in
-                                                                   enumerate(f.levels)))
+                                  hint=f"levels are {numbered}")
             idx.append(part)
         return self.config(idx)
 

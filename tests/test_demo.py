@@ -624,7 +624,7 @@ def test_a_shipped_warm_start_with_the_stages_parameters_is_installed_not_traine
                     stages=stages)["warm_start"]["installed"] is None
 
     (shipped / "config.json").write_bytes(b"edited")
-    with pytest.raises(ConfigError, match="damaged or missing"):
+    with pytest.raises(ConfigError, match=r"config\.json missing or not as its recipe"):
         run_demo(tmp_path / "e", "default", workers=1, profile=TINY, stages=stages)
 
 

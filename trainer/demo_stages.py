@@ -47,6 +47,7 @@ class Stages:
         ``fingerprint`` stands for (None otherwise); a shipped file that does not match its
         checksum stops the demo (a damaged install, not a reason to train silently)."""
         from harnessgrid.errors import ConfigError
+        from harnessgrid.plugins.micro.pretraining import files_not_as_recorded
 
         try:
             recipe = json.loads((self.warm_start_dir / "recipe.json").read_text())
@@ -54,14 +55,10 @@ class Stages:
             return None
         if not isinstance(recipe, dict) or recipe.get("fingerprint") != fingerprint:
             return None
-        for name, digest in recipe["sha256"].items():
-            path = self.warm_start_dir / name
-            found = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-            if found != digest:
-                raise ConfigError(f"the shipped warm start's {name} is damaged or missing "
-                                  f"(SHA-256 {found} in {self.warm_start_dir}, its recipe "
-                                  f"says {digest})",
-                                  hint="reinstall harnessgrid, or pass --train-warm-start")
+        if wrong := files_not_as_recorded(self.warm_start_dir, recipe["sha256"]):
+            raise ConfigError(f"the shipped warm start in {self.warm_start_dir} is damaged "
+                              f"({', '.join(wrong)} missing or not as its recipe.json says)",
+                              hint="reinstall harnessgrid, or pass --train-warm-start")
         return self.warm_start_dir
 
     def build_model(self, path: Path) -> Path:

@@ -514,6 +514,27 @@ def test_quick_demo_completes_with_a_well_formed_report(tmp_path: Path) -> None:
     assert rerun["all_reused"]
     assert rerun["seconds"] == results["seconds"]
     assert rerun["conditions"] == results["conditions"]
+    # the same command into a fresh folder repeats it: every number but the timings, and
+    # every model byte for byte (README, "What repeats")
+    fresh = tmp_path / "fresh"
+    repeat = subprocess.run([sys.executable, "-m", "harnessgrid", "demo", "--quick", "--out",
+                             str(fresh)], capture_output=True, text=True, timeout=1500,
+                            check=False)
+    assert repeat.returncode == 0, repeat.stderr[-3000:]
+    assert without_timings(json.loads((fresh / "quick" / "results.json").read_text())) == \
+        without_timings(results)
+    models = sorted(p.relative_to(out) for p in out.glob("quick/**/final/model.safetensors"))
+    assert len(models) == 3  # the warm start and the two conditions' RL
+    for model in models:
+        assert (fresh / model).read_bytes() == (out / model).read_bytes(), model
+
+
+def without_timings(results: dict[str, Any]) -> dict[str, Any]:
+    """A demo's results.json without what the clock says."""
+    kept = {k: v for k, v in results.items()
+            if k not in ("measured_at", "seconds", "stage_seconds", "all_reused")}
+    kept["runs"] = [{k: v for k, v in run.items() if k != "timings"} for run in results["runs"]]
+    return kept
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")

@@ -6,7 +6,17 @@ step is kept and rows are packed, longest first, into chunks whose padded size (
 (longest prompt + longest completion)) stays within ``micro_batch_tokens``. A row longer than
 the budget gets a chunk of its own. The layout is TRL's multi-turn one: prompt ids left-padded,
 completion ids right-padded, ``tool_mask`` 0 on harness-inserted tokens, the recorded sampling
-logprobs as ``old_per_token_logps``.
+logprobs as ``sampling_per_token_logps``.
+
+Old logprobs: a step trains once on the rollouts of the weights it starts from, so when the
+rollouts sampled from those weights in this process's own numerics (``generation: hf``, local or
+on Ray workers) the old logprobs are the trainer's own recompute, detached -- TRL's on-policy
+rule: ``old_per_token_logps`` is left out and TRL uses ``per_token_logps.detach()``. The
+recorded ones differ from that recompute only by the rounding of whichever episodes shared a
+generation batch (about 1e-6), and using them would make the update depend on that timing,
+so two runs with the same seed would drift apart. A separate engine (``generation: vllm``) has
+numerics of its own; there the recorded logprobs are the old ones (``recorded_as_old``), which
+makes the ratio an importance correction for the engine's mismatch.
 """
 
 from __future__ import annotations
@@ -67,8 +77,9 @@ def micro_batches(rows: Sequence[TrainRow], token_budget: int) -> list[list[Trai
 
 
 def collate(rows: Sequence[TrainRow], pad_id: int, device: Any, *,
-            mask_truncated: bool = False) -> dict[str, Any]:
-    """One chunk as the tensors TRL's ``_compute_loss`` reads (plus PPO's value targets)."""
+            mask_truncated: bool = False, recorded_as_old: bool = False) -> dict[str, Any]:
+    """One chunk as the tensors TRL's ``_compute_loss`` reads (plus PPO's value targets);
+    ``recorded_as_old``: the sampling logprobs are the old logprobs too (module docstring)."""
     import torch
 
     n = len(rows)
@@ -79,7 +90,7 @@ def collate(rows: Sequence[TrainRow], pad_id: int, device: Any, *,
     completion_ids = torch.full((n, max_c), pad_id, dtype=torch.long)
     completion_mask = torch.zeros((n, max_c), dtype=torch.long)
     tool_mask = torch.zeros((n, max_c), dtype=torch.long)
-    old_logps = torch.zeros((n, max_c), dtype=torch.float32)
+    sampling_logps = torch.zeros((n, max_c), dtype=torch.float32)
     per_token = any(isinstance(r.advantage, tuple) for r in rows)
     advantages = torch.zeros((n, max_c) if per_token else (n,), dtype=torch.float32)
     has_values = rows[0].old_values is not None
@@ -92,7 +103,7 @@ def collate(rows: Sequence[TrainRow], pad_id: int, device: Any, *,
         completion_ids[i, :c] = torch.tensor(r.row.completion_ids, dtype=torch.long)
         completion_mask[i, :c] = 1
         tool_mask[i, :c] = torch.tensor(loss_mask(r.row, mask_truncated), dtype=torch.long)
-        old_logps[i, :c] = torch.tensor(r.row.logprobs, dtype=torch.float32)
+        sampling_logps[i, :c] = torch.tensor(r.row.logprobs, dtype=torch.float32)
         if isinstance(r.advantage, tuple):
             advantages[i, :c] = torch.tensor(r.advantage, dtype=torch.float32)
         else:
@@ -105,8 +116,11 @@ def collate(rows: Sequence[TrainRow], pad_id: int, device: Any, *,
     out: dict[str, Any] = {
         "prompt_ids": prompt_ids, "prompt_mask": prompt_mask,
         "completion_ids": completion_ids, "completion_mask": completion_mask,
-        "tool_mask": tool_mask, "old_per_token_logps": old_logps, "advantages": advantages,
+        "tool_mask": tool_mask, "sampling_per_token_logps": sampling_logps,
+        "advantages": advantages,
     }
+    if recorded_as_old:
+        out["old_per_token_logps"] = sampling_logps
     if old_values is not None:
         out["old_values"], out["returns"] = old_values, returns
     return {k: v.to(device) for k, v in out.items()}

@@ -16,8 +16,11 @@ one-completion-per-prompt rows:
 * batching: every segment row is kept (TRL would drop rows beyond a multiple of
   ``steps_per_generation``), packed into micro-batches by token budget; gradients accumulate
   over the micro-batches of a step (synchronised across processes once, on the last);
-* old log-probabilities are the ones recorded at sampling time, so there is no extra forward;
-  the gap between them and the trainer's recompute is logged every step.
+* old log-probabilities: TRL's on-policy rule (the trainer's own recompute, detached) when the
+  rollouts sampled from the live weights, so the update depends only on the sampled ids and a
+  run reproduces; the ones recorded at sampling time when a separate engine (vLLM) sampled
+  (:mod:`.batches`). Either way no extra forward; the gap between the recorded logprobs and
+  the trainer's recompute is logged every step.
 """
 
 from __future__ import annotations
@@ -197,7 +200,8 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
         signal = self._signal(outcomes, rows)
         device = self.accelerator.device
         pad = int(self._tokenizer.pad_token_id)
-        chunks = [collate(c, pad, device, mask_truncated=self.experiment.mask_truncated_turns)
+        chunks = [collate(c, pad, device, mask_truncated=self.experiment.mask_truncated_turns,
+                          recorded_as_old=self.experiment.generation == "vllm")
                   for c in micro_batches(rows, self.experiment.micro_batch_tokens)]
         loss_tokens = sum(float((c["completion_mask"] * c["tool_mask"]).sum()) for c in chunks)
         total_tokens = float(self.accelerator.reduce(torch.tensor(loss_tokens, device=device),
@@ -380,7 +384,7 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
         if not self._capture:
             return None
         mask = (chunk["completion_mask"] * chunk["tool_mask"]).bool()
-        diff = (self._capture[0].float() - chunk["old_per_token_logps"]).abs()[mask]
+        diff = (self._capture[0].float() - chunk["sampling_per_token_logps"]).abs()[mask]
         if diff.numel() == 0:
             return None
         return float(diff.sum()), float(diff.max()), float(diff.numel())

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from harnessgrid.engine.runtime import EpisodeLimits
 from harnessgrid.errors import ConfigError, HarnessgridError
+from harnessgrid.policies.batching import Lockstep, lockstep_slot
 
 if TYPE_CHECKING:
     from harnessgrid.engine.trajectory import Trajectory
@@ -295,7 +296,10 @@ async def collect(executor: Executor, jobs: Sequence[EpisodeJob], *,
 class LocalExecutor(Executor):
     """The episodes on this event loop, ``concurrency`` at once, with a sandbox pool sized to
     them (:func:`~harnessgrid.engine.runtime.episode_pool`). No process or thread per episode: this
-    is the fast path for scripted and API-backed episodes."""
+    is the fast path for scripted and API-backed episodes. Each of the ``concurrency`` runners
+    takes the next job when its episode ends, and the runners are one
+    :class:`~harnessgrid.policies.batching.Lockstep` group, so a token policy shared by the
+    episodes batches their turns the same way in every repeat of the run."""
 
     def __init__(self, concurrency: int = 4) -> None:
         self.concurrency = max(1, concurrency)
@@ -309,17 +313,19 @@ class LocalExecutor(Executor):
             require_sandbox(limits)
         finished: asyncio.Queue[Finished | Exception] = asyncio.Queue()
         order = iter(range(len(jobs)))  # shared by the runners: each index is taken once
+        slots = min(self.concurrency, len(jobs))
+        group = Lockstep(slots)
 
         async def runner(pool: SandboxPool | PoolsByKey) -> None:
-            try:
-                for index in order:
-                    finished.put_nowait((index, await run_job(jobs[index], pool=pool)))
-            except Exception as exc:  # noqa: BLE001 - a job that cannot be rebuilt: raised below
-                finished.put_nowait(exc)
+            with lockstep_slot(group):
+                try:
+                    for index in order:
+                        finished.put_nowait((index, await run_job(jobs[index], pool=pool)))
+                except Exception as exc:  # noqa: BLE001 - a job that cannot be rebuilt: below
+                    finished.put_nowait(exc)
 
         async with _local_pool(jobs, self.concurrency) as pool:
-            runners = [asyncio.create_task(runner(pool))
-                       for _ in range(min(self.concurrency, len(jobs)))]
+            runners = [asyncio.create_task(runner(pool)) for _ in range(slots)]
             try:
                 for _ in jobs:
                     item = await finished.get()

@@ -35,18 +35,37 @@ size, twice the forwards). Turns asked for while a batch decodes still wait for 
 
 What batching must not change is each sequence's result: the backends seed every row from its
 own per-turn seed (:func:`~harnessgrid.policies.token.derive_seed`), so a sequence samples the
-same ids whichever sequences share its batch (up to floating-point ties; see
-:mod:`harnessgrid.policies.hf`).
+same ids whichever sequences share its batch -- up to floating-point rounding: a padded batch's
+logits differ from another batch's by about 1e-7, which now and then moves a sampled token
+across its uniform (see :mod:`harnessgrid.policies.hf`), and a trainer's run then drifts from
+the same run repeated.
+
+Lockstep (what makes a run repeat): the episodes an executor runs together form a
+:class:`Lockstep` group, one slot per concurrent runner (:func:`lockstep_slot`). The first
+request from the group makes its live slots participants of this batcher, and from then on a
+batch is formed only when *every* participant has a turn pending (or its runner has ended);
+the turns are taken in a fixed order (by prompt ids, then seed) and decoded in chunks of
+``max_batch_size``. Which turns share a batch then depends only on the episodes themselves --
+how many turns each takes -- not on how fast tools, graders or the machine are, so the same
+run makes the same batches and the same floating-point rounding. A participant's runner starts
+its next episode in the slot its last one held, so the round after an episode ends waits for
+its successor's first turn. The cost: a batch waits for the slowest tool call of the round
+(milliseconds against a decode's hundreds). Turns from outside the group (a session on the same
+model, say) ride along in the next batch without being waited for. A participant that has
+not asked for ``lockstep_wait_s`` (a very long tool call) no longer holds the batch back: the
+batch goes without it and a warning says that this run may not repeat.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -54,7 +73,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # token.py imports this module
     from harnessgrid.policies.token import Generation
 
-__all__ = ["BatchGenerate", "GenerationBatcher", "GenerationRequest", "GenerationStats"]
+__all__ = ["BatchGenerate", "GenerationBatcher", "GenerationRequest", "GenerationStats",
+           "Lockstep", "lockstep_slot"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,15 +122,72 @@ class GenerationStats:
         return {**asdict(self), "mean_batch": self.mean_batch}
 
 
+class Lockstep:
+    """The runners of one run that generate in lockstep (module docstring): ``slots`` of them,
+    each entering with :func:`lockstep_slot`. The group joins the first batcher it asks (one
+    only: a slot that asks another batcher is an ordinary caller there, so two models never
+    wait for each other)."""
+
+    def __init__(self, slots: int) -> None:
+        self._live = slots
+        self._lock = threading.Lock()
+        self._batcher: GenerationBatcher | None = None
+
+    def attach(self, batcher: GenerationBatcher) -> bool:
+        """Whether ``batcher`` is this group's (joining it, with every live slot, if the
+        group has none yet)."""
+        with self._lock:
+            if self._batcher is None:
+                self._batcher = batcher
+                batcher._change_participants(self._live)
+            return self._batcher is batcher
+
+    def slot_ended(self) -> None:
+        """A runner is done: its batcher no longer waits for it."""
+        with self._lock:
+            self._live -= 1
+            if self._batcher is not None:
+                self._batcher._change_participants(-1)
+
+
+_SLOT: contextvars.ContextVar[Lockstep | None] = contextvars.ContextVar("harnessgrid_lockstep",
+                                                                        default=None)
+
+
+@contextlib.contextmanager
+def lockstep_slot(group: Lockstep) -> Iterator[None]:
+    """Run the body (a runner's episodes, one after another) as one slot of ``group``: its
+    turns join the group's lockstep, and the slot ends when the body does."""
+    token = _SLOT.set(group)
+    try:
+        yield
+    finally:
+        _SLOT.reset(token)
+        group.slot_ended()
+
+
 @dataclass
 class _Pending:
     """A queued request and how its result goes back: a thread-safe ``future`` (blocking
-    callers) or an asyncio ``waiter`` on ``loop``."""
+    callers) or an asyncio ``waiter`` on ``loop``. ``grouped``: it comes from a slot of this
+    batcher's lockstep group."""
 
     request: GenerationRequest
     future: Future[Generation] | None = None
     waiter: asyncio.Future[Generation] | None = None
     loop: asyncio.AbstractEventLoop | None = None
+    grouped: bool = False
+
+    def waiting(self) -> bool:
+        """The caller still wants the result (not cancelled)."""
+        if self.future is not None:
+            return not self.future.cancelled()
+        return self.waiter is not None and not self.waiter.done()
+
+    def order(self) -> tuple[list[int], int, int]:
+        """The fixed order of a lockstep round."""
+        request = self.request
+        return request.prompt_ids, request.max_new_tokens, request.seed or 0
 
     def start(self) -> bool:
         """Mark as taken into a batch; False when the caller has given up (cancelled)."""
@@ -137,7 +214,8 @@ class GenerationBatcher:
 
     def __init__(self, run_batch: BatchGenerate, *, max_batch_size: int = 64,
                  stats: GenerationStats | None = None, name: str = "generation",
-                 idle_s: float = 5.0, gather_timeout_s: float = 2.0) -> None:
+                 idle_s: float = 5.0, gather_timeout_s: float = 2.0,
+                 lockstep_wait_s: float = 600.0) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.run_batch = run_batch
@@ -146,11 +224,13 @@ class GenerationBatcher:
         self.name = name
         self.idle_s = idle_s
         self.gather_timeout_s = gather_timeout_s
+        self.lockstep_wait_s = lockstep_wait_s
         self._queue: deque[_Pending] = deque()
         self._cond = threading.Condition()
         self._running = False  # a generation thread is alive (or about to start)
         self._in_flight = 0
         self._preparing = 0  # announced turns whose prompt ids are still being built
+        self._participants = 0  # lockstep slots a batch waits for (module doc)
 
     # -- callers ----------------------------------------------------------------------------
 
@@ -199,7 +279,14 @@ class GenerationBatcher:
         with self._cond:
             return self._in_flight
 
+    def _change_participants(self, delta: int) -> None:
+        with self._cond:
+            self._participants += delta
+            self._cond.notify_all()
+
     def _enqueue(self, item: _Pending, announced: bool) -> None:
+        group = _SLOT.get()
+        item.grouped = group is not None and group.attach(self)
         with self._cond:
             if announced:
                 self._preparing -= 1
@@ -218,12 +305,16 @@ class GenerationBatcher:
     # -- the generation thread --------------------------------------------------------------
 
     def _take(self) -> list[_Pending] | None:
-        """The next batch: every live request pending now, up to ``max_batch_size``, after
-        waiting (bounded) for announced ones; None when the thread should exit (idle)."""
+        """The next batch (in lockstep: the next round, see :meth:`_serve`): every live
+        request pending now, up to ``max_batch_size``, after waiting (bounded) for announced
+        ones; None when the thread should exit (idle)."""
         with self._cond:
             if not self._queue:
                 self._cond.wait(self.idle_s)
-            if self._queue:  # gather the turns still being prepared
+            lockstep = self._participants > 0 and any(item.grouped for item in self._queue)
+            if lockstep:
+                self._wait_for_participants()
+            elif self._queue:  # gather the turns still being prepared
                 deadline = time.monotonic() + self.gather_timeout_s
                 while self._preparing > 0 and len(self._queue) < self.max_batch_size:
                     left = deadline - time.monotonic()
@@ -231,21 +322,38 @@ class GenerationBatcher:
                         break
                     self._cond.wait(left)
             batch: list[_Pending] = []
-            while self._queue and len(batch) < self.max_batch_size:
+            limit = len(self._queue) if lockstep else self.max_batch_size
+            while self._queue and len(batch) < limit:
                 item = self._queue.popleft()
                 if item.start():
                     batch.append(item)
             if not batch and not self._queue:
                 self._running = False
                 return None
+            if lockstep:
+                batch.sort(key=_Pending.order)
             self._in_flight = len(batch)
             return batch
+
+    def _wait_for_participants(self) -> None:
+        """Until every lockstep participant has a turn pending (caller holds ``_cond``)."""
+        deadline = time.monotonic() + self.lockstep_wait_s
+        while sum(item.grouped and item.waiting() for item in self._queue) \
+                < self._participants:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                logger.warning(
+                    "%s: a batch waited %.0f s for %d lockstep participants and goes with "
+                    "the %d turns pending; this run may not repeat exactly", self.name,
+                    self.lockstep_wait_s, self._participants, len(self._queue))
+                return
+            self._cond.wait(left)
 
     def _serve(self) -> None:
         while (batch := self._take()) is not None:
             try:
-                if batch:
-                    self._run(batch)
+                for start in range(0, len(batch), self.max_batch_size):
+                    self._run(batch[start:start + self.max_batch_size])
             finally:
                 with self._cond:
                     self._in_flight = 0

@@ -54,7 +54,7 @@ MOVED_MODULES: dict[str, Moved] = {
     # CONTRIBUTING's adapter contract: approvals and product tools.
     "harnessgrid.tool_hooks": Moved("harnessgrid.sandboxing.tool_hooks",
                                     ("gate", "run_product_tool")),
-    # README: graders' sandboxes, pools in your own code, in-process graders' reads, Ray.
+    # docs/sandbox.md: graders' sandboxes, pools in your own code, in-process graders' reads, Ray.
     "harnessgrid.sandbox": Moved("harnessgrid.sandboxing.sandbox", ("Sandbox", "SandboxLimits")),
     "harnessgrid.sandbox_pool": Moved("harnessgrid.sandboxing.sandbox_pool",
                                       ("SandboxPool", "PoolsByKey")),

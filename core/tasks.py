@@ -48,6 +48,21 @@ PARTIAL_GRADINGS: frozenset[str] = frozenset({"automated_only"})
 """Gradings that cover less than the task's full rubric."""
 
 
+#: Loaders' names for a grading that :data:`GRADINGS` spells otherwise (PinchBench's front matter).
+_GRADING_ALIASES = {"llm_judge": "judge", "none": "ungraded"}
+
+
+def planned_grading(task: Task) -> str:
+    """How ``task`` will be graded, in the words of :data:`GRADINGS` that results use: what its
+    loader says (``metadata["graded_as"]``, else ``metadata["grading_type"]``), ``automated``
+    for a grader that does not say (a check), ``ungraded`` without a grader."""
+    if task.grader is None:
+        return "ungraded"
+    said = str(task.metadata.get("graded_as") or task.metadata.get("grading_type")
+               or "automated")
+    return _GRADING_ALIASES.get(said, said)
+
+
 def infer_grading(score: Any, subscores: Any, grade_error: Any) -> str:
     """The grading of a result stored before results said it: ungraded without a score, else
     what the sub-score names show (a PinchBench judge writes ``llm_judge``), else automated."""
@@ -145,13 +160,24 @@ class ReadyCheckingGrader(Protocol):
     def check_ready(self) -> None: ...
 
 
-def check_graders_ready(tasks: Sequence[Task]) -> None:
+def check_graders_ready(tasks: Sequence[Task], judge: str | None = None) -> None:
     """Let every grader that can say it will fail (an LLM judge without an API key) say so
     now, as a ConfigError, before the first episode: found at grading time it would cost
     every episode (and its retries) and read as a grade error, not as the setup mistake it
-    is. A grader opts in by implementing :class:`ReadyCheckingGrader`."""
+    is. A grader opts in by implementing :class:`ReadyCheckingGrader`.
+
+    ``judge`` (``--judge MODEL``): the judge is asked for, and so needs its key, only where a
+    task is graded by one; when none of ``tasks`` is, a warning says the judge goes unused
+    (the run goes on: its results are the same with or without it)."""
+    import warnings
+
     from harnessgrid.harness import provides
 
+    gradings = sorted({planned_grading(task) for task in tasks})
+    if judge and tasks and not {"judge", "hybrid"} & set(gradings):
+        warnings.warn(f"--judge {judge} grades none of these {len(tasks)} task(s) (graded: "
+                      f"{', '.join(gradings)}), so it is not called and needs no key",
+                      UserWarning, stacklevel=2)
     for task in tasks:
         grader = task.grader
         if provides(grader, ReadyCheckingGrader) and isinstance(grader, ReadyCheckingGrader):

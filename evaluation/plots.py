@@ -131,7 +131,8 @@ def _configurations(configs: list[ConfigRow]) -> Any:
     ax.set_xlabel("pass rate (bar: mean over runs, whisker: min–max)")
     handles = [Patch(color=col, label=s) for s, col in SETTING_COLOURS.items()
                if any(c.settings[0] == s for c in rows)]
-    ax.legend(handles=handles, fontsize=7, loc="lower right")
+    # beside the axes: inside, it covered the bars of the best configurations
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title("Pass rate per configuration")
     return fig
 

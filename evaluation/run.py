@@ -219,7 +219,8 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
         broken[spec] = {b.id: b.reason for b in suite.broken}
     every_task = [t for _, _, ts in suites.values() for t in ts]
     check_policy_fits(config.policy if policy is None else policy.spec, every_task)
-    check_graders_ready(every_task)  # a judge without credentials: before any episode
+    # a judge without credentials: before any episode
+    check_graders_ready(every_task, config.suite_options.get("judge"))
     if policy is None:
         get_registry().policy(config.policy.partition(":")[0])  # unknown scheme: fail early
     elif config.ray is not None:
@@ -255,8 +256,8 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
             policy = policy or resolve_policy(config.policy, config.policy_options)
         write_manifest(out, merged)
         report = _reporter(progress, len(todo), skipped, on_result, retried, kept)
-        ran = await _run_planned(_executor(config), todo, _episode_jobs(todo, config, policy),
-                                 store, report)
+        jobs_todo = _episode_jobs(todo, config, policy, retries=set(store.results))
+        ran = await _run_planned(_executor(config), todo, jobs_todo, store, report)
         results = [store.results[key] for key, _ in jobs]
         recovered = store.recovered
     return EvalOutcome(out_dir=out, total=len(jobs), skipped=skipped, ran=ran,
@@ -306,11 +307,14 @@ def _executor(config: EvalConfig) -> Executor:
     return LocalExecutor(config.concurrency)
 
 
-def _episode_jobs(planned: Sequence[Planned], config: EvalConfig,
-                  policy: Policy | None) -> list[EpisodeJob]:
+def _episode_jobs(planned: Sequence[Planned], config: EvalConfig, policy: Policy | None,
+                  retries: set[ResultKey] | frozenset[ResultKey] = frozenset(),
+                  ) -> list[EpisodeJob]:
     """The planned episodes as jobs any executor runs: specs that another process rebuilds
     (a worker process, a Ray node; a harness id is an address that needs no space to
-    resolve), bound to the task and policy objects for a run in this process."""
+    resolve), bound to the task and policy objects for a run in this process. A key's first
+    attempt gets :func:`planned_episode_id`; a retry (a key in ``retries``, already stored)
+    gets a fresh random id, so no two stored episodes share one."""
     from harnessgrid.engine.executor import EpisodeJob
 
     tasks = {(key.suite, task.id): task for key, task in planned}
@@ -318,9 +322,20 @@ def _episode_jobs(planned: Sequence[Planned], config: EvalConfig,
     return [EpisodeJob(harness=key.harness, suite=key.suite, task_id=task.id,
                        task_hash=hashes[key.suite, task.id], policy=config.policy,
                        policy_options=config.policy_options, limits=config.limits,
-                       suite_options=config.suite_options,
-                       approver=config.approver).bind(task=task, policy=policy)
+                       suite_options=config.suite_options, approver=config.approver,
+                       episode_id=None if key in retries else planned_episode_id(key),
+                       ).bind(task=task, policy=policy)
             for key, task in planned]
+
+
+def planned_episode_id(key: ResultKey) -> str:
+    """The episode id of a key's first attempt, derived from the key. Token policies seed each
+    turn from ``(seed, episode id, turn)``, so an evaluation repeated with the policy's same
+    ``seed`` samples the same turns (README, "What repeats"); without a seed it does not."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(list(key)).encode()).hexdigest()[:12]
 
 
 async def _run_planned(executor: Executor, planned: Sequence[Planned],

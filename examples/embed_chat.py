@@ -1,5 +1,5 @@
 """A terminal chat with an agent working on a directory: what embedding harnessgrid in a
-product looks like (README, "Embed it").
+product looks like (README, "Embed it"; docs/embedding.md).
 
 The reply streams as it is written; every tool call is shown, and calls that change
 something (writes, edits, commands) wait for your y/N; the agent can save notes for you with a

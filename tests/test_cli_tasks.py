@@ -77,6 +77,22 @@ def test_list_suites_and_tasks(plugins: Path) -> None:
     assert "automated_only" in table
     assert "ungraded" in table
     assert len(as_json("list", "--suite", "examples", "--limit", "1")) == 1
+
+
+def test_listed_grading_uses_the_words_results_use(plugins: Path) -> None:
+    """Found: ``tasks list`` said ``function`` (and ``none``), words no result or page uses;
+    a listed grading is one of GRADINGS, and a judge the loader is given turns PinchBench's
+    judged tasks into ``judge`` / ``hybrid``, the words their results will carry."""
+    from harnessgrid.tasks import GRADINGS
+
+    for suite in ("examples", "micro", "grid-bench", f"clawgym:{CLAWGYM}",
+                  f"pinchbench:{PINCHBENCH}"):
+        assert {r["grading"] for r in as_json("list", suite)} <= set(GRADINGS), suite
+    assert {r["grading"] for r in as_json("list", "examples")} == {"automated"}
+    judged = {r["id"]: r["grading"] for r in as_json("list", f"pinchbench:{PINCHBENCH}",
+                                                      "--judge", "openai/gpt-4o-mini")}
+    assert set(judged.values()) <= {"automated", "judge", "hybrid"}
+    assert "judge" in judged.values() or "hybrid" in judged.values()
     fails_with("has no split 'train'", "list", "--suite", f"clawgym:{CLAWGYM}", "--split",
                "train")
     assert as_json("list", "--suite", f"clawgym:{CLAWGYM}", "-o", "split=train")[0][
@@ -115,7 +131,7 @@ def test_listed_addresses_are_what_show_and_run_take(plugins: Path) -> None:
 def test_show(plugins: Path, tmp_path: Path) -> None:
     upper = as_json("show", "examples/upper")
     assert upper["plan"][0] == "read(path='in.txt')"
-    assert upper["grading"] == "function"
+    assert upper["grading"] == "automated"  # the words results use (was "function")
     assert upper["files"] == [{"path": "in.txt", "bytes": 12}]
     port = as_json("show", f"clawgym:{CLAWGYM}/fix_port")
     assert port["mount_path"] == "/home/user/project"
@@ -156,7 +172,7 @@ def test_validate_with_a_judge(plugins: Path) -> None:
     assert report["summary"]["ungraded"] == 0
     assert report["summary"]["automated_only"] == 0
     assert report["summary"]["ok"] == 3
-    assert {t["grading"] for t in report["tasks"]} == {"automated", "llm_judge", "hybrid"}
+    assert {t["grading"] for t in report["tasks"]} == {"automated", "judge", "hybrid"}
     assert len(srv.requests) == 4  # two tasks judged, each graded twice (determinism)
 
 
@@ -255,7 +271,9 @@ def test_a_broken_task_is_listed_and_the_others_show(plugins: Path) -> None:
                                         "S0-T0-O0-C0-W0", "--policy", "null", "--json"])
     assert ran.exit_code == 0, (ran.output, ran.exception)
     episode = json.loads(ran.output)
-    assert episode["task"] == "task_00_sanity"
+    # the address, which run and show take again (was the bare id); the id beside it
+    assert episode["task"] == f"{suite}/task_00_sanity"
+    assert episode["task_id"] == "task_00_sanity"
     assert episode["score"] == 0.0
 
 

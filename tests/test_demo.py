@@ -232,8 +232,9 @@ class FakeStages(Stages):
         final = out / "final"
         final.mkdir(parents=True, exist_ok=True)
         (final / "config.json").write_text(json.dumps(
-            {"steps": config.steps, "max_turns": config.max_turns, "resume": resume}))
-        if config.algorithm == "grpo":
+            {"steps": config.steps, "max_turns": config.max_turns, "resume": resume,
+             "algorithm": config.algorithm}))
+        if config.algorithm in ("grpo", "ppo"):
             (out / "steps.jsonl").write_text("".join(
                 json.dumps({"step": i, "reward": 0.1 * i, "pass_rate": 0.0,
                             "well_formed": 0.5}) + "\n" for i in range(config.steps)))
@@ -275,7 +276,8 @@ def test_every_condition_starts_rl_from_the_one_warm_start(tmp_path: Path) -> No
     assert {rec["params"]["from"] for rec in records.values()} == {warm_record["fingerprint"]}
     assert warm_record["params"]["design"] == "list"
     assert warm_record["params"]["harnesses"] == warm_start_codes(1)
-    assert summary["warm_start"]["train_configs"] == warm_start_codes(1)
+    # addresses, which every command takes (bare codes would name the built-in levels)
+    assert summary["warm_start"]["train_configs"] == [f"micro:{c}" for c in warm_start_codes(1)]
 
 
 def test_results_carry_before_and_after_rl_per_condition(tmp_path: Path) -> None:
@@ -291,9 +293,10 @@ def test_results_carry_before_and_after_rl_per_condition(tmp_path: Path) -> None
     heldout = heldout_codes(2)
     for name in TINY.conditions:
         entry = stored["conditions"][name]
-        assert entry["train_configs"]["1"] == design_codes(CONDITIONS[name], 1)
-        assert entry["heldout_configs"]["0"] == heldout
-        assert entry["unseen_configs"] == unseen_codes(heldout)
+        assert entry["train_configs"]["1"] == [micro_address(c)
+                                                for c in design_codes(CONDITIONS[name], 1)]
+        assert entry["heldout_configs"]["0"] == [micro_address(c) for c in heldout]
+        assert entry["unseen_configs"] == [f"micro4:{c}" for c in unseen_codes(heldout)]
         for setting in SETTINGS:
             for key in ("before_rl", "after_rl", "gain"):
                 stat = entry[setting][key]
@@ -371,7 +374,7 @@ def test_quick_then_default_into_one_out_do_not_share_stages(
     # --validation scores elsewhere, on the validation configurations
     checked = run_demo(out, "quick", workers=1, stages=FakeStages(), validation=True)
     assert checked["scored_on"] == "validation"
-    assert checked["runs"][0]["heldout_configs"] == validation_codes(1)
+    assert checked["runs"][0]["heldout_configs"] == [f"micro:{c}" for c in validation_codes(1)]
     assert (out / "quick-validation" / "results.json").is_file()
 
 
@@ -455,6 +458,27 @@ def test_the_negated_arm_flips_every_advantage() -> None:
     assert plain.model_dump(exclude={"negate_advantages"}) == negated.model_dump(
         exclude={"negate_advantages"})
     assert "oa-18-negated" in PROFILES["full"].conditions
+
+
+def test_the_ppo_arm_is_oa_18_through_ppo_from_the_same_warm_start(tmp_path: Path) -> None:
+    """``--full``'s PPO arm (issue 37: "GRPO, and PPO in --full"): oa-18's design, pairing and
+    budget, trained by PPO with a critic from the same warm start, its RL stage in a ``ppo``
+    folder, and reported like every condition."""
+    from harnessgrid.trainer.demo import _train_config
+
+    grpo = _train_config("grpo", Path("m"), Path("o"), TINY, CONDITIONS["oa-18"])
+    ppo = _train_config("ppo", Path("m"), Path("o"), TINY, CONDITIONS["oa-18-ppo"])
+    assert ppo.algorithm == "ppo"
+    assert ppo.model_dump(exclude={"algorithm"}) == grpo.model_dump(exclude={"algorithm"})
+    assert "oa-18-ppo" in PROFILES["full"].conditions
+    profile = Profile(**{**TINY.__dict__, "conditions": ("single-T0", "oa-18", "oa-18-ppo")})
+    summary = run_demo(tmp_path / "demo", "default", workers=1, profile=profile,
+                       stages=FakeStages())
+    assert _final(tmp_path / "demo", "default", "oa-18-ppo-seed0", "ppo")["algorithm"] == "ppo"
+    assert _final(tmp_path / "demo", "default", "oa-18-seed0", "grpo")["algorithm"] == "grpo"
+    gain = summary["conditions"]["oa-18-ppo"][IN_SPACE]["gain"]
+    assert gain["mean"] is not None
+    assert "| oa-18-ppo |" in (tmp_path / "demo" / "default" / "report.md").read_text()
 
 
 def test_well_formed_turns_count_the_turns_harnesses_rejected(tmp_path: Path) -> None:

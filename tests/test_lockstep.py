@@ -14,6 +14,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +183,36 @@ def test_a_group_waits_on_one_batcher_only() -> None:
     asyncio.run(main())
     assert first.batches == [[(0, 0), (1, 0)]]
     assert sorted(x for batch in second.batches for x in batch) == [(0, 1), (1, 1)]
+
+
+def test_a_sampled_evaluation_repeats_with_the_policys_seed(tiny_model_dir: Path,
+                                                            tmp_path: Path) -> None:
+    """``evaluate`` with a seeded token policy at temperature 1, twice into fresh folders:
+    every stored trajectory has the same episode id (derived from its result key) and the same
+    token ids and logprobs. Before, episode ids were random, so were the turns' seeds, and a
+    sampled evaluation never repeated."""
+    import json
+
+    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.evaluation.run import EvalConfig, evaluate, planned_episode_id
+    from harnessgrid.evaluation.store import TRAJECTORIES
+
+    config = EvalConfig(policy=f"hf:{tiny_model_dir}",
+                        policy_options={"temperature": 1.0, "seed": 0, "max_new_tokens": 8},
+                        suites=("examples",), settings=("in-space",), runs=2,
+                        harnesses=("S0-T0-O0-C0-W0", "S1-T1-O1-C1-W1", "S2-T2-O2-C2-W2"),
+                        concurrency=4, limits=EpisodeLimits(max_turns=3))
+
+    def stored(out: Path) -> dict[str, list[object]]:
+        evaluate(config, out, progress=False)
+        rows = [json.loads(line) for line in (out / TRAJECTORIES).read_text().splitlines()]
+        return {row["episode_id"]: [turn["tokens"] for turn in row["turns"]] for row in rows}
+
+    first, second = stored(tmp_path / "a"), stored(tmp_path / "b")
+    assert len(first) == 2 * 3 * 2  # runs x harnesses x tasks, each its own id
+    assert any(tokens for tokens in first.values())
+    assert first == second
+    from harnessgrid.evaluation.results import ResultKey
+
+    key = ResultKey("in-space", "examples", "upper", "S0-T0-O0-C0-W0", 1)
+    assert planned_episode_id(key) in first

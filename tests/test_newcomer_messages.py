@@ -91,3 +91,29 @@ def test_a_missing_key_hint_works_from_python_and_from_the_command_line(
     assert "policy_options" in hint  # from Python
     assert "--policy-opt" in hint  # from the command line
     assert "api_key=..." in hint
+
+
+def test_a_judge_no_task_uses_is_named_unused_and_one_that_grades_needs_its_key(
+        tmp_path: Path) -> None:
+    """Issue 43, item 5: ``--judge`` refused to start without its key, yet a task without a
+    judged rubric ran and exited 0 without a word. Intended: the key is needed where a task
+    is graded by the judge; where none is, the run goes on and says the judge is not used."""
+    import os
+
+    fixtures = ROOT / "tests" / "fixtures" / "pinchbench"
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+
+    def run(task: str, policy: str = "scripted") -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "harnessgrid", "run", "--task", task,
+                               "--policy", policy, "--harness", "S0-T0-O0-C0-W0",
+                               "--judge", "openai/gpt-4o-mini"], capture_output=True,
+                              text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+
+    unused = run("examples/upper")
+    assert unused.returncode == 0, unused.stderr
+    assert ("warning: --judge openai/gpt-4o-mini grades none of these 1 task(s) (graded: "
+            "automated), so it is not called and needs no key") in unused.stderr
+    judged = run(f"pinchbench:{fixtures}/task_02_meeting_notes", "null")  # judged: needs a key
+    assert judged.returncode == 2, judged.stderr
+    assert "OPENAI_API_KEY" in judged.stderr
+    assert "not called" not in judged.stderr

@@ -521,6 +521,39 @@ def test_missing_bwrap_says_how_to_install(ws: Workspace, monkeypatch: pytest.Mo
         check_bwrap.cache_clear()
 
 
+def test_the_availability_probe_mounts_no_tree_that_holds_workspaces(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found: the probe bound ``/`` recursively, copying every mount under it; a workspace
+    mount of another sandbox that went away meanwhile failed it ("Unable to apply mount flags:
+    remount /newroot/tmp/hg-ws-...: No such file or directory"), and the whole process then
+    refused to run, naming bwrap. The race is too narrow to provoke on demand, so the check is
+    on the probe's command: it binds the system directories, none of which holds the
+    directories workspaces are made in."""
+    import tempfile
+
+    ran: list[list[str]] = []
+    real_run = subprocess.run
+
+    def recording(argv: list[str], *args: object, **kwargs: object) -> object:
+        ran.append(list(argv))
+        return real_run(argv, *args, **kwargs)  # type: ignore[call-overload]
+
+    check_bwrap.cache_clear()
+    monkeypatch.setattr(subprocess, "run", recording)
+    try:
+        assert check_bwrap() is None
+    finally:
+        monkeypatch.undo()
+        check_bwrap.cache_clear()
+    [argv] = ran
+    bound = [argv[i + 1] for i, a in enumerate(argv) if a in ("--ro-bind", "--bind")]
+    assert "/usr" in bound
+    homes = {tempfile.gettempdir(), "/tmp", "/dev/shm", os.path.expanduser("~")}
+    for source in bound:
+        assert not any(home == source or home.startswith(source.rstrip("/") + "/")
+                       for home in homes), source
+
+
 def test_unsafe_mode_warns_and_still_limits(
     ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -97,7 +97,7 @@ class SFTOptions(_Options):
 
 
 class ExperimentConfig(BaseModel):
-    """One training run. See the module docstring and README's "Training" section."""
+    """One training run. See the module docstring and docs/training.md."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -157,7 +157,7 @@ class ExperimentConfig(BaseModel):
                     "(0: the task's grade alone, the paper's)")
     reward_funcs: tuple[str, ...] = Field(
         default=(), description="module:function reward functions replacing `reward` "
-                                "(called with the step's trajectories; see README)")
+                                "(called with the step's trajectories; see docs/training.md)")
     mask_truncated_turns: bool = Field(
         default=False, description="no loss on turns cut by max_new_tokens")
 
@@ -273,11 +273,11 @@ def _describe(error: ValidationError, source: str,
             problem = f"{where}: {e['msg'].removeprefix('Value error, ')}{shown}"
         problems.setdefault(_origin(where, source, overrides or {}), []).append(problem)
     message = "; ".join(f"{origin}: {'; '.join(found)}" for origin, found in problems.items())
-    hint = "see README.md, Training, for every key"
+    hint = "see docs/training.md for every key"
     if unmatched and unmatched[0][0] in _TABLES:  # no near field: list the table's keys
         table = unmatched[0][0]
         hint = (f"{f'keys of {table}' if table else 'top-level keys'}: "
-                f"{', '.join(_TABLES[table].model_fields)}; see README.md, Training")
+                f"{', '.join(_TABLES[table].model_fields)}; see docs/training.md")
     return ConfigError(message, hint=hint)
 
 

@@ -18,8 +18,9 @@ experiment end to end on a laptop, on the code path a GPU user runs with Qwen3:
   same steps, tasks and rollouts for every condition; the conditions differ only in the
   harnesses the schedule assigns: three single-harness baselines, one per tool-interface level
   (:data:`SINGLES`, a rule fixed before any result) and ``oa-18``; ``--full`` adds
-  ``random-18``, ``first-order-3``, ``oa-18-k1`` and ``oa-18-negated`` (the same run with
-  every advantage's sign flipped: a control that shows the signal, not noise, moves Pass@1);
+  ``random-18``, ``first-order-3``, ``oa-18-k1``, ``oa-18-negated`` (the same run with
+  every advantage's sign flipped: a control that shows the signal, not noise, moves Pass@1)
+  and ``oa-18-ppo`` (oa-18 through PPO with a critic instead of GRPO);
 - **evaluation** (the project's evaluator, greedy) of the warm start ("before RL") and of
   every run ("after RL") on the micro suite's leak-free ``test`` split
   (:mod:`harnessgrid.plugins.micro.leaks`): *in-space* through 18 configurations outside
@@ -36,7 +37,7 @@ building the demo (the warm-start recipe, RL steps and learning rate) were made 
 ``harnessgrid demo --validation`` scores there instead of on the test holdout.
 
 Each profile writes its own folder: ``OUT/PROFILE/warm-start/{sft,eval}`` and, per (condition,
-seed), ``OUT/PROFILE/CONDITION-seedN/{grpo,eval,eval-stepK}``; each stage records what made it
+seed), ``OUT/PROFILE/CONDITION-seedN/{grpo|ppo,eval,eval-stepK}``; each stage records what made it
 (:mod:`harnessgrid.trainer.demo_stages`), so a re-run reuses, resumes or - saying why -
 redoes it. Results go to ``OUT/PROFILE/results.json``, ``report.md``, ``report.html`` and PNGs.
 """
@@ -82,6 +83,7 @@ class Condition:
     design_size: int = 18
     harness: str | None = None  # design "single": its one configuration
     negate: bool = False  # the control arm: advantages with their sign flipped
+    algorithm: str = "grpo"  # grpo | ppo (the critic is built from the warm start)
 
 
 #: The single-harness baselines, by a rule fixed before any result (issue 37): one per
@@ -99,6 +101,7 @@ CONDITIONS: dict[str, Condition] = {
     "first-order-3": Condition("first-order-3", "first-order", k=2),
     "oa-18-k1": Condition("oa-18-k1", "oa", k=1),
     "oa-18-negated": Condition("oa-18-negated", "oa", k=2, negate=True),
+    "oa-18-ppo": Condition("oa-18-ppo", "oa", k=2, algorithm="ppo"),
 }
 
 
@@ -131,7 +134,7 @@ class Profile:
 
 
 #: Budgets on a 2-core machine (one run per core, one torch thread each), chosen on the
-#: validation split (README's demo section has the runs). Through every design's harnesses
+#: validation split (docs/demo.md has the runs). Through every design's harnesses
 #: the warm start scored about 40 % there and RL had nothing to add through any harnesses
 #: (GRPO at 2e-4 without a KL term eroded it, to 28 % in 40 steps; with KL 0.05 it held at
 #: 39 %; neither the whole train split nor sampling at 0.7 did better). Through the singles'
@@ -148,7 +151,7 @@ PROFILES: dict[str, Profile] = {
                        rollouts=4, rl_lr=2e-4, eval_tasks=11, rl_tasks=48, beta=0.05,
                        curve_every=20),
     "full": Profile(conditions=(*SINGLES, "oa-18", "random-18", "first-order-3", "oa-18-k1",
-                                "oa-18-negated"), seeds=1, warm_episodes=400,
+                                "oa-18-negated", "oa-18-ppo"), seeds=1, warm_episodes=400,
                     warm_steps=400, warm_lr=3e-3, rl_steps=40, tasks_per_step=8,
                     rollouts=4, rl_lr=2e-4, eval_tasks=11, rl_tasks=48, beta=0.05,
                     curve_every=20),
@@ -180,7 +183,7 @@ def warm_start_codes(seeds: int = HOLDOUT_SEEDS, rule: str = "singles") -> list[
 
 
 #: Rules for the shared warm start's configurations (:attr:`Profile.warm_start`), compared on
-#: the validation split (README's demo section): ``singles``, the single baselines' three
+#: the validation split (docs/demo.md): ``singles``, the single baselines' three
 #: harnesses - one per tool-interface level, every other factor at its first level: a model
 #: that knows each way of calling tools through one harness, as an instruct model knows its
 #: vendor's -; ``one-factor``, those and every variation of one other factor (23 outside the
@@ -244,6 +247,20 @@ def unseen_codes(heldout: Sequence[str]) -> list[str]:
     return out
 
 
+def recorded(codes: Sequence[str], unseen: bool = False) -> list[str]:
+    """Configurations as results.json records them: harness addresses (``micro:S0-T0-O0-C0-W0``,
+    ``micro4:S0-T3-...`` for the unseen levels), which every command takes; a bare code would
+    name the built-in levels."""
+    from harnessgrid.plugins.micro import SPACE_NAME, UNSEEN_SPACE_NAME
+
+    return [f"{UNSEEN_SPACE_NAME if unseen else SPACE_NAME}:{code}" for code in codes]
+
+
+def codes_of(addresses: Sequence[str]) -> list[str]:
+    """The codes of :func:`recorded` addresses."""
+    return [address.partition(":")[2] for address in addresses]
+
+
 @dataclass(frozen=True)
 class Scoring:
     """Where the demo scores its models: the task split and the in-space and unseen-level
@@ -303,7 +320,7 @@ def _train_config(algorithm: str, model: Path, out: Path, profile: Profile,
                   condition: Condition | None = None, seed: int = 0,
                   init_from: Path | None = None, harnesses: Sequence[str] = ()) -> Any:
     """The trainer's config: the shared warm start (``sft`` through ``harnesses``) or one
-    condition's RL (``grpo``)."""
+    condition's RL (``grpo`` or ``ppo``)."""
     from harnessgrid.plugins.micro import MICRO_LEVELS
     from harnessgrid.trainer.config import config_from_mapping
 
@@ -416,7 +433,7 @@ def evaluate_warm_start(warm: StageRun, root: Path, profile: Profile, stages: St
 
 def run_condition(condition: Condition, seed: int, warm: StageRun, out: Path,
                   profile: Profile, stages: Stages, scoring: Scoring) -> dict[str, Any]:
-    """One (condition, seed): GRPO from the warm start, then its evaluation (and in-space
+    """One (condition, seed): RL (its algorithm) from the warm start, then its evaluation (and in-space
     at the curve's checkpoints). Runs in a worker process of its own (one CPU thread)."""
     stages.prepare_worker()
     who = f"{condition.name} seed {seed}"
@@ -424,32 +441,35 @@ def run_condition(condition: Condition, seed: int, warm: StageRun, out: Path,
     if set(codes) & set(scoring.heldout):
         raise ValueError(f"{who} trains on held-out configurations "
                          f"{sorted(set(codes) & set(scoring.heldout))}")
-    grpo_dir = out / "grpo"
-    config = _train_config("grpo", warm.directory / "final", grpo_dir, profile, condition, seed)
-    grpo = open_stage(grpo_dir, "GRPO", _training_params(config, warm.fingerprint),
-                      grpo_dir / "final" / "config.json", warm.action != "reuse", who)
-    if grpo.action != "reuse":
-        _say(f"  {who}: {profile.rl_steps} GRPO steps")
-        run_stage(grpo, lambda resume: stages.train(config, resume=resume), who)
-    evaluation, found = evaluate_stage(who, grpo_dir / "final", grpo, out / "eval",
+    rl_dir = out / condition.algorithm
+    config = _train_config(condition.algorithm, warm.directory / "final", rl_dir, profile,
+                           condition, seed)
+    label = condition.algorithm.upper()
+    rl = open_stage(rl_dir, label, _training_params(config, warm.fingerprint),
+                    rl_dir / "final" / "config.json", warm.action != "reuse", who)
+    if rl.action != "reuse":
+        _say(f"  {who}: {profile.rl_steps} {label} steps")
+        run_stage(rl, lambda resume: stages.train(config, resume=resume), who)
+    evaluation, found = evaluate_stage(who, rl_dir / "final", rl, out / "eval",
                                        scoring.addresses(codes), scoring, profile, stages)
     curve = []
-    stage_list: list[StageRun] = [grpo, evaluation]
+    stage_list: list[StageRun] = [rl, evaluation]
     if profile.curve_every:
         for step in range(profile.curve_every, profile.rl_steps, profile.curve_every):
             point_scoring = Scoring(scoring.split, scoring.heldout, ())
             stage, point = evaluate_stage(
-                f"{who} (step {step})", grpo_dir / f"checkpoint-{step}", grpo,
+                f"{who} (step {step})", rl_dir / f"checkpoint-{step}", rl,
                 out / f"eval-step{step}", point_scoring.addresses(), point_scoring, profile,
                 stages)
             stage_list.append(stage)
             curve.append({"step": step, "cells": point_scoring.cells(point, ())[IN_SPACE]})
-    return {"condition": condition.name, "seed": seed, "train_configs": codes,
-            "heldout_configs": list(scoring.heldout), "unseen_configs": list(scoring.unseen),
+    return {"condition": condition.name, "seed": seed, "train_configs": recorded(codes),
+            "heldout_configs": recorded(scoring.heldout),
+            "unseen_configs": recorded(scoring.unseen, unseen=True),
             "cells": scoring.cells(found, codes),
             "well_formed": scoring.well_formed(found, codes),
-            "curve": curve, "steps": _step_log(grpo_dir),
-            "timings": {"grpo_s": grpo.seconds,
+            "curve": curve, "steps": _step_log(rl_dir),
+            "timings": {"rl_s": rl.seconds,
                         "eval_s": _stage_seconds(stage_list[1:])},
             "stages_run": [s.label for s in stage_list if s.action != "reuse"],
             "redone": {s.label: s.reason for s in stage_list if s.reason},
@@ -457,13 +477,13 @@ def run_condition(condition: Condition, seed: int, warm: StageRun, out: Path,
                              for s in stage_list}}
 
 
-def _step_log(grpo_dir: Path) -> list[dict[str, Any]]:
+def _step_log(rl_dir: Path) -> list[dict[str, Any]]:
     """Per RL step: the mean reward, the training pass rate and the well-formed share (from
     the trainer's ``steps.jsonl``)."""
     import json
 
     try:
-        lines = (grpo_dir / "steps.jsonl").read_text().splitlines()
+        lines = (rl_dir / "steps.jsonl").read_text().splitlines()
     except OSError:
         return []
     out = []
@@ -544,14 +564,15 @@ def run_demo(out: Path, profile_name: str = "default", seeds: int | None = None,
         "warm_start": {"rule": profile.warm_start,
                        # "demo_warm_start" when the shipped one was installed, not trained
                        "installed": (stage_record(warm.directory) or {}).get("installed"),
-                       "train_configs": warm_start_codes(n_seeds, profile.warm_start),
+                       "train_configs": recorded(warm_start_codes(n_seeds,
+                                                                  profile.warm_start)),
                        "cells": scoring.cells(warm_found, all_train),
                        "well_formed": scoring.well_formed(warm_found, all_train)},
         "runs": results,
         **timing, "all_reused": all_reused,
         "stage_seconds": {"model": model.seconds, "warm_start": warm.seconds,
                           "warm_start_eval": warm_eval["stage"].seconds,
-                          "grpo": _stage_seconds_of(results, "grpo_s"),
+                          "rl": _stage_seconds_of(results, "rl_s"),
                           "eval": _stage_seconds_of(results, "eval_s")},
         "stage_fingerprints": fingerprints}
     summary["conditions"] = condition_summaries(summary, scoring, warm_found, profile)
@@ -579,10 +600,11 @@ def condition_summaries(summary: dict[str, Any], scoring: Scoring, warm_found: d
         entry: dict[str, Any] = {
             key: {str(r["seed"]): r[key] for r in mine}
             for key in ("train_configs", "heldout_configs")}
-        entry["unseen_configs"] = list(scoring.unseen)
+        entry["unseen_configs"] = recorded(scoring.unseen, unseen=True)
         for setting in SETTINGS:
             after = [r["cells"][setting] for r in mine]
-            befores = [scoring.cells(warm_found, r["train_configs"])[setting] for r in mine]
+            befores = [scoring.cells(warm_found, codes_of(r["train_configs"]))[setting]
+                       for r in mine]
             entry[setting] = {"before_rl": summarise(befores), "after_rl": summarise(after),
                               "gain": summarise(after, befores)}
         entry["out-of-space (emulated shells)"] = {"measured": False,

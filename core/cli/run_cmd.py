@@ -37,8 +37,11 @@ def find_task(ref: str, options: list[str] | None = None, judge: str | None = No
     return find(ref, options or [], judge)[1]
 
 
-def summary(traj: Trajectory) -> dict[str, Any]:
-    return {"harness": traj.harness, "task": traj.task_id, "policy": traj.policy,
+def summary(traj: Trajectory, address: str | None = None) -> dict[str, Any]:
+    """``run --json``'s record. ``task`` is the task's address (what ``--task`` and ``tasks
+    show`` take), ``task_id`` its id in the suite; an ``--instruction`` run has no address."""
+    return {"harness": traj.harness, "task": address, "task_id": traj.task_id,
+            "suite": traj.suite or None, "policy": traj.policy,
             "score": traj.score, "passed": traj.passed, "subscores": traj.subscores,
             "termination": traj.termination, "error": traj.error,
             "grade_error": traj.grade_error, "grading": traj.grading,
@@ -164,7 +167,7 @@ def run(
 
         the_task = find_task(task, suite_option, judge)
         check_policy_fits(policy, [the_task])  # no plan for the oracle: refused, not a 0
-        check_graders_ready([the_task])  # a judge without its key: now, not after the episode
+        check_graders_ready([the_task], judge)  # a judge without its key: now, not after it
         # Through its sessions when the task has follow-ups (PinchBench multi-session).
         traj = asyncio.run(run_task_episode(resolve_harness(harness), the_task,
                                             resolve_policy(policy, options), limits))
@@ -184,7 +187,7 @@ def run(
         TrajectoryStore(save).append(traj)
     if show:
         show_conversation(traj)
-    result = summary(traj)
+    result = summary(traj, task)
     if as_json:
         from harnessgrid.plugin_system.registry import provenance
 

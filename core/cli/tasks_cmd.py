@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     from harnessgrid.harness import Harness
     from harnessgrid.tasks import BrokenTask, Task, TaskSuite
 
+def _grading(task: Task) -> str:
+    from harnessgrid.tasks import planned_grading  # pydantic: not at --help time
+
+    return planned_grading(task)
+
+
 tasks_app = typer.Typer(help="Task suites: list, show, validate and export tasks.",
                         no_args_is_help=True)
 
@@ -91,13 +97,6 @@ def find_task(ref: str, options: list[str], judge: str | None = None) -> tuple[T
                                hint="write NAME:PATH/ID with an existing PATH")
 
 
-def grading_of(task: Task) -> str:
-    """How a task is graded, in one word (the loader's ``graded_as`` when it says)."""
-    if task.grader is None:
-        return "none"
-    return str(task.metadata.get("graded_as") or task.metadata.get("grading_type") or "function")
-
-
 def split_of(suite: TaskSuite, task: Task) -> str:
     return suite.split_of(task.id) or ""
 
@@ -105,7 +104,7 @@ def split_of(suite: TaskSuite, task: Task) -> str:
 def task_row(address: str, split: str, task: Task) -> dict[str, Any]:
     """One task as ``tasks list`` shows it; ``address`` is what ``run --task`` takes."""
     return {"address": address, "id": task.id, "split": split, "category": task.category,
-            "tags": list(task.tags), "difficulty": task.difficulty, "grading": grading_of(task),
+            "tags": list(task.tags), "difficulty": task.difficulty, "grading": _grading(task),
             "plan_length": len(task.plan), "sessions": 1 + len(task.followups)}
 
 
@@ -202,7 +201,7 @@ def show(ref: str = typer.Argument(..., help="SUITE/ID, e.g. examples/upper or "
     """Print one task: instruction, files, grading, oracle plan and metadata."""
     suite, task = find_task(ref, option, judge)
     info: dict[str, Any] = {**task.summary(), "suite": suite.name, "split": split_of(suite, task),
-            "mount_path": task.mount_path, "grading": grading_of(task),
+            "mount_path": task.mount_path, "grading": _grading(task),
             "grader": type(task.grader).__name__ if task.grader else None,
             "limits": task.limits.model_dump(exclude_none=True),
             "files": [{"path": p, "bytes": n} for p, n in task_files(task)],
@@ -286,7 +285,7 @@ def _first(traj: Trajectory) -> str:
 
 async def check_task(harness: Harness, task: Task, limits: EpisodeLimits) -> TaskCheck:
     """Oracle (if planned), null, and a second grading of the oracle's (else null's) result."""
-    check = TaskCheck(id=task.id, grading=grading_of(task), oracle="no plan", null="fails",
+    check = TaskCheck(id=task.id, grading=_grading(task), oracle="no plan", null="fails",
                       deterministic=None)
     if task.grader is None:
         check.null, check.note = "ungraded", "task has no grader"

@@ -362,7 +362,7 @@ def check_bwrap() -> str | None:
     exe = shutil.which("bwrap")
     if exe is None:
         return "bubblewrap (bwrap) is not installed or not on PATH; it sandboxes shell commands"
-    argv = [exe, *_namespace_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    argv = [exe, *_namespace_flags(), *_probe_mounts(), "--proc", "/proc", "--dev", "/dev"]
     try:
         proc = subprocess.run([*argv, "true"], capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -371,6 +371,21 @@ def check_bwrap() -> str | None:
         detail = proc.stderr.decode(errors="replace").strip()
         return f"bwrap ({exe}) is installed but cannot create a sandbox here: {detail}"
     return None
+
+
+def _probe_mounts() -> list[str]:
+    """The system directories, mounted as a sandbox mounts them. Not ``/``: a recursive bind of
+    the whole tree copies every mount under it, among them other sandboxes' workspace mounts,
+    and one unmounted meanwhile failed the probe ("Unable to apply mount flags: remount
+    /newroot/tmp/hg-ws-...: No such file or directory"), so a busy machine read as one where
+    bwrap cannot run."""
+    args: list[str] = []
+    for system_dir in _SYSTEM_DIRS[:-1]:
+        if os.path.islink(system_dir):
+            args += ["--symlink", os.readlink(system_dir), system_dir]
+        elif os.path.isdir(system_dir):
+            args += ["--ro-bind", system_dir, system_dir]
+    return args
 
 
 def sandbox_available() -> bool:

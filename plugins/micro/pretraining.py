@@ -38,8 +38,8 @@ result is shipped in the package (``base/``, 2.5 MB; the SHA-256 of its weights 
 in :data:`BASE_SHA256`, checked before every use) and named ``tiny:micro-base``
 (:func:`micro_base`).
 
-The demo's shared warm start is trained from this base (``harnessgrid demo``); README's demo
-section has what it scores. Earlier figures measured from it on the ``eval`` split
+The demo's shared warm start is trained from this base (``harnessgrid demo``); docs/demo.md has
+what it scores. Earlier figures measured from it on the ``eval`` split
 (benchmarks/README.md, "A base that copies") count tasks the base had seen inside longer ones.
 """
 

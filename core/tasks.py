@@ -173,8 +173,8 @@ def check_graders_ready(tasks: Sequence[Task], judge: str | None = None) -> None
 
     from harnessgrid.harness import provides
 
-    gradings = sorted({planned_grading(task) for task in tasks})
-    if judge and tasks and not {"judge", "hybrid"} & set(gradings):
+    gradings = sorted({planned_grading(task) for task in tasks}) if judge else []
+    if gradings and not {"judge", "hybrid"} & set(gradings):
         warnings.warn(f"--judge {judge} grades none of these {len(tasks)} task(s) (graded: "
                       f"{', '.join(gradings)}), so it is not called and needs no key",
                       UserWarning, stacklevel=2)

@@ -23,6 +23,8 @@ stored results are the same whichever ran them, and resume the same way.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack, aclosing
@@ -332,9 +334,6 @@ def planned_episode_id(key: ResultKey) -> str:
     """The episode id of a key's first attempt, derived from the key. Token policies seed each
     turn from ``(seed, episode id, turn)``, so an evaluation repeated with the policy's same
     ``seed`` samples the same turns (README, "What repeats"); without a seed it does not."""
-    import hashlib
-    import json
-
     return hashlib.sha256(json.dumps(list(key)).encode()).hexdigest()[:12]
 
 

@@ -2,8 +2,9 @@
 batch depends on the episodes, not on how fast anything ran, so a repeated run repeats.
 
 The batcher's backend here records each batch and returns one token per request: what is under
-test is which requests the batcher puts together, so no model is needed (the end-to-end check,
-a training run repeated bit for bit, is ``test_trainer.py::test_the_same_run_repeats_bit_for_bit``).
+test is which requests the batcher puts together, so no model is needed (the end-to-end
+check, a training run repeated bit for bit, is
+``test_trainer.py::test_the_same_run_repeats_bit_for_bit``).
 Episodes are coroutines that sleep a random time before each turn; two runs use different
 random delays.
 """

@@ -37,8 +37,8 @@ building the demo (the warm-start recipe, RL steps and learning rate) were made 
 ``harnessgrid demo --validation`` scores there instead of on the test holdout.
 
 Each profile writes its own folder: ``OUT/PROFILE/warm-start/{sft,eval}`` and, per (condition,
-seed), ``OUT/PROFILE/CONDITION-seedN/{grpo|ppo,eval,eval-stepK}``; each stage records what made it
-(:mod:`harnessgrid.trainer.demo_stages`), so a re-run reuses, resumes or - saying why -
+seed), ``OUT/PROFILE/CONDITION-seedN/{grpo|ppo,eval,eval-stepK}``; each stage records what
+made it (:mod:`harnessgrid.trainer.demo_stages`), so a re-run reuses, resumes or - saying why -
 redoes it. Results go to ``OUT/PROFILE/results.json``, ``report.md``, ``report.html`` and PNGs.
 """
 
@@ -277,43 +277,37 @@ class Scoring:
                    tuple(unseen_codes(heldout)))
 
     def addresses(self, train: Sequence[str] = ()) -> list[str]:
-        from harnessgrid.plugins.micro import UNSEEN_SPACE_NAME, micro_address
-
-        return list(dict.fromkeys([*(micro_address(c) for c in (*self.heldout, *train)),
-                                   *(f"{UNSEEN_SPACE_NAME}:{c}" for c in self.unseen)]))
+        return list(dict.fromkeys([*recorded([*self.heldout, *train]),
+                                   *recorded(self.unseen, unseen=True)]))
 
     def cells(self, found: dict[str, Any], train: Sequence[str]) -> dict[str, dict[str, float]]:
         """Setting -> cells of one evaluation (:mod:`~harnessgrid.trainer.demo_stats`):
         in-space and unseen levels by (harness, task), original by task (averaged over
         ``train``, the run's own configurations)."""
-        from harnessgrid.plugins.micro import UNSEEN_SPACE_NAME, micro_address
-
         passed = found["passed"]
 
         def by_pair(addresses: Sequence[str]) -> dict[str, float]:
             return {f"{a} {task}": v for a in addresses for task, v in passed.get(a, {}).items()}
 
         own: dict[str, list[float]] = {}
-        for a in (micro_address(c) for c in train):
+        for a in recorded(train):
             for task, v in passed.get(a, {}).items():
                 own.setdefault(task, []).append(v)
-        return {IN_SPACE: by_pair([micro_address(c) for c in self.heldout]),
-                UNSEEN: by_pair([f"{UNSEEN_SPACE_NAME}:{c}" for c in self.unseen]),
+        return {IN_SPACE: by_pair(recorded(self.heldout)),
+                UNSEEN: by_pair(recorded(self.unseen, unseen=True)),
                 ORIGINAL: {task: sum(v) / len(v) for task, v in own.items()}}
 
     def well_formed(self, found: dict[str, Any], train: Sequence[str]
                     ) -> dict[str, dict[str, float]]:
         """Setting -> per harness, the share of its turns that spoke its protocol."""
-        from harnessgrid.plugins.micro import UNSEEN_SPACE_NAME, micro_address
-
         def share(addresses: Sequence[str]) -> dict[str, float]:
             counts = found["well_formed"]
             return {a: counts[a][0] / counts[a][1] for a in addresses
                     if a in counts and counts[a][1]}
 
-        return {IN_SPACE: share([micro_address(c) for c in self.heldout]),
-                UNSEEN: share([f"{UNSEEN_SPACE_NAME}:{c}" for c in self.unseen]),
-                ORIGINAL: share([micro_address(c) for c in train])}
+        return {IN_SPACE: share(recorded(self.heldout)),
+                UNSEEN: share(recorded(self.unseen, unseen=True)),
+                ORIGINAL: share(recorded(train))}
 
 
 def _train_config(algorithm: str, model: Path, out: Path, profile: Profile,
@@ -433,8 +427,9 @@ def evaluate_warm_start(warm: StageRun, root: Path, profile: Profile, stages: St
 
 def run_condition(condition: Condition, seed: int, warm: StageRun, out: Path,
                   profile: Profile, stages: Stages, scoring: Scoring) -> dict[str, Any]:
-    """One (condition, seed): RL (its algorithm) from the warm start, then its evaluation (and in-space
-    at the curve's checkpoints). Runs in a worker process of its own (one CPU thread)."""
+    """One (condition, seed): RL (the condition's algorithm) from the warm start, then its
+    evaluation (and in-space at the curve's checkpoints). Runs in a worker process of its own
+    (one CPU thread)."""
     stages.prepare_worker()
     who = f"{condition.name} seed {seed}"
     codes = design_codes(condition, seed)

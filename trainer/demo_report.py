@@ -1,5 +1,6 @@
 """The demo's report: markdown, one self-contained HTML page, and its plots, which are also
-written as PNG files beside the report (so the figures of README and docs/demo.md are copied from a run, not redrawn)."""
+written as PNG files beside the report (so the figures of README and docs/demo.md are copied
+from a run, not redrawn)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def _facts(summary: dict[str, Any]) -> list[str]:
         f"stage times, each measured when the stage ran (summed over runs): model "
         f"{_minutes(stage.get('model'))}, warm start {_minutes(stage.get('warm_start'))}, "
         f"its evaluation {_minutes(stage.get('warm_start_eval'))}, RL "
-        f"{_minutes(stage.get('rl', stage.get('grpo')))}, evaluations "
+        f"{_minutes(stage.get('rl'))}, evaluations "
         f"{_minutes(stage.get('eval'))}",
         f"model: micro, {summary['model_parameters']:,} parameters, pretrained offline "
         "(`tiny:micro-base`)",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from harnessgrid.harness import Harness
     from harnessgrid.tasks import BrokenTask, Task, TaskSuite
 
+
 def _grading(task: Task) -> str:
     from harnessgrid.tasks import planned_grading  # pydantic: not at --help time
 

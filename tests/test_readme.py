@@ -104,3 +104,17 @@ def test_the_product_block_calls_the_product_tool_and_streams_a_follow_up(
     assert events, out.stdout
     assert events[-1]["type"] == "finished", out.stdout
     assert all(json.loads(json.dumps(event)) == event for event in events)
+
+
+def test_the_readme_is_read_in_ten_minutes_and_opens_with_the_two_commands() -> None:
+    """Issue 43: README had grown to 849 lines of reference before the two commands and the
+    first API call. It stays under 250 lines, its first screen holds both commands, and every
+    page it links to exists."""
+    text = README.read_text()
+    assert len(text.splitlines()) < 250
+    first_screen = "\n".join(text.splitlines()[:30])
+    assert "bash scripts/demo.sh" in first_screen
+    assert "bash scripts/test.sh" in first_screen
+    links = re.findall(r"\]\(((?:docs/)?[\w./-]+\.(?:md|png))\)", text)
+    assert any(link.startswith("docs/") for link in links)
+    assert [link for link in links if not (README.parent / link).is_file()] == []

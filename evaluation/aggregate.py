@@ -33,6 +33,8 @@ PerRun = dict[int, float]
 
 #: Column ids of the suite × setting table, in order; per-adapter columns are
 #: ``out-of-space:<adapter>`` and follow ``out-of-space``.
+#: ``train``: the training design's setting in directories written before 0.2.3 (now
+#: ``original``), reported under the name it was stored with.
 SETTING_ORDER: tuple[str, ...] = ("in-space", "out-of-space", "original", "train")
 
 

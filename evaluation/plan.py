@@ -7,9 +7,12 @@ Settings follow the paper:
   (``--harnesses``: codes or level lists, ``all`` for the whole space); reported as the mean over configurations;
 - ``out-of-space``: each adapter (emulated real shells), reported per adapter and averaged:
   by default the paper's two (:data:`DEFAULT_ADAPTERS`), ``all`` for every registered one;
-- ``original``: the single harness a baseline was trained with (a code or ``adapter:NAME``);
-- ``train``: the training design itself (in-distribution, a diagnostic): the orthogonal array
-  unless the design's configurations are given (``train_harnesses``).
+- ``original``: the harnesses the policy was trained through (in distribution): a single
+  baseline's one harness (a code, a level list or ``adapter:NAME``), a list, or ``oa`` for the
+  orthogonal array, ``harnessgrid train``'s default design. It is the paper's "original" column
+  whether the policy saw one harness or eighteen. (Before 0.2.3 the training design was a
+  setting of its own, ``train``; that name still works, with a ``DeprecationWarning``, and
+  directories that stored results under it are resumed and reported under it.)
 
 Harnesses are named as everywhere else
 (:func:`harnessgrid.plugin_system.composition.resolve_config`): a code (numbers name the paper's
@@ -17,7 +20,7 @@ built-in levels, a plugin level is named: ``S0-T0-O=diffstat-C0-W=checklist``), 
 for a plugin's named space, or a level list. Each is stored under its harness address
 (:func:`harnessgrid.plugin_system.composition.harness_address`), which names the same harness on
 every machine, so a results file reads the same whatever plugins are installed later. Without an
-explicit ``space`` the designs (held-out, ``train``, ``all``) are over the paper's 3^5 grid; with
+explicit ``space`` the designs (held-out, ``oa``, ``all``) are over the paper's 3^5 grid; with
 one (the micro demo's), its configurations are recorded by address too (``micro:S0-T1-O2-C0-W1``).
 
 Everything is resolved and validated before the first episode starts, so a typo costs no
@@ -26,6 +29,7 @@ compute.
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -39,7 +43,12 @@ if TYPE_CHECKING:
     from harnessgrid.evaluation.manifest import Manifest
     from harnessgrid.evaluation.results import EvalResult
 
-SETTINGS: tuple[str, ...] = ("in-space", "out-of-space", "original", "train")
+SETTINGS: tuple[str, ...] = ("in-space", "out-of-space", "original")
+#: The name the training design's setting had before 0.2.3 (now ``original``, ``--original
+#: oa``): accepted with a warning until 0.3.0, and kept in directories that stored it.
+LEGACY_TRAIN = "train"
+#: ``--original oa``: the orthogonal array over the space, ``harnessgrid train``'s default design.
+TRAINING_DESIGN = "oa"
 DEFAULT_SETTINGS: tuple[str, ...] = ("in-space", "out-of-space")
 #: The out-of-space shells of the paper, resolved through the plugin registry at run time.
 DEFAULT_ADAPTERS: tuple[str, ...] = ("claude-code", "openclaw")
@@ -97,7 +106,8 @@ def split_harnesses(text: str | Sequence[str] | None) -> list[str]:
 
 
 def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = None,
-                     harnesses: Sequence[str] | None = None, original: str | None = None,
+                     harnesses: Sequence[str] | None = None,
+                     original: str | Sequence[str] | None = None,
                      adapters: Sequence[str] = DEFAULT_ADAPTERS, holdout_seed: int = 0,
                      holdout_n: int = 18, train_harnesses: Sequence[str] | None = None,
                      ) -> dict[str, list[str]]:
@@ -105,10 +115,13 @@ def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = Non
 
     ``space`` is the space of the designs and of explicit codes (numbers by position in it);
     without one, designs are over the paper's 3^5 grid and explicit harnesses are read as
-    every command reads them.
+    every command reads them. ``original`` is what the policy trained through: harnesses (a
+    string is split as ``--original`` is) or ``oa``. ``train_harnesses`` and the setting
+    ``train`` are the names before 0.2.3 (deprecated).
     """
     names = space  # where explicit codes are read: None reads them as every command does
     space = space or FactorSpace.default()
+    settings, original = _renamed_train(settings, original, train_harnesses)
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown or not settings:
         raise ConfigError(f"unknown setting(s) {unknown or settings!r}",
@@ -126,19 +139,77 @@ def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = Non
         if setting == "in-space":
             out[setting] = (_explicit(space, names, harnesses) if harnesses
                             else _held_out(space, holdout_n, holdout_seed))
-        elif setting == "train":
-            from harnessgrid.designs import orthogonal_design
-
-            out[setting] = (_explicit(space, names, train_harnesses) if train_harnesses
-                            else _addresses(orthogonal_design(space).configs))
         elif setting == "original":
-            if original is None:
-                raise ConfigError("the original setting needs the baseline's training harness",
-                                  hint="pass --original CODE, e.g. --original S0-T0-O0-C0-W0")
-            out[setting] = [_one_harness(names, original)]
+            out[setting] = _original(space, names, original)
         else:
             out[setting] = [ADAPTER_PREFIX + name for name in check_adapters(adapters)]
     return out
+
+
+def _renamed_train(settings: Sequence[str], original: str | Sequence[str] | None,
+                   train_harnesses: Sequence[str] | None,
+                   ) -> tuple[list[str], str | Sequence[str] | None]:
+    """The settings and ``original`` with the pre-0.2.3 ``train`` setting read as ``original``
+    (its harnesses: ``train_harnesses``, else the orthogonal array), with the warning."""
+    settings = list(settings)
+    if LEGACY_TRAIN not in settings:
+        if train_harnesses is not None:
+            raise ConfigError("train_harnesses is given but the train setting is not",
+                              hint="pass the training harnesses as original= (or --original) "
+                                   "with the original setting")
+        return settings, original
+    if "original" in settings:
+        raise ConfigError("settings train and original are one setting since 0.2.3 (original: "
+                          "the harnesses the policy trained through)",
+                          hint="give --settings original with --original naming what this "
+                               "policy trained through (oa for the orthogonal array); "
+                               "evaluate another harness set into another --out DIR")
+    if original is not None:
+        raise ConfigError("--original is given but original is not in --settings",
+                          hint="replace train with original in --settings")
+    warnings.warn("the evaluation setting `train` is deprecated since 0.2.3 and will be "
+                  "removed in 0.3.0; use --settings original --original oa (Python: "
+                  "settings=('original',), original='oa', or the design's harnesses instead "
+                  "of train_harnesses)", DeprecationWarning, stacklevel=4)
+    settings = ["original" if s == LEGACY_TRAIN else s for s in settings]
+    return settings, (list(train_harnesses) if train_harnesses else TRAINING_DESIGN)
+
+
+def _original(space: FactorSpace, names: FactorSpace | None,
+              original: str | Sequence[str] | None) -> list[str]:
+    """The harnesses the policy trained through: ``oa`` (the orthogonal array over
+    ``space``), one harness, or several (codes, level lists, ``adapter:NAME``)."""
+    from harnessgrid.designs import orthogonal_design
+
+    specs = split_harnesses(original)
+    if not specs:
+        raise ConfigError("the original setting needs the harnesses the policy trained "
+                          "through", hint="pass --original CODE for a single-harness policy "
+                          "(e.g. --original S0-T0-O0-C0-W0), --original oa for one trained "
+                          "through the orthogonal array (harnessgrid train's default design), "
+                          "or CODE,CODE,... for a list")
+    if TRAINING_DESIGN in specs:
+        if specs != [TRAINING_DESIGN]:
+            raise ConfigError(f"--original {','.join(specs)}: {TRAINING_DESIGN} already names "
+                              "the whole orthogonal array", hint="pass --original oa alone")
+        return _addresses(orthogonal_design(space).configs)
+    ids = [_one_harness(names, spec) for spec in specs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ConfigError(f"--original names {', '.join(dupes)} more than once")
+    return ids
+
+
+def stored_setting_names(settings: dict[str, list[str]], manifest: Manifest | None,
+                         ) -> dict[str, list[str]]:
+    """``settings`` with the names ``manifest`` stored them under: a directory written before
+    0.2.3 holds the training design as ``train``; resuming it with ``original`` and the same
+    harnesses continues those results instead of running every episode again."""
+    stored = manifest.settings if manifest is not None else {}
+    mine = settings.get("original")
+    if mine is None or stored.get(LEGACY_TRAIN) != mine or stored.get("original") == mine:
+        return settings
+    return {(LEGACY_TRAIN if s == "original" else s): ids for s, ids in settings.items()}
 
 
 def _addresses(configs: Iterable[HarnessConfig]) -> list[str]:

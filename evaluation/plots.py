@@ -176,7 +176,8 @@ def _notable(rows: list[CostRow], attr: str) -> list[tuple[int, str]]:
     x = [float(getattr(c, attr)) for c in rows]
     y = [c.pass_rate or 0.0 for c in rows]
     idx = range(len(rows))
-    picks = [*((i, "original") for i in idx if "original" in rows[i].settings),
+    baseline = [i for i in idx if "original" in rows[i].settings]
+    picks = [*((i, "original") for i in baseline if len(baseline) == 1),
              (max(idx, key=lambda i: (y[i], -x[i])), "best"),
              (min(idx, key=lambda i: (y[i], -x[i])), "worst"),
              (min(idx, key=lambda i: (x[i], -y[i])), "cheapest"),

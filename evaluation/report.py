@@ -42,9 +42,11 @@ from harnessgrid.tasks import BEHAVIOURS, UNKNOWN_CATEGORY
 OVERALL = "overall"
 UNGRADED = "ungraded"
 #: Where main effects come from, first present wins: the held-out configurations, else the
-#: training design (a diagnostic). Both are balanced designs; ``original`` (one baseline
-#: harness) and the adapters never enter — pooling them unbalances the levels.
-EFFECT_SETTINGS: tuple[str, ...] = ("in-space", "train")
+#: harnesses the policy trained through (``original``, and ``train``, its name in directories
+#: written before 0.2.3) when they are several, as the orthogonal array is (a diagnostic, in
+#: distribution). One baseline harness has no levels to contrast, and the adapters never
+#: enter: pooling them unbalances the levels.
+EFFECT_SETTINGS: tuple[str, ...] = ("in-space", "original", "train")
 REASON_CHARS = 160
 
 
@@ -420,7 +422,7 @@ def _effect_configurations(results: Sequence[EvalResult], suite_order: list[str]
     episodes alone (a harness that is also ``original`` keeps those episodes out)."""
     for setting in EFFECT_SETTINGS:
         rs = [r for r in results if r.setting == setting and r.levels]
-        if rs:
+        if len({r.harness for r in rs}) > 1:
             rows = _config_table(rs, suite_order)
             return setting, [c for c in rows if c.suite == OVERALL]
     return None, []

@@ -54,6 +54,7 @@ from harnessgrid.evaluation.plan import (
     check_recorded_harnesses,
     resolve_settings,
     select_tasks,
+    stored_setting_names,
 )
 from harnessgrid.evaluation.results import EvalResult, ResultKey, tag_trajectory
 from harnessgrid.evaluation.store import EvalStore
@@ -82,8 +83,11 @@ class EvalConfig(BaseModel):
     settings: tuple[str, ...] = DEFAULT_SETTINGS
     runs: int = Field(default=3, ge=1)
     harnesses: tuple[str, ...] | None = None  # in-space override; ("all",) = the whole space
-    original: str | None = None
-    train_harnesses: tuple[str, ...] | None = None  # the `train` setting (default: the OA)
+    #: the `original` setting: what the policy trained through (harnesses, or ``oa``)
+    original: str | tuple[str, ...] | None = None
+    #: Deprecated since 0.2.3 (removed in 0.3.0) with the setting `train`: pass the training
+    #: harnesses as ``original`` with the setting ``original``.
+    train_harnesses: tuple[str, ...] | None = None
     adapters: tuple[str, ...] = DEFAULT_ADAPTERS
     holdout_seed: int = 0
     holdout_n: int = Field(default=18, ge=1)
@@ -209,6 +213,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
                                 original=config.original, adapters=config.adapters,
                                 holdout_seed=config.holdout_seed, holdout_n=config.holdout_n,
                                 train_harnesses=config.train_harnesses)
+    settings = stored_setting_names(settings, read_manifest(out))
     space = space or FactorSpace.default()
     for harnesses in settings.values():  # build each once: a broken harness fails here
         for hid in harnesses:

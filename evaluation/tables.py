@@ -213,15 +213,17 @@ def effects_caption(report: Report) -> str:
     """Which configurations the main effects rest on: a reader must not guess whether the
     baseline or the shells were pooled in (they are not)."""
     if report.effects_setting is None:
-        return ("No main effects: no in-space (held-out) or train configurations were "
-                "evaluated." if not report.factor_effects else "**Computed by an older "
+        return ("No main effects: no in-space (held-out) configurations were evaluated, nor "
+                "several original (training) ones." if not report.factor_effects else "**Computed by an older "
                 "harnessgrid**, possibly pooling the original baseline in: re-run "
                 "`harnessgrid report DIR`.")
     n = len(report.effect_configurations)
     setting = report.effects_setting
-    which = "in-space (held-out)" if setting == "in-space" else setting
+    which = {"in-space": "in-space (held-out)", "original": "original (training)"}.get(setting,
+                                                                                     setting)
+    left_out = ("the original baseline" if setting == "in-space" else "held-out configurations")
     text = (f"Computed from the {n} {which} configurations only, on their {setting} episodes; "
-            "the original baseline and the out-of-space shells are left out. Each cell: a "
+            f"{left_out} and the out-of-space shells are left out. Each cell: a "
             "level, the mean pass rate (%) of the configurations having it, how many.")
     counts = {f: [e.configs for e in report.factor_effects if e.factor == f] for f in FACTORS}
     unbalanced = [f"{f} {'/'.join(map(str, n))}" for f, n in counts.items() if len(set(n)) > 1]

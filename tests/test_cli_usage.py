@@ -6,6 +6,7 @@ traceback)."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -96,6 +97,8 @@ BAD_VALUES = [
      "hint:"),
     (["eval", "--policy", "scripted", "--suites", "examples", "--settings", "sideways",
       "--out", "OUT"], "sideways", "hint:"),
+    (["eval", "--policy", "scripted", "--suites", "examples", "--settings", "original",
+      "--out", "OUT"], "needs the harnesses the policy trained through", "--original oa"),
     (["run", "--task", "examples/upper", "--harness", "S0-T0-O0-C0-W0", "--policy",
       "hf:./empty"], "no tokenizer files (tokenizer.json or tokenizer_config.json); no "
                      "config.json; no weights", "hint:"),
@@ -117,6 +120,20 @@ def test_a_bad_value_is_named_with_a_hint(args: list[str], named: str, hint: str
     assert hint in output, output
     assert "error:" in output, output
     assert len(output.splitlines()) < 20, output
+
+
+def test_the_renamed_train_setting_still_runs_and_says_its_new_name(tmp_path: Path) -> None:
+    """`--settings train` (the training design before 0.2.3) keeps working until 0.3.0, and a
+    command-line user, who never sees a library's DeprecationWarning, is told the new form."""
+    code, output = hg("eval", "--policy", "scripted", "--suites", "examples", "--settings",
+                      "train", "--limit", "1", "--runs", "1", "--no-report", "--quiet",
+                      "--out", str(tmp_path / "eval"))
+    assert code == 0, output
+    assert output.count("warning: the evaluation setting `train` is deprecated") == 1, output
+    assert "--settings original --original oa" in output
+    manifest = json.loads((tmp_path / "eval" / "manifest.json").read_text())
+    assert list(manifest["settings"]) == ["original"]
+    assert len(manifest["settings"]["original"]) == 18
 
 
 def test_an_output_directory_that_is_a_file_is_named(tmp_path: Path) -> None:

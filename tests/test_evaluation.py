@@ -270,14 +270,50 @@ def test_configurations_adapters_factor_effects_and_cost(
     assert traj.passed is False
 
 
-def test_train_setting_and_limit(plugin: Path, tmp_path: Path) -> None:
-    """train = the 18 runs of the orthogonal design; `upper` fails only through xml_tags."""
-    outcome = evaluate(config(suites=("evaltest",), settings=("train",), runs=1, limit=1,
-                              original=None), tmp_path / "train")
+def test_original_oa_is_the_training_design_and_limit(plugin: Path, tmp_path: Path) -> None:
+    """original with --original oa = the 18 runs of the orthogonal design (what a
+    harness-scaled policy trained through); `upper` fails only through xml_tags."""
+    outcome = evaluate(config(suites=("evaltest",), settings=("original",), runs=1, limit=1,
+                              original="oa"), tmp_path / "oa")
     assert outcome.ran == 18
-    report = load_report(tmp_path / "train")
+    report = load_report(tmp_path / "oa")
+    assert report.suite_cell("evaltest", "original").pass_rate.mean == pytest.approx(2 / 3)  # type: ignore[union-attr]
+    assert {r.task for r in read_results(tmp_path / "oa")} == {"upper"}
+    assert report.effects_setting == "original"  # 18 balanced configurations: main effects
+    assert len(report.effect_configurations) == 18
+
+
+def test_a_directory_stored_under_train_resumes_under_its_name(
+        plugin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory written before 0.2.3 holds the training design under the setting `train`.
+    Writing one needs the old code, so the first run stands in for it by storing its
+    settings under the old name (a monkeypatched stored_setting_names); everything after is
+    today's code: resuming with `original oa` runs nothing again, the deprecated spelling
+    warns and resumes the same, and the report keeps the stored name."""
+    import harnessgrid.evaluation.run as run_module
+
+    out = tmp_path / "legacy"
+    as_before = config(suites=("evaltest",), settings=("original",), runs=1, limit=1,
+                       original="oa")
+    with monkeypatch.context() as m:
+        m.setattr(run_module, "stored_setting_names",
+                  lambda settings, manifest: {"train": settings["original"]})
+        assert evaluate(as_before, out).ran == 18
+    assert {r.setting for r in read_results(out)} == {"train"}
+    resumed = evaluate(as_before, out)
+    assert (resumed.ran, resumed.skipped) == (0, 18)
+    with pytest.warns(DeprecationWarning, match="--settings original --original oa"):
+        again = evaluate(config(suites=("evaltest",), settings=("train",), runs=1, limit=1,
+                                original=None), out)
+    assert (again.ran, again.skipped) == (0, 18)
+    report = load_report(out)
     assert report.suite_cell("evaltest", "train").pass_rate.mean == pytest.approx(2 / 3)  # type: ignore[union-attr]
-    assert {r.task for r in read_results(tmp_path / "train")} == {"upper"}
+    assert report.effects_setting == "train"
+    # another harness set under `original` is a new setting beside the stored one
+    grown = evaluate(config(suites=("evaltest",), settings=("original",), runs=1, limit=1,
+                            original=ORIGINAL), out)
+    assert (grown.ran, grown.skipped) == (1, 0)
+    assert {r.setting for r in read_results(out)} == {"train", "original"}
 
 
 def test_infra_failures_and_grader_errors_are_counted_not_scored(plugin: Path,
@@ -387,13 +423,18 @@ def test_settings_resolve_to_harness_lists(plugin: Path) -> None:
     space = FactorSpace.default()
     from harnessgrid.designs import holdout, orthogonal_design
 
-    out = resolve_settings(["train", "original", "in-space", "out-of-space"], space=space,
+    out = resolve_settings(["original", "in-space", "out-of-space"], space=space,
                            original="s0-t0-o0-c0-w0", adapters=ADAPTERS, holdout_seed=3)
-    assert list(out) == ["in-space", "out-of-space", "original", "train"]
+    assert list(out) == ["in-space", "out-of-space", "original"]
     assert out["in-space"] == list(holdout(orthogonal_design(space), 18, 3).codes)
-    assert not set(out["in-space"]) & set(out["train"])
-    assert out["train"] == list(orthogonal_design(space).codes)
     assert out["original"] == [ORIGINAL]
+    design = resolve_settings(["original"], original="oa")["original"]
+    assert design == list(orthogonal_design(space).codes)
+    assert not set(out["in-space"]) & set(design)
+    listed = resolve_settings(["original"], original="S0-T0-O0-C0-W0,adapter:probe-fc")
+    assert listed["original"] == [ORIGINAL, "adapter:probe-fc"]
+    assert resolve_settings(["original"], original=("S1-T0-O0-C0-W0", "S2-T0-O0-C0-W0"))[
+        "original"] == ["S1-T0-O0-C0-W0", "S2-T0-O0-C0-W0"]
     assert out["out-of-space"] == ["adapter:probe-fc", "adapter:probe-xml"]
     assert len(resolve_settings(["in-space"], harnesses=["all"])["in-space"]) == 243
     assert resolve_settings(["in-space"], harnesses=["s0-t0-o0-c0-w0"])["in-space"] == [
@@ -405,7 +446,12 @@ def test_setting_mistakes_are_clear(plugin: Path) -> None:
         ({"settings": ["out-of-space"], "adapters": ["nosuch-shell", "probe-fc"]},
          "adapter(s) nosuch-shell not registered"),
         ({"settings": ["original"]}, "pass --original CODE"),
-        ({"settings": ["train"], "harnesses": ["S0-T0-O0-C0-W0"]}, "in-space is not in"),
+        ({"settings": ["original"], "original": "oa,S0-T0-O0-C0-W0"}, "--original oa alone"),
+        ({"settings": ["original"], "original": "S0-T0-O0-C0-W0,s0-t0-o0-c0-w0"},
+         "S0-T0-O0-C0-W0 more than once"),
+        ({"settings": ["original"], "harnesses": ["S0-T0-O0-C0-W0"]}, "in-space is not in"),
+        ({"settings": ["in-space"], "train_harnesses": ["S0-T0-O0-C0-W0"]},
+         "the train setting is not"),
         ({"settings": ["in-spaace"]}, "unknown setting"),
         ({"settings": ["in-space"], "harnesses": ["S9-T0-O0-C0-W0"]}, "bad harness code"),
     ]
@@ -413,6 +459,14 @@ def test_setting_mistakes_are_clear(plugin: Path) -> None:
         with pytest.raises(ConfigError) as err:
             resolve_settings(**kwargs)  # type: ignore[arg-type]
         assert message in str(err.value), (kwargs, str(err.value))
+    # the setting's name before 0.2.3: the training design as `original`, with the warning
+    with pytest.warns(DeprecationWarning, match="`train` is deprecated since 0.2.3"):
+        legacy = resolve_settings(["train"], train_harnesses=["s1-t0-o0-c0-w0"])
+    assert legacy == {"original": ["S1-T0-O0-C0-W0"]}
+    with pytest.raises(ConfigError, match="replace train with original"):
+        resolve_settings(["train"], original="oa")
+    with pytest.raises(ConfigError, match="train and original are one setting"):
+        resolve_settings(["train", "original"], original="oa")
     with pytest.raises(ConfigError) as err:
         resolve_settings(["out-of-space"], adapters=["nosuch-shell"])
     registered = str(err.value).partition("registered adapters: ")[2]

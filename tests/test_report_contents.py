@@ -97,7 +97,8 @@ def test_main_effects_use_the_held_out_configurations_only(tmp_path: Path,
 
 def test_unbalanced_or_missing_held_out_set_is_said(tmp_path: Path) -> None:
     """A partial in-space set says how many configurations and that levels are unbalanced;
-    without in-space or train results there are no main effects (never from the baseline)."""
+    without in-space results or several training harnesses there are no main effects (never
+    from a single baseline harness)."""
     report = build_report(held_out_results()[:-4])  # the last two configurations missing
     assert len(report.effect_configurations) == 16
     assert "Computed from the 16 in-space" in render_markdown(report)
@@ -106,10 +107,12 @@ def test_unbalanced_or_missing_held_out_set_is_said(tmp_path: Path) -> None:
     assert only_baseline.factor_effects == []
     assert only_baseline.effects_setting is None
     assert "No main effects" in render_markdown(only_baseline)
-    train = build_report([make(code, "t1", setting="train")
-                          for code in orthogonal_design(SPACE).codes])
-    assert train.effects_setting == "train"
-    assert len(train.effect_configurations) == 18
+    for setting in ("original", "train"):  # the training design; train: before 0.2.3
+        design = build_report([make(code, "t1", setting=setting)
+                               for code in orthogonal_design(SPACE).codes])
+        assert design.effects_setting == setting
+        assert len(design.effect_configurations) == 18
+        assert f"18 {setting}" in render_markdown(design).replace(" (training)", "")
 
 
 def test_factor_grid_title_counts_the_held_out_configurations() -> None:

@@ -280,10 +280,10 @@ def test_eval_settings_record_stable_addresses() -> None:
     assert settings == {"in-space": [CHECKLIST_CODE, "S0-T0-O=diffstat-C0-W=checklist",
                                      "S1-T1-O1-C1-W1"],
                         "original": [CHECKLIST_CODE]}
-    micro = resolve_settings(["in-space", "train"], space=MICRO_SPACE)
+    micro = resolve_settings(["in-space", "original"], space=MICRO_SPACE, original="oa")
     assert len(micro["in-space"]) == 18
-    assert len(micro["train"]) == 18
-    assert all(h.startswith("micro:") for h in micro["in-space"] + micro["train"])
+    assert len(micro["original"]) == 18
+    assert all(h.startswith("micro:") for h in micro["in-space"] + micro["original"])
     assert resolve_settings(["in-space"], space=MICRO_SPACE, harnesses=["S0-T1-O0-C0-W0"]) == {
         "in-space": ["micro:S0-T1-O0-C0-W0"]}
 

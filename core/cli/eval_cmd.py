@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,8 @@ def eval_command(
     out: Path = typer.Option(..., "--out", help="Evaluation directory (created; re-use it to "
                              "resume)."),
     settings: str = typer.Option("in-space,out-of-space", "--settings",
-                                 help="Any of in-space, out-of-space, original, train."),
+                                 help="Any of in-space, out-of-space, original (train: its "
+                                 "name before 0.2.3, deprecated)."),
     runs: int = typer.Option(3, "--runs", min=1, help="Independent runs (Pass@1 averaged over "
                              "runs, with the spread)."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Episodes at once "
@@ -60,9 +62,11 @@ def eval_command(
     limit: int | None = typer.Option(None, "--limit", min=1, help="First N tasks per suite."),
     split: str | None = typer.Option(None, "--split", help="Suite split (default: eval when "
                                      "the suite has one, else every task)."),
-    original: str | None = typer.Option(None, "--original", help="The baseline's training "
-                                        "harness (CODE, level list or adapter:NAME), for "
-                                        "`original`."),
+    original: str | None = typer.Option(None, "--original", help="For the original setting: "
+                                        "the harnesses the policy trained through, one or "
+                                        "more (CODE, level list or adapter:NAME), or oa for "
+                                        "the orthogonal array (harnessgrid train's default "
+                                        "design)."),
     approve: str | None = typer.Option(
         None, "--approve", help="MODULE:FUNCTION: a product's approval callback every tool "
         "call of every episode passes before it runs (it takes a ToolCallRequest and returns "
@@ -115,6 +119,9 @@ def eval_command(
     from harnessgrid.evaluation.plan import split_harnesses, split_list
     from harnessgrid.evaluation.run import EvalConfig, evaluate
 
+    # the renamed `train` setting warns in the library; a command-line user must see it too
+    warnings.filterwarnings("always", message="the evaluation setting `train`",
+                            category=DeprecationWarning)
     suite_list = split_list(suites)
     if not suite_list:
         raise ConfigError("--suites is empty", hint="e.g. --suites examples")

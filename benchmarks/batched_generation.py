@@ -96,7 +96,7 @@ def episode_jobs(n: int) -> tuple[Any, list[Any]]:
 
 
 def limits(turns: int) -> Any:
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
 
     return EpisodeLimits(max_turns=turns, max_format_errors=turns + 1, unsafe_no_sandbox=True)
 

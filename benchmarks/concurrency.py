@@ -229,8 +229,8 @@ def policy(scheme: str, url: str) -> tuple[str, dict[str, Any]]:
 
 
 def jobs(scheme: str, url: str, n: int, turns: int) -> list[Any]:
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.engine.ray_episodes import EpisodeJob
-    from harnessgrid.engine.runtime import EpisodeLimits
 
     spec, options = policy(scheme, url)
     limits = EpisodeLimits(max_turns=turns, wall_s=300)

@@ -282,7 +282,7 @@ class HarnessgridSide:
                          suite="episode-throughput")
 
     def limits(self, sandbox: bool) -> Any:
-        from harnessgrid.engine.runtime import EpisodeLimits
+        from harnessgrid.engine.limits import EpisodeLimits
 
         return EpisodeLimits(max_turns=self.max_turns, unsafe_no_sandbox=not sandbox)
 

@@ -70,7 +70,8 @@ async def fuzz_spec(spec: str, seed: int, budget: int, tally: Tally) -> None:
     from test_hostile_turns import HostilePolicy, hostile_turns
 
     from harnessgrid.engine.api import resolve_harness
-    from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+    from harnessgrid.engine.limits import EpisodeLimits
+    from harnessgrid.engine.runtime import run_episode
     from harnessgrid.engine.trajectory import Trajectory, trajectory_line
 
     harness = resolve_harness(spec)

@@ -68,7 +68,7 @@ def run_config(algorithm: str, seed: int, model: str, out: Path, args: argparse.
         "suite": "micro", "split": "train", "seed": seed,
         "tasks_per_step": args.tasks if grpo else args.tasks * args.rollouts,
         "rollouts_per_task": args.rollouts if grpo else 1,
-        "steps": args.steps, "learning_rate": args.lr, "max_turns": 8, "context_budget": 2048,
+        "steps": args.steps, "learning_rate": args.lr, "limits": {"max_turns": 8, "max_context_tokens": 2048},
         "max_new_tokens": 48, "temperature": 1.0, "concurrency": 64, "output_dir": str(out),
         "format_bonus": args.format_bonus,
         **({} if grpo else {"ppo": {"critic_learning_rate": args.lr * 10}}),
@@ -80,7 +80,7 @@ def run_config(algorithm: str, seed: int, model: str, out: Path, args: argparse.
 def held_out(policy_dir: Path, out: Path, eval_tasks: int) -> dict[str, float | None]:
     """Pass@1 and the share of well-formed turns over the 18 held-out in-space micro
     configurations, greedy decoding."""
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.evaluation.aggregate import per_run
     from harnessgrid.evaluation.run import EvalConfig, evaluate
     from harnessgrid.plugins.micro import MICRO_SPACE

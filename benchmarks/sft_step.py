@@ -41,7 +41,7 @@ def collect_rows(work: Path) -> Path:
     config = config_from_mapping({
         "model": str(model), "algorithm": "sft", "device": "cpu", "design": "oa", "k": 2,
         "space": {f: list(v) for f, v in MICRO_LEVELS.items()}, "suite": "micro",
-        "split": "train", "steps": 1, "max_turns": 8, "context_budget": 2048,
+        "split": "train", "steps": 1, "limits": {"max_turns": 8, "max_context_tokens": 2048},
         "max_new_tokens": 48, "output_dir": str(work / "sft"),
         "sft": {"episodes": 400, "batch_size": 8}, "trl": {"save_strategy": "no"}})
     train(config)

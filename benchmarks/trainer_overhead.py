@@ -96,7 +96,7 @@ def harnessgrid_steps(model_dir: Path, out: Path, args: argparse.Namespace
     cfg = config_from_mapping({
         "model": str(model_dir), "design": "oa", "suite": "grid", "max_tasks": 200,
         "tasks_per_step": args.tasks, "rollouts_per_task": args.rollouts, "steps": args.steps,
-        "learning_rate": 1e-5, "max_turns": args.turns, "context_budget": 4096,
+        "learning_rate": 1e-5, "limits": {"max_turns": args.turns, "max_context_tokens": 4096},
         "max_new_tokens": args.tokens, "output_dir": str(out), "trl": {"save_strategy": "no"}})
     result = train(cfg)
     steps = []

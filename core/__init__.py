@@ -55,7 +55,7 @@ _LAZY: dict[str, str] = {
     "resolve_policy": "harnessgrid.engine.api",
     "run_episode": "harnessgrid.engine.runtime",
     "run_episodes": "harnessgrid.engine.runtime",
-    "EpisodeLimits": "harnessgrid.engine.runtime",
+    "EpisodeLimits": "harnessgrid.engine.limits",
     "EpisodeJob": "harnessgrid.engine.executor",
     "LocalExecutor": "harnessgrid.engine.executor",
     "ProcessExecutor": "harnessgrid.engine.executor",
@@ -109,7 +109,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from harnessgrid.engine.executor import ProcessExecutor as ProcessExecutor
     from harnessgrid.engine.executor import RayExecutor as RayExecutor
     from harnessgrid.engine.executor import collect as collect
-    from harnessgrid.engine.runtime import EpisodeLimits as EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits as EpisodeLimits
     from harnessgrid.engine.runtime import run_episode as run_episode
     from harnessgrid.engine.runtime import run_episodes as run_episodes
     from harnessgrid.engine.session import AsyncSession as AsyncSession

@@ -30,7 +30,7 @@ from harnessgrid.sandboxing.sandbox import CommandResult, SandboxLimits
 from harnessgrid.tasks import Task
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.harness import Harness
     from harnessgrid.policies import PolicyRequest
     from harnessgrid.sandboxing.tool_hooks import Approval, ToolCallRequest

@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.episode import ContextBudget, Decision, TurnOutcome, estimate_tokens
 from harnessgrid.harness import Harness, play_turn
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall

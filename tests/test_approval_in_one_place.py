@@ -20,7 +20,8 @@ import pytest
 from plugin_dist import make_plugin_dist  # tests/ is on sys.path (conftest.py)
 
 import harnessgrid as hg
-from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.events import ToolCallStarted, ToolDenied
 from harnessgrid.models import Action, ModelTurn, ToolCall
 from harnessgrid.policies import PolicyRequest

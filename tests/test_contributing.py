@@ -231,7 +231,7 @@ def test_hookspec_space_example_names_codes(
 def test_hookspec_suite_and_policy_examples_work(
         docs_installed: tuple[Path, dict[str, list[str]]]) -> None:
     import harnessgrid as hg
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.policies.scripted import ScriptedPolicy
 
     harness = hg.resolve_harness("S1-T1-O1-C1-W2")

@@ -232,7 +232,7 @@ class FakeStages(Stages):
         final = out / "final"
         final.mkdir(parents=True, exist_ok=True)
         (final / "config.json").write_text(json.dumps(
-            {"steps": config.steps, "max_turns": config.max_turns, "resume": resume,
+            {"steps": config.steps, "max_turns": config.limits.max_turns, "resume": resume,
              "algorithm": config.algorithm}))
         if config.algorithm in ("grpo", "ppo"):
             (out / "steps.jsonl").write_text("".join(

@@ -22,7 +22,8 @@ import pytest
 from cli_in_process import hg_cli
 
 from harnessgrid.engine.api import resolve_harness
-from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError, HarnessgridError
 from harnessgrid.models import Action

@@ -15,7 +15,8 @@ from probe_suite import UPPER_TASK
 import harnessgrid as hg
 from harnessgrid.engine import episode_run
 from harnessgrid.engine.episode_run import Episode
-from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import ContextBudget, Decision, EpisodeState, TurnOutcome, WorkflowProtocol
 from harnessgrid.harness import (

@@ -22,7 +22,7 @@ import pytest
 from episode_stubs import Bound, EpisodeStub
 from servers import OpenAICompatServer, http_error, openai_text
 
-from harnessgrid.engine.runtime import EpisodeLimits
+from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.evaluation.report import load_report
 from harnessgrid.evaluation.results import EvalResult
 from harnessgrid.evaluation.run import EvalConfig, evaluate

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from plugin_dist import make_plugin_dist  # tests/ is on sys.path (conftest.py)
 
-from harnessgrid.engine.runtime import EpisodeLimits
+from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.aggregate import Stat, per_run
 from harnessgrid.evaluation.plan import resolve_settings, select_tasks

@@ -308,8 +308,8 @@ def test_a_ray_worker_keeps_a_sandbox_pool_and_reports_crashes_as_locally(
     from test_executor import CRASHING, SANDBOX_START, crash_report
 
     from harnessgrid.engine.executor import LocalExecutor, RayExecutor, collect
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.engine.ray_episodes import ray_cluster
-    from harnessgrid.engine.runtime import EpisodeLimits
 
     head, _ = cluster
     with OpenAICompatServer([openai_text(SANDBOX_START) for _ in range(4)]) as server:

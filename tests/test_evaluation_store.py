@@ -15,7 +15,7 @@ import pytest
 from interrupts import sigint_default
 from test_evaluation import ORIGINAL, config, install_plugin, plugin  # noqa: F401 (fixture)
 
-from harnessgrid.engine.runtime import EpisodeLimits
+from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.manifest import read_manifest
 from harnessgrid.evaluation.report import load_report

@@ -25,7 +25,7 @@ from plugin_dist import make_plugin_dist
 from test_evaluation_store import CLI, lines
 from typer.testing import CliRunner
 
-from harnessgrid.engine.runtime import EpisodeLimits
+from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.workers import check_workers, shares
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.results import ResultKey

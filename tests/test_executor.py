@@ -28,7 +28,8 @@ from harnessgrid.engine.executor import (
     collect,
     lost_episode,
 )
-from harnessgrid.engine.runtime import EpisodeLimits, run_episodes
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episodes
 from harnessgrid.engine.trajectory import Trajectory
 
 #: A job every backend runs and that raises out of the runtime: an ``--env`` that does not

@@ -69,7 +69,8 @@ def test_backend_failures_are_policy_errors(exc: BaseException | None) -> None:
     from probe_suite import UPPER_TASK
     from test_runtime import harness, registry
 
-    from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+    from harnessgrid.engine.limits import EpisodeLimits
+    from harnessgrid.engine.runtime import run_episode
 
     reg = registry.__wrapped__()  # type: ignore[attr-defined]
     traj = asyncio.run(run_episode(harness(reg), UPPER_TASK, _Raising(exc),  # type: ignore[arg-type]
@@ -93,7 +94,8 @@ def test_retry_after_beyond_the_wall_limit_is_a_policy_error_at_once() -> None:
     from probe_suite import UPPER_TASK
     from servers import OpenAICompatServer, http_error, openai_text
 
-    from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+    from harnessgrid.engine.limits import EpisodeLimits
+    from harnessgrid.engine.runtime import run_episode
     from harnessgrid.policies import make_policy
 
     pytest.importorskip("openai")

@@ -19,7 +19,8 @@ from typing import Any
 
 from harnessgrid.engine.api import resolve_harness
 from harnessgrid.engine.grading import grade_episode
-from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.models import Action
 from harnessgrid.plugins.tasks import clawgym, pinchbench

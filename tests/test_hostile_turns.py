@@ -21,7 +21,8 @@ from episode_stubs import Bound, EpisodeStub
 from probe_suite import UPPER_TASK
 
 from harnessgrid.engine.api import resolve_harness
-from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.engine.trajectory import (
     Trajectory,
     TrajectoryStore,

@@ -131,3 +131,38 @@ def test_the_built_in_plugins_never_import_the_cli() -> None:
                  for line, target in imports_of(path)
                  if target == "harnessgrid.cli" or target.startswith("harnessgrid.cli.")]
     assert offending == []
+
+
+def _names_tested_for(source: str) -> set[str]:
+    """String literals a module compares against (``==``, ``!=``, ``in``) or passes to
+    ``startswith``/``endswith``/``partition``-style tests: what it recognises things by."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        operands: list[ast.expr] = []
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("startswith", "endswith", "removeprefix")):
+            operands = list(node.args)
+        for op in operands:
+            elts = op.elts if isinstance(op, ast.Tuple | ast.List | ast.Set) else [op]
+            found.update(e.value for e in elts
+                         if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    return found
+
+
+def test_the_engine_recognises_no_policy_or_shell_by_name() -> None:
+    """The engine asks policies and harnesses what they can do (declared capabilities, such as
+    ``OraclePolicy``), never which one they are: a plugin's policy or shell with the same
+    capability must be treated the same. Found: three checks for ``"scripted"``."""
+    from harnessgrid.plugin_system.registry import get_registry
+
+    reg = get_registry()
+    names = {*reg.policies, *(n.partition("@")[0] for n in reg.adapters)}
+    assert {"scripted", "null", "claude-code", "openclaw"} <= names  # the scan sees them
+    tested = {path.name: _names_tested_for(path.read_text()) & names
+              for path in sorted((ROOT / "core" / "engine").glob("*.py"))}
+    assert {name: hits for name, hits in tested.items() if hits} == {}
+    assert _names_tested_for('if p.spec.partition(":")[0] != "scripted": pass\n'
+                             'ok = name.startswith(("openclaw", "x"))') == {"scripted",
+                                                                          "openclaw", "x"}

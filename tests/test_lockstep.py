@@ -194,7 +194,7 @@ def test_a_sampled_evaluation_repeats_with_the_policys_seed(tiny_model_dir: Path
     sampled evaluation never repeated."""
     import json
 
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.evaluation.run import EvalConfig, evaluate, planned_episode_id
     from harnessgrid.evaluation.store import TRAJECTORIES
 

@@ -467,6 +467,43 @@ def test_a_multi_session_task_run_as_one_instruction_is_ungraded(tmp_path: Path)
     assert "1 of its 3 sessions" in traj.grade_error
 
 
+class ReplayFirstPlan(SessionPlanPolicy):
+    """An oracle by capability, not by name: it declares that it plays the task's plan
+    (``OraclePolicy``), as a plugin's replay policy would."""
+
+    spec = "replay-plans"
+
+    def plays_plan(self) -> bool:
+        return True
+
+
+def test_the_engine_asks_a_policy_whether_it_plays_the_plan_not_its_name(
+        tmp_path: Path) -> None:
+    """Found: the engine recognised the oracle by the name "scripted" (three places). Any
+    policy that declares it plays the task's plan gets the one-instruction episode (ungraded,
+    saying why) and is refused for sessions and ad-hoc instructions, naming itself; a policy
+    named like the oracle that does not declare it plays every session."""
+    from harnessgrid.engine.task_sessions import run_task_episode
+
+    task = pinchbench.load(str(write(tmp_path, "task_23_three_sessions.md",
+                                     SESSIONS_TASK))).tasks()[0]
+    harness = hg.compose(hg.FactorSpace.default().parse("S0-T0-O0-C0-W0"))
+    replay = ReplayFirstPlan(*SESSION_PLANS)
+    traj = asyncio.run(run_episode(harness, task, replay))
+    assert traj.meta.get("sessions") is None
+    assert traj.grade_error is not None
+    assert "1 of its 3 sessions" in traj.grade_error
+    with pytest.raises(ConfigError, match="replay-plans policy plays one oracle plan"):
+        asyncio.run(run_task_episode(harness, task, replay))
+    with pytest.raises(ConfigError, match="replay-plans policy plays a task's oracle plan"):
+        hg.run_agent("Write a.txt", tmp_path, harness="S0-T0-O0-C0-W0", policy=replay)
+    named_like_it = SessionPlanPolicy(*SESSION_PLANS)
+    named_like_it.spec = "scripted"
+    whole = asyncio.run(run_episode(harness, task, named_like_it))
+    assert whole.meta["sessions"] == {"sent": 3, "total": 3}
+    assert whole.passed, (whole.error, whole.subscores)
+
+
 @pytest.mark.parametrize("task_id", sorted(REPO_SOLUTIONS))
 def test_every_good_task_runs(repo: TaskSuite, task_id: str) -> None:
     task = repo.get(task_id)

@@ -19,7 +19,8 @@ from probe_suite import UPPER_TASK
 
 import harnessgrid as hg
 from harnessgrid.engine.api import resolve_harness
-from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.engine.trajectory import (
     STORED_REPLY_BYTES,
     Trajectory,

@@ -79,7 +79,7 @@ def tokenizer_of(path: Path) -> Any:
 def run_config(model: Path | str, out: Path, **overrides: Any) -> ExperimentConfig:
     data: dict[str, Any] = {"model": str(model), "design": "oa", "suite": "grid",
                             "max_tasks": 8, "tasks_per_step": 2, "rollouts_per_task": 2,
-                            "steps": 1, "max_turns": 3, "context_budget": 4096,
+                            "steps": 1, "limits": {"max_turns": 3, "max_context_tokens": 4096},
                             "max_new_tokens": 16, "output_dir": str(out)}
     data.update(overrides)
     return config_from_mapping(data)

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from shell_agent import ShellAgent
 
-from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.plugins.adapters.mini_bash import MiniBashHarness
 from harnessgrid.plugins.tasks.examples import UPPER_TASK
 from harnessgrid.sandboxing.sandbox import Sandbox, SandboxLimits, check_bwrap, sandbox_available

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from episode_stubs import Bound, EpisodeStub
 
-from harnessgrid.engine.runtime import EpisodeLimits, episode_pool, run_episode, run_episodes
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import episode_pool, run_episode, run_episodes
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import HarnessgridError
 from harnessgrid.models import Action
@@ -497,7 +498,7 @@ def test_graded_episodes_are_graded_then_recycled(bash_harness: ComposedHarness)
     """A graded episode whose sandbox is idle at the end is graded on its final workspace with
     the sandbox still up, then the sandbox is recycled; the next episode (graded too) sees
     nothing of it. An episode cut short mid-command (its wall limit) is closed instead."""
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.sandboxing.grading_io import read_text
     from harnessgrid.tasks import FunctionGrader
 

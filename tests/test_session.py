@@ -20,7 +20,7 @@ from episode_stubs import Bound, EpisodeStub
 from servers import OpenAICompatServer, openai_text, openai_tool_call
 
 import harnessgrid as hg
-from harnessgrid.engine.runtime import EpisodeLimits
+from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.session import CANCELLED_CALL
 from harnessgrid.episode import EpisodeState
 from harnessgrid.errors import ConfigError

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from harnessgrid.engine.api import resolve_harness
-from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.engine.token_rows import TokenRow
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.plugin_system.registry import load_suite

@@ -36,7 +36,7 @@ from nested_inputs import (
 
 import harnessgrid as hg
 from harnessgrid.engine.api import resolve_harness
-from harnessgrid.engine.runtime import EpisodeLimits
+from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.models import MAX_ARGUMENT_DEPTH, Action, FormatError, ModelTurn, ToolCall
 from harnessgrid.plugins.factors.tool_interface.bash_only import BashOnly
 from harnessgrid.plugins.factors.tool_interface.function_calling import FunctionCalling

@@ -47,7 +47,7 @@ def parity_reward(trajectories: Sequence[Trajectory]) -> list[float | None]:
 def tiny_config(model: Path, out: Path, **overrides: Any) -> ExperimentConfig:
     data = {"model": str(model), "design": "oa", "suite": "grid", "max_tasks": 40,
             "tasks_per_step": 2, "rollouts_per_task": 3, "steps": 2, "learning_rate": 1e-3,
-            "max_turns": 3, "context_budget": 4096, "max_new_tokens": 24,
+            "limits": {"max_turns": 3, "max_context_tokens": 4096}, "max_new_tokens": 24,
             "output_dir": str(out), "save_trajectories": True}
     data.update(overrides)
     return config_from_mapping(data)
@@ -114,6 +114,80 @@ def test_examples_are_valid_configs() -> None:
         cfg = load_config(ROOT / "examples" / name)
         assert cfg.algorithm in ("grpo", "ppo", "sft")
     assert load_config(ROOT / "examples" / "qwen3-4b-grpo.yaml").tasks == 16
+
+
+def test_the_limits_table_reaches_the_rollouts_sandboxes(tmp_path: Path) -> None:
+    """Issue 42: training rollouts run under the same ``EpisodeLimits`` table as ``eval`` and
+    ``run``, so a config (or ``--set``) reaches their sandboxes. Scripted rollouts through the
+    plan's limits: the command's address-space limit is the ``memory_mb`` set, the format
+    error limit is the one set, and ``limits.environment: none`` mounts nothing where the task
+    declares an environment (recorded as missing without it)."""
+    import asyncio
+
+    from harnessgrid.policies.scripted import ScriptedPolicy
+    from harnessgrid.tasks import Action, Task
+    from harnessgrid.trainer.rollout import run_rollouts
+
+    path = tmp_path / "c.yaml"
+    path.write_text("model: m\nsuite: grid\nmax_tasks: 4\n")
+    sets = ["limits.sandbox.memory_mb=300", "limits.environment=none",
+            "limits.max_format_errors=7"]
+    task = Task(id="ulimit", instruction="Say your memory limit.", suite="grid",
+                environment="pinchbench",
+                plan=(Action.of("shell", command="ulimit -v"),))
+
+    def rollout(config: ExperimentConfig) -> Trajectory:
+        plan = TrainingPlan(config, tasks=[task])
+        job = RolloutJob(step=0, slot=0, position=0, task_id=task.id, harness="S0-T0-O0-C0-W0",
+                         anchor="S0-T0-O0-C0-W0", rollout=0, episode_id="e0")
+        (traj,) = asyncio.run(run_rollouts([job], plan.tasks, ScriptedPolicy(), plan.limits,
+                                           make_harness=plan.make_harness))
+        return traj
+
+    configured = load_config(path, sets)
+    assert configured.limits.max_format_errors == 7
+    traj = rollout(configured)
+    assert traj.error is None, traj.error
+    said = "\n".join(str(m.content) for m in traj.history)
+    assert str(300 * 1024) in said
+    assert traj.environment is None
+    with pytest.warns(RuntimeWarning, match="pinchbench"):
+        default = rollout(load_config(path))
+    assert str(300 * 1024) not in "\n".join(str(m.content) for m in default.history)
+    assert default.environment == {"name": "pinchbench", "missing": "true"}
+
+
+def test_limits_written_as_top_level_keys_still_load(tmp_path: Path) -> None:
+    """Before 0.2.3 the limits were top-level keys (``max_turns``, ``context_budget``,
+    ``episode_timeout_s``, ``unsafe_no_sandbox``): they load into the table, with a warning
+    naming the new key, and the config keeps its fingerprint (a resumed run and the shipped
+    warm start are recognised)."""
+    new = config_from_mapping({"model": "m", "limits": {"max_turns": 4,
+                                                        "max_context_tokens": 2048}})
+    with pytest.warns(DeprecationWarning, match="write limits: {max_context_tokens: 2048}"):
+        old = config_from_mapping({"model": "m", "max_turns": 4, "context_budget": 2048})
+    assert old == new
+    assert old.fingerprint() == new.fingerprint()
+    assert new.identity()["context_budget"] == 2048  # the layout fingerprints were taken of
+    assert "limits" not in new.identity()
+    tightened = config_from_mapping({"model": "m", "limits": {"sandbox": {"memory_mb": 300}}})
+    changed = tightened.identity()["limits"]  # only what differs from the defaults
+    assert list(changed) == ["sandbox"]
+    assert changed["sandbox"]["memory_mb"] == 300
+    assert tightened.fingerprint() != new.fingerprint()
+    with pytest.raises(ConfigError, match=r"max_turns and limits\.max_turns are one setting"):
+        config_from_mapping({"model": "m", "max_turns": 4, "limits": {"max_turns": 5}})
+    cases = [(["limits.sandbox.memroy_mb=1"], "did you mean 'limits.sandbox.memory_mb'"),
+             (["limits.sandbox.memory_mb=-1"], "--set limits.sandbox.memory_mb=-1: "
+                                               "SandboxLimits.memory_mb=-1 must be a positive"),
+             (["limits.max_context_tokens=10"], "--set limits.max_context_tokens=10: limits: "
+                                                "max_context_tokens 10 is too small")]
+    path = tmp_path / "c.yaml"
+    path.write_text("model: m\n")
+    for sets, message in cases:
+        with pytest.raises(ConfigError) as err:
+            load_config(path, sets)
+        assert message in str(err.value), str(err.value)
 
 
 # -- rollout planning ------------------------------------------------------------------------------
@@ -247,7 +321,8 @@ def test_on_policy_through_every_context_level_and_both_shells(tiny_model_dir: P
     harnesses = ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W1", "S2-T2-O2-C2-W2",
                  "adapter:claude-code", "adapter:openclaw", "broken"]
     cfg = tiny_config(tiny_model_dir, tmp_path / "run", steps=1, rollouts_per_task=2,
-                      max_turns=6, context_budget=6000, max_new_tokens=48)
+                      limits={"max_turns": 6, "max_context_tokens": 6000},
+                      max_new_tokens=48)
     result = train(cfg, reward_funcs=[parity_reward], plan=HandPickedPlan(cfg, harnesses))
     (report,) = result.reports
     assert report["logp_gap"]["max"] < 1e-4
@@ -309,7 +384,8 @@ def sft_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> T
     """Black-box SFT: scripted-oracle demonstrations through the emulated OpenClaw shell."""
     out = tmp_path_factory.mktemp("sft") / "run"
     cfg = tiny_config(tiny_model_dir, out, algorithm="sft", design="adapter:openclaw",
-                      max_turns=30, context_budget=16000, learning_rate=1e-3,
+                      limits={"max_turns": 30, "max_context_tokens": 16000},
+                      learning_rate=1e-3,
                       sft={"episodes": 6, "batch_size": 4}, trl={"logging_steps": 1})
     seen: list[int] = []
     result = train(cfg, on_log=lambda step, logs: seen.append(step))
@@ -536,7 +612,8 @@ def test_the_teacher_keeps_to_the_students_length(tiny_model_dir: Path, tmp_path
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     cfg = tiny_config(tiny_model_dir, tmp_path, algorithm="sft", design="adapter:openclaw",
-                      context_budget=16000, max_new_tokens=100)
+                      limits={"max_turns": 3, "max_context_tokens": 16000},
+                      max_new_tokens=100)
     teacher = teacher_policy(cfg, tokenizer, 4096)
     assert getattr(teacher, "context_limit", None) == 3996
     with pytest.raises(ConfigError, match="leaves no room"):

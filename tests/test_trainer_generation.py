@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from harnessgrid.engine.api import resolve_harness
-from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.plugin_system.registry import load_suite
 from harnessgrid.trainer.config import config_from_mapping
 from harnessgrid.trainer.generation import (

@@ -78,7 +78,7 @@ def test_a_run_without_signal_says_so_and_leaves_the_weights(tiny_model_dir: Pat
     config = config_from_mapping({
         "model": str(tiny_model_dir), "design": "oa", "suite": "grid", "max_tasks": 20,
         "tasks_per_step": 2, "rollouts_per_task": 2, "steps": 1, "learning_rate": 1e-3,
-        "max_turns": 2, "context_budget": 4096, "max_new_tokens": 16,
+        "limits": {"max_turns": 2, "max_context_tokens": 4096}, "max_new_tokens": 16,
         "output_dir": str(tmp_path / "run")})
     result = train(config, reward_funcs=[constant_reward])
     (report,) = result.reports
@@ -110,7 +110,8 @@ def micro_episode(policy: Any, code: str) -> Trajectory:
     import asyncio
 
     from harnessgrid.engine.api import resolve_policy
-    from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+    from harnessgrid.engine.limits import EpisodeLimits
+    from harnessgrid.engine.runtime import run_episode
     from harnessgrid.plugin_system.registry import load_suite
     from harnessgrid.plugins.micro import micro_harness
 

@@ -9,7 +9,8 @@ import functools
 
 import pytest
 
-from harnessgrid.engine.runtime import EpisodeLimits, run_episode
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.episode import (
     Decision,
     EpisodeState,

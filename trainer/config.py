@@ -28,9 +28,18 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from harnessgrid.errors import ConfigError
+from harnessgrid.engine.limits import EpisodeLimits
+from harnessgrid.errors import ConfigError, HarnessgridError
+from harnessgrid.sandboxing.sandbox import SandboxLimits
 
 __all__ = ["ExperimentConfig", "PPOOptions", "SFTOptions", "apply_overrides", "load_config"]
 
@@ -51,6 +60,17 @@ OWNED_TRL_FIELDS: dict[str, str] = {
     "vllm_importance_sampling_correction": "(the recorded logprobs are the old logprobs)",
     "num_train_epochs": "steps",
 }
+
+
+#: Top-level keys before 0.2.3 that are fields of ``limits:`` now (removed in 0.3.0): old key ->
+#: its name in the table. A config's identity (:meth:`ExperimentConfig.identity`) still writes
+#: them this way, so runs and shipped checkpoints fingerprinted before keep their fingerprints.
+LEGACY_LIMIT_KEYS: dict[str, str] = {"max_turns": "max_turns",
+                                     "context_budget": "max_context_tokens",
+                                     "episode_timeout_s": "wall_s",
+                                     "unsafe_no_sandbox": "unsafe_no_sandbox"}
+#: The least context a training rollout may have (a chat template and one turn fit in it).
+MIN_CONTEXT_TOKENS = 256
 
 
 class _Options(BaseModel):
@@ -162,16 +182,17 @@ class ExperimentConfig(BaseModel):
         default=False, description="no loss on turns cut by max_new_tokens")
 
     # episodes
-    max_turns: int = Field(default=30, ge=1)
-    context_budget: int = Field(default=32_768, ge=256)
+    limits: EpisodeLimits = Field(
+        default_factory=EpisodeLimits,
+        description="every rollout's limits, the table `eval` and `run` take: max_turns, "
+                    "max_context_tokens, wall_s, max_format_errors, sandbox (memory_mb, ...), "
+                    "environment, unsafe_no_sandbox, ...")
     max_new_tokens: int = Field(default=1024, ge=1, description="per turn")
     temperature: float = Field(default=1.0, gt=0,
                                description="sampling and loss (must be the same)")
-    episode_timeout_s: float = Field(default=600.0, gt=0)
     concurrency: int = Field(default=64, ge=1, description="episodes in flight per process")
     micro_batch_tokens: int = Field(default=16_384, ge=64,
                                     description="padded tokens per forward/backward chunk")
-    unsafe_no_sandbox: bool = False
 
     # bookkeeping
     seed: int = 0
@@ -186,6 +207,46 @@ class ExperimentConfig(BaseModel):
     sft: SFTOptions = SFTOptions()
     trl: dict[str, Any] = Field(default_factory=dict,
                                 description="passed to TRL's GRPOConfig / SFTConfig")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_limit_keys(cls, data: Any) -> Any:
+        """``max_turns: 8`` (a key before 0.2.3) read as ``limits: {max_turns: 8}``, with a
+        warning naming the new key; the same setting given both ways is refused."""
+        if not isinstance(data, dict) or not LEGACY_LIMIT_KEYS.keys() & data.keys():
+            return data
+        import warnings
+
+        data = dict(data)
+        limits = data.get("limits", {})
+        if isinstance(limits, EpisodeLimits):
+            limits = limits.model_dump(exclude_unset=True)
+        if not isinstance(limits, dict):
+            return data  # the table's own validation names the mistake
+        limits = dict(limits)
+        for old, new in LEGACY_LIMIT_KEYS.items():
+            if old not in data:
+                continue
+            if new in limits:
+                raise ValueError(f"{old} and limits.{new} are one setting; keep limits.{new}")
+            warnings.warn(f"the training config key {old!r} is deprecated since 0.2.3 and "
+                          f"will be removed in 0.3.0; write limits: {{{new}: "
+                          f"{data[old]!r}}} (--set limits.{new}=...)", DeprecationWarning,
+                          stacklevel=2)
+            limits[new] = data.pop(old)
+        data["limits"] = limits
+        return data
+
+    @field_validator("limits")
+    @classmethod
+    def _rollout_limits(cls, limits: EpisodeLimits) -> EpisodeLimits:
+        if limits.max_context_tokens < MIN_CONTEXT_TOKENS:
+            raise ValueError(f"max_context_tokens {limits.max_context_tokens} is too small for "
+                             f"a training rollout (at least {MIN_CONTEXT_TOKENS})")
+        if limits.max_turns < 1 or limits.wall_s <= 0:
+            raise ValueError(f"max_turns ({limits.max_turns}) must be at least 1 and wall_s "
+                             f"({limits.wall_s}) positive")
+        return limits
 
     @model_validator(mode="after")
     def _consistent(self) -> ExperimentConfig:
@@ -231,12 +292,25 @@ class ExperimentConfig(BaseModel):
     def is_adapter(self) -> bool:
         return self.design.startswith("adapter:")
 
+    def identity(self, exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The config as plain data in the layout fingerprints are taken of: the limits that
+        were top-level keys before 0.2.3 under those names, the table's other settings under
+        ``limits`` only where they differ from their defaults. A run (or a shipped
+        checkpoint) fingerprinted before the table existed keeps its fingerprint."""
+        data = self.model_dump(mode="json", exclude={"limits", *exclude})
+        limits = self.limits.model_dump(mode="json")
+        data.update({old: limits.pop(new) for old, new in LEGACY_LIMIT_KEYS.items()})
+        defaults = EpisodeLimits().model_dump(mode="json")
+        changed = {k: v for k, v in limits.items() if v != defaults.get(k)}
+        if changed:
+            data["limits"] = changed
+        return data
+
     def fingerprint(self) -> str:
         """A hash of everything that decides what a run computes (not where it writes), so a
         resumed run can refuse a changed config."""
-        data = self.model_dump(mode="json", exclude={"output_dir", "save_trajectories",
-                                                     "concurrency", "ray_address",
-                                                     "rollout_backend"})
+        data = self.identity({"output_dir", "save_trajectories", "concurrency", "ray_address",
+                              "rollout_backend"})
         data["trl"] = {k: v for k, v in data["trl"].items()
                        if k not in ("report_to", "logging_steps", "save_steps",
                                     "save_total_limit", "run_name", "disable_tqdm")}
@@ -245,8 +319,21 @@ class ExperimentConfig(BaseModel):
 
 
 #: The tables of the config whose keys are fields (``trl`` is passed on as it is).
-_TABLES: dict[str, type[BaseModel]] = {"": ExperimentConfig, "ppo": PPOOptions,
-                                       "sft": SFTOptions}
+_TABLES: dict[str, type] = {"": ExperimentConfig, "ppo": PPOOptions,
+                            "sft": SFTOptions, "limits": EpisodeLimits,
+                            "limits.sandbox": SandboxLimits}
+
+
+def _keys(table: str) -> list[str]:
+    """The keys a table of the config takes (a pydantic model's fields, a dataclass's)."""
+    import dataclasses
+
+    kind = _TABLES.get(table)
+    if kind is None:
+        return []
+    if dataclasses.is_dataclass(kind):
+        return [f.name for f in dataclasses.fields(kind)]
+    return list(getattr(kind, "model_fields", {}))
 
 
 def _describe(error: ValidationError, source: str,
@@ -258,9 +345,10 @@ def _describe(error: ValidationError, source: str,
     for e in error.errors():
         loc = [str(p) for p in e["loc"]]
         where = ".".join(loc) or "(top level)"
-        if e["type"] == "extra_forbidden":
+        if e["type"] in ("extra_forbidden", "unexpected_keyword_argument"):  # a model's, a
+            # dataclass's (limits.sandbox)
             table, key = ".".join(loc[:-1]), loc[-1] if loc else ""
-            known = list(_TABLES[table].model_fields) if table in _TABLES else []
+            known = _keys(table)
             near = difflib.get_close_matches(key, known, n=1)
             problem = f"unknown key {where!r}" + (
                 f" (did you mean {'.'.join([*loc[:-1], near[0]])!r}?)" if near else "")
@@ -277,15 +365,15 @@ def _describe(error: ValidationError, source: str,
     if unmatched and unmatched[0][0] in _TABLES:  # no near field: list the table's keys
         table = unmatched[0][0]
         hint = (f"{f'keys of {table}' if table else 'top-level keys'}: "
-                f"{', '.join(_TABLES[table].model_fields)}; see docs/training.md")
+                f"{', '.join(_keys(table))}; see docs/training.md")
     return ConfigError(message, hint=hint)
 
 
 def _origin(where: str, source: str, overrides: Mapping[str, str]) -> str:
     """``--set KEY=VALUE`` when that override gave the value at ``where`` (or a table above
     it), else the file."""
-    for key, item in overrides.items():
-        if where == key or where.startswith(key + "."):
+    for key, item in overrides.items():  # the value itself, a table above it, or a key in it
+        if where == key or where.startswith(key + ".") or key.startswith(where + "."):
             return f"--set {item}"
     return source
 
@@ -311,7 +399,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
             child = node.setdefault(p, {})
             if not isinstance(child, dict):
                 raise ConfigError(f"--set {item!r}: {p!r} is not a table",
-                                  hint="dotted keys only reach nested tables (ppo, sft, trl)")
+                                  hint="dotted keys only reach nested tables (ppo, sft, limits, trl)")
             node = child
         node[leaf] = value
     return out
@@ -323,6 +411,11 @@ def config_from_mapping(data: Mapping[str, Any], source: str = "config",
     (a bad value they gave is blamed on them, not on ``source``)."""
     try:
         return ExperimentConfig.model_validate(dict(data))
+    except HarnessgridError as exc:  # a dataclass table's own check (limits.sandbox)
+        given = {item.partition("=")[0].strip(): item for item in overrides}
+        field = exc.message.partition("=")[0].removeprefix("SandboxLimits.")
+        origin = _origin(f"limits.sandbox.{field}", source, given)
+        raise ConfigError(f"{origin}: {exc.message}", hint=exc.hint) from None
     except ValidationError as exc:
         given = {item.partition("=")[0].strip(): item for item in overrides}
         raise _describe(exc, source, given) from None

@@ -335,7 +335,7 @@ def _train_config(algorithm: str, model: Path, out: Path, profile: Profile,
         "steps": profile.warm_steps if sft else profile.rl_steps,
         "learning_rate": profile.warm_lr if sft else profile.rl_lr,
         "beta": 0.0 if sft else profile.beta,
-        "max_turns": profile.max_turns, "context_budget": 2048,
+        "limits": {"max_turns": profile.max_turns, "max_context_tokens": 2048},
         "max_new_tokens": profile.max_new_tokens, "temperature": 1.0, "seed": seed,
         "concurrency": 64, "output_dir": str(out),
         # partial credit (each expected file a sub-score): a tiny model's groups then differ
@@ -365,7 +365,7 @@ def evaluate_stage(who: str, model: Path, upstream: StageRun, directory: Path,
                    stages: Stages) -> tuple[StageRun, dict[str, Any]]:
     """Greedy evaluation of ``model`` through ``addresses`` on the scoring split (reused,
     resumed or redone like every stage)."""
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.evaluation.run import EvalConfig
 
     config = EvalConfig(

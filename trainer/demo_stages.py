@@ -285,7 +285,7 @@ def _now() -> str:
 def _training_params(config: Any, upstream: str) -> dict[str, Any]:
     """What decides a training stage's result: its config without paths or parallelism (the
     same run in a moved ``--out`` is the same run), and the stage it starts from."""
-    data: dict[str, Any] = config.model_dump(mode="json", exclude={
+    data: dict[str, Any] = config.identity({
         "model", "init_from", "output_dir", "concurrency", "save_trajectories",
         "rollout_backend", "ray_address"})
     return {"from": upstream, **data}

@@ -17,7 +17,7 @@ from harnessgrid.trainer.rollout import RolloutJob, plan_step
 if TYPE_CHECKING:
     from harnessgrid.designs import Design
     from harnessgrid.designs.schedule import Schedule
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.harness import Harness
     from harnessgrid.space import FactorSpace, HarnessConfig
     from harnessgrid.tasks import Task
@@ -89,7 +89,6 @@ class TrainingPlan:
     def __init__(self, config: ExperimentConfig, tasks: list[Task] | None = None) -> None:
         from harnessgrid.designs import single_design
         from harnessgrid.designs.schedule import Schedule
-        from harnessgrid.engine.runtime import EpisodeLimits
 
         self.config = config
         self.space = build_space(config)
@@ -107,9 +106,7 @@ class TrainingPlan:
         self.schedule: Schedule = Schedule(self.design, [t.id for t in task_list], k=k,
                                            pairing=pairing,  # type: ignore[arg-type]
                                            tasks_per_step=config.tasks, seed=config.seed)
-        self.limits: EpisodeLimits = EpisodeLimits(
-            max_turns=config.max_turns, max_context_tokens=config.context_budget,
-            wall_s=config.episode_timeout_s, unsafe_no_sandbox=config.unsafe_no_sandbox)
+        self.limits: EpisodeLimits = config.limits
 
     @staticmethod
     def _check_adapter(spec: str) -> None:

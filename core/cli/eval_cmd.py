@@ -115,7 +115,7 @@ def eval_command(
     """
     from harnessgrid.cli.run_cmd import parse_options
     from harnessgrid.cli.tasks_cmd import loader_options
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.evaluation.plan import split_harnesses, split_list
     from harnessgrid.evaluation.run import EvalConfig, evaluate
 

@@ -26,7 +26,7 @@ import typer
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.tasks import BrokenTask, Task, TaskSuite
@@ -380,7 +380,7 @@ def validate(suite: str = typer.Argument(..., help="Suite address."),
 
     from harnessgrid.cli.output import print_table
     from harnessgrid.engine.api import resolve_harness
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
 
     loaded = open_suite(suite, option, judge)
     every = loaded.tasks(split)

@@ -8,6 +8,7 @@ result.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Self
 
@@ -40,6 +41,9 @@ def train_command(config: ConfigPath, set_: SetOption = None, resume: Resume = F
         train,
     )
 
+    # a config's renamed keys warn in the library; a command-line user must see it too
+    warnings.filterwarnings("always", message="the training config key",
+                            category=DeprecationWarning)
     cfg = load_config(config, set_ or [])
     # Before torch and TRL are imported (a minute on a slow disk): a bad path fails at once.
     require_output_dir(cfg.output_dir, "output_dir")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
@@ -61,12 +61,14 @@ def resolve_policy(spec: str | Policy, options: Mapping[str, Any] | None = None)
     return spec if not isinstance(spec, str) else make_policy(spec, options)
 
 
-def refuse_scripted(policy: str | Policy) -> None:
-    """The scripted oracle plays a task's plan; an ad-hoc instruction has none, so it would
-    finish at once having done nothing."""
-    spec = policy if isinstance(policy, str) else policy.spec
-    if spec.partition(":")[0] == "scripted":
-        raise ConfigError("the scripted policy plays a task's oracle plan, and an ad-hoc "
+def refuse_oracle(policy: Policy) -> None:
+    """A policy that plays a task's oracle plan (:class:`~harnessgrid.policies.OraclePolicy`,
+    the scripted oracle) refused for an ad-hoc instruction: it has no plan, so the policy
+    would finish at once having done nothing."""
+    from harnessgrid.policies import plays_oracle_plan
+
+    if plays_oracle_plan(policy):
+        raise ConfigError(f"the {policy.spec} policy plays a task's oracle plan, and an ad-hoc "
                           "instruction has none",
                           hint="use a model policy (openai:, litellm:, anthropic:, hf:, vllm:), "
                                "or run a suite task with the oracle: harnessgrid run --task "
@@ -85,10 +87,10 @@ async def arun_agent(instruction: str, workspace: str | Path, *, harness: str | 
 
     if not instruction.strip():
         raise ConfigError("the instruction is empty", hint="say what the agent should do")
-    refuse_scripted(policy)
     # Harness and policy first: a bad code or a missing API key fails before the copy.
     the_harness = resolve_harness(harness)
     the_policy = resolve_policy(policy, policy_options)
+    refuse_oracle(the_policy)
     ws = Workspace.open(Path(workspace), mount_path=mount_path, in_place=in_place)
     task = Task(id="adhoc", instruction=instruction, mount_path=mount_path, suite="adhoc")
     try:

@@ -42,7 +42,7 @@ from harnessgrid.policies import Policy, PolicyRequest, bind_to_episode
 from harnessgrid.sandboxing.tool_hooks import end_call
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.harness import Harness
     from harnessgrid.sandboxing.environments import EnvironmentRecord
     from harnessgrid.sandboxing.tools import Environment

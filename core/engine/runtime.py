@@ -16,25 +16,20 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-)
-
 from harnessgrid.engine import episode_run
 from harnessgrid.engine.grading import grade_episode
-from harnessgrid.engine.trajectory import STORED_REPLY_BYTES, Trajectory, cap_replies
+
+# EpisodeLimits lives in its own module; named here too, where code before 0.2.3 imported it.
+from harnessgrid.engine.limits import EpisodeLimits as EpisodeLimits
+from harnessgrid.engine.limits import effective_limits as effective_limits
+from harnessgrid.engine.trajectory import Trajectory, cap_replies
 from harnessgrid.errors import SandboxError
 from harnessgrid.harness import grading_transcript
-from harnessgrid.policies import Policy
+from harnessgrid.policies import Policy, plays_oracle_plan
 from harnessgrid.sandboxing.environments import EnvironmentRecord, resolve_episode_environment
 from harnessgrid.sandboxing.sandbox import (
     INSTALL_HINT,
     Sandbox,
-    SandboxLimits,
     check_bwrap,
 )
 from harnessgrid.sandboxing.sandbox_pool import DEFAULT_REUSE, PoolKey, PoolsByKey, SandboxPool
@@ -50,48 +45,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class EpisodeLimits(BaseModel):
-    """Limits of one episode. A task's own limits apply when stricter."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_turns: int = 30
-    max_context_tokens: int = 32_768
-    max_total_tokens: int | None = None
-    wall_s: float = 600.0
-    max_format_errors: int = 5
-    grader_timeout_s: float = 120.0
-    sandbox: SandboxLimits = SandboxLimits()
-    unsafe_no_sandbox: bool = False
-    environment: str | None = None
-    """``--env NAME``: the environment every episode runs in, instead of the task's own;
-    ``"none"`` for none. It must be built (:mod:`harnessgrid.sandboxing.environments`)."""
-    stored_reply_bytes: int = Field(default=STORED_REPLY_BYTES, ge=1024)
-    """The most bytes a model reply takes in the stored trajectory (each copy of it: the
-    turn, the history, the call records) and in ``model_reply`` events, as
-    ``sandbox.output_bytes`` bounds a command's output: the strings of a longer reply are cut
-    there, each with a marker giving its original size, and the turn records the reply's
-    size (``original_reply_bytes``). The episode runs on the whole reply; token ids are never
-    cut (:mod:`harnessgrid.engine.trajectory`, "Stored replies")."""
-
-    @model_serializer(mode="wrap")
-    def _omit_later_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Evaluations stored before these settings existed compare their saved limits with
-        # these on resume: a setting at its default must dump as it did then (absent).
-        data = handler(self)
-        if isinstance(data, dict):
-            for name, default in _LATER_DEFAULTS.items():
-                if name in data and data[name] == default:
-                    del data[name]
-        return data
-
-
-#: Settings added to :class:`EpisodeLimits` after evaluations were stored, with the default
-#: that such evaluations ran with.
-_LATER_DEFAULTS: dict[str, Any] = {"environment": None,
-                                   "stored_reply_bytes": STORED_REPLY_BYTES}
-
-
 def require_sandbox(limits: EpisodeLimits) -> None:
     """Refuse up front, with the install hint, when episodes would need a sandbox this machine
     cannot make; better one clear error than one ``sandbox_error`` per episode."""
@@ -100,16 +53,6 @@ def require_sandbox(limits: EpisodeLimits) -> None:
     problem = check_bwrap()
     if problem is not None:
         raise SandboxError(problem, hint=INSTALL_HINT)
-
-
-def effective_limits(limits: EpisodeLimits, task: Task) -> EpisodeLimits:
-    """The stricter of the episode's limits and the task's own (as every episode takes them)."""
-    update: dict[str, Any] = {}
-    if task.limits.max_turns is not None:
-        update["max_turns"] = min(limits.max_turns, task.limits.max_turns)
-    if task.limits.wall_s is not None:
-        update["wall_s"] = min(limits.wall_s, task.limits.wall_s)
-    return limits.model_copy(update=update) if update else limits
 
 
 async def run_episode(harness: Harness, task: Task, policy: Policy,
@@ -126,15 +69,15 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
 
     A task with follow-up prompts (a multi-session task) is played session by session
     (:mod:`harnessgrid.engine.task_sessions`), so every runner - ``eval`` in-process, its workers,
-    Ray, training rollouts - grades it whole; only the scripted oracle, whose plan answers one
-    instruction, and a caller's own ``workspace`` get the single-instruction episode (ungraded,
-    saying why).
+    Ray, training rollouts - grades it whole; only a policy that plays the task's oracle plan
+    (:class:`~harnessgrid.policies.OraclePolicy`), a plan that answers one instruction, and a
+    caller's own ``workspace`` get the single-instruction episode (ungraded, saying why).
 
     ``on_tool_call`` approves each tool call as a session's does
     (:mod:`harnessgrid.sandboxing.tool_hooks`): for in-process callers, since a callable cannot
     travel to an evaluation's worker processes or Ray workers. Without it (evaluations,
     training) nothing is asked."""
-    if task.followups and workspace is None and policy.spec.partition(":")[0] != "scripted":
+    if task.followups and workspace is None and not plays_oracle_plan(policy):
         from harnessgrid.engine.task_sessions import run_task_sessions
 
         try:

@@ -49,7 +49,7 @@ from harnessgrid.models import Message, ToolCall
 
 if TYPE_CHECKING:
     from harnessgrid.engine.episode_run import Episode
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
     from harnessgrid.product_tools import ProductTool
@@ -96,8 +96,9 @@ class AsyncSession:
                  on_tool_call: Approver | None = None, in_place: bool = False,
                  mount_path: str = "/workspace", max_total_tokens: int | None = None,
                  wall_s: float | None = None) -> None:
-        from harnessgrid.engine.api import refuse_scripted, resolve_harness, resolve_policy
-        from harnessgrid.engine.runtime import EpisodeLimits, require_sandbox
+        from harnessgrid.engine.api import refuse_oracle, resolve_harness, resolve_policy
+        from harnessgrid.engine.limits import EpisodeLimits
+        from harnessgrid.engine.runtime import require_sandbox
         from harnessgrid.product_tools import product_tools
 
         self.limits = limits or EpisodeLimits()
@@ -107,9 +108,9 @@ class AsyncSession:
                     value, int | float) or value <= 0):
                 raise ConfigError(f"{name}={value!r} must be a positive number",
                                   hint=f"pass e.g. {name}=100000, or None for no limit")
-        refuse_scripted(policy)
         self.harness = resolve_harness(harness)
         self.policy = resolve_policy(policy, policy_options)
+        refuse_oracle(self.policy)
         self.source = Path(workspace)
         if not self.source.is_dir():
             raise ConfigError(f"workspace {str(workspace)!r} is not a directory",

@@ -10,8 +10,10 @@ session that times out or fails; the trajectory's ``meta["sessions"]`` says how 
 and the grader refuses to score an episode that did not send them all.
 
 :func:`harnessgrid.engine.runtime.run_episode` sends a task with follow-ups here, so every runner
-(``run --task``, evaluations, workers, Ray, training rollouts) grades it whole. The scripted
-oracle (``tasks validate``) and a caller's own workspace get the instruction alone: a
+(``run --task``, evaluations, workers, Ray, training rollouts) grades it whole. A policy that
+plays the task's oracle plan (``tasks validate``'s scripted oracle,
+:class:`~harnessgrid.policies.OraclePolicy`) and a caller's own workspace get the instruction
+alone: a
 multi-session task is then ungraded, never scored on its first session.
 """
 
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.runtime import EpisodeLimits
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.engine.session import AsyncSession
     from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
@@ -63,7 +65,7 @@ async def run_task_sessions(harness: Harness, task: Task, policy: Policy,
     on the task's workspace and environment, then grade (see the module doc). ``limits``
     bound each session's turns; their ``wall_s`` (or the task's, if stricter) bounds all the
     sessions together; ``on_tool_call`` approves each call, as the session's."""
-    from harnessgrid.engine.runtime import EpisodeLimits, effective_limits
+    from harnessgrid.engine.limits import EpisodeLimits, effective_limits
     from harnessgrid.sandboxing.workspace import Workspace
 
     _refuse_oracle(task, policy)
@@ -79,9 +81,11 @@ async def run_task_sessions(harness: Harness, task: Task, policy: Policy,
 
 def _refuse_oracle(task: Task, policy: Policy) -> None:
     """Said here in the task's terms: a session would refuse it as an ad-hoc instruction."""
-    if policy.spec.partition(":")[0] == "scripted":
+    from harnessgrid.policies import plays_oracle_plan
+
+    if plays_oracle_plan(policy):
         raise ConfigError(f"task {task.id} has {1 + len(task.followups)} sessions, and the "
-                          "scripted oracle plays one plan for one instruction",
+                          f"{policy.spec} policy plays one oracle plan for one instruction",
                           hint="run multi-session tasks with a model policy (or null)")
 
 

@@ -103,6 +103,25 @@ def bind_to_episode(policy: Policy, harness: Harness, task: Task,
 
 
 @runtime_checkable
+class OraclePolicy(Protocol):
+    """A policy that plays the task's oracle plan (``task.plan``), as the scripted oracle does,
+    rather than reading the instruction: ``plays_plan()`` says whether this instance does (the
+    null policy shares the oracle's class and plays nothing). The engine asks this, never a
+    policy's name, where a plan must exist: an ad-hoc instruction (``run_agent``, a
+    ``Session``) has none, and a multi-session task's follow-ups are not in it."""
+
+    def plays_plan(self) -> bool: ...
+
+
+def plays_oracle_plan(policy: object) -> bool:
+    """Whether ``policy`` plays the task's oracle plan (:class:`OraclePolicy`)."""
+    from harnessgrid.harness import provides
+
+    return bool(provides(policy, OraclePolicy) and isinstance(policy, OraclePolicy)
+                and policy.plays_plan())
+
+
+@runtime_checkable
 class TokenCounter(Protocol):
     """A policy that knows its tokenizer counts context tokens exactly."""
 

@@ -70,6 +70,11 @@ class ScriptedPolicy:
         self.spec = "null" if empty else "scripted"
         self._episode: tuple[Harness, Task, EpisodeState] | None = None
 
+    def plays_plan(self) -> bool:
+        """:class:`~harnessgrid.policies.OraclePolicy`: the oracle plays the task's plan, the
+        null policy nothing."""
+        return not self.empty
+
     def for_episode(self, harness: Harness, task: Task, state: EpisodeState) -> Policy:
         """The policy answering the turns of one episode: a shallow copy of this one (a
         subclass's ``act`` still runs), playing ``task.plan`` through ``harness``."""

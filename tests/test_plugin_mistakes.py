@@ -524,3 +524,34 @@ def test_broken_adapters_on_the_command_line(tmp_path: Path) -> None:
                         BAD, "adapter:not-a-harness", "no step() method")
     clean = _cli(_env(), "plugins", "list", "--check")
     assert clean.returncode == 0, clean.stdout + clean.stderr  # the built-ins pass the check
+
+
+def test_the_harness_check_is_read_from_the_protocol() -> None:
+    """Found: the registry checked adapters against its own hand-written list of Harness
+    methods, which would not follow a change to the protocol. Each member the protocol
+    declares is now checked: an object missing any one of them is told which."""
+    import typing
+
+    from harnessgrid.harness import Harness
+    from harnessgrid.plugin_system.composition import compose
+    from harnessgrid.plugin_system.registry import harness_contract, harness_problems
+
+    methods, awaited, attributes = harness_contract()
+    assert {"tools", "start", "view", "step", "render_action"} <= set(methods)
+    assert "step" in awaited
+    assert attributes == typing.get_type_hints(Harness)
+    whole = compose(hg.FactorSpace.default().parse("S0-T0-O0-C0-W0"))
+    assert harness_problems(whole) == []
+
+    class Without:
+        def __init__(self, missing: str) -> None:
+            self.missing = missing
+
+        def __getattr__(self, name: str) -> object:
+            if name == self.missing:
+                raise AttributeError(name)
+            return getattr(whole, name)
+
+    for member in (*methods, *attributes):
+        problems = harness_problems(Without(member))
+        assert [p for p in problems if p.startswith(f"no {member}")], (member, problems)

@@ -55,8 +55,6 @@ DISABLE_ENV = "HARNESSGRID_DISABLE_PLUGINS"
 _LEVEL_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _DASHED_NAME = re.compile(r"^[a-z][a-z0-9_.-]*$")
 
-#: What a harness must have (:class:`harnessgrid.harness.Harness`), checked on adapters.
-_HARNESS_METHODS = ("tools", "start", "view", "step", "render_action")
 
 T = TypeVar("T")
 
@@ -387,30 +385,44 @@ def _declared_harness_class(create: Callable[..., Any]) -> type | None:
     return None
 
 
+@functools.cache
+def harness_contract() -> tuple[tuple[str, ...], frozenset[str], dict[str, type]]:
+    """What a harness must have, read from :class:`harnessgrid.harness.Harness` itself, so
+    the checks follow the protocol: its methods, those of them the runtime awaits, and its
+    attributes with their types."""
+    from harnessgrid.harness import Harness
+
+    members = {n: v for n, v in vars(Harness).items() if not n.startswith("_")}
+    methods = tuple(n for n, v in members.items() if callable(v))
+    awaited = frozenset(n for n in methods if inspect.iscoroutinefunction(members[n]))
+    return methods, awaited, typing.get_type_hints(Harness)
+
+
 def _harness_class_problems(cls: type) -> list[str]:
-    wrong = [f"no {m}() method" for m in _HARNESS_METHODS if not callable(getattr(cls, m, None))]
-    step = getattr(cls, "step", None)
-    if callable(step) and not inspect.iscoroutinefunction(step):
-        wrong.append("step() is not async (the runtime awaits it)")
+    methods, awaited, _ = harness_contract()
+    wrong = [f"no {m}() method" for m in methods if not callable(getattr(cls, m, None))]
+    for name in sorted(awaited):
+        method = getattr(cls, name, None)
+        if callable(method) and not inspect.iscoroutinefunction(method):
+            wrong.append(f"{name}() is not async (the runtime awaits it)")
     return wrong
 
 
 def harness_problems(obj: Any) -> list[str]:
     """What ``obj`` lacks to be a :class:`harnessgrid.harness.Harness` ([] when nothing)."""
-    from harnessgrid.episode import WorkflowProtocol
-
+    methods, _, attributes = harness_contract()
     wrong = _harness_class_problems(type(obj))
-    for attr in _HARNESS_METHODS:  # instance attributes count too
+    for attr in methods:  # instance attributes count too
         if callable(getattr(obj, attr, None)) and f"no {attr}() method" in wrong:
             wrong.remove(f"no {attr}() method")
-    if not isinstance(getattr(obj, "name", None), str):
-        wrong.append("no name (a str, 'adapter:NAME')")
-    if not isinstance(getattr(obj, "native_tools", None), bool):
-        wrong.append("no native_tools (a bool)")
-    protocol = getattr(obj, "protocol", None)
-    if not (isinstance(protocol, WorkflowProtocol) or callable(
-            getattr(protocol, "expected_turn", None))):
-        wrong.append("no protocol (a harnessgrid.levels.WorkflowProtocol)")
+    for attr, kind in attributes.items():
+        value = getattr(obj, attr, None)
+        # a protocol-typed attribute may be any object with the protocol's methods
+        duck = [m for m, v in vars(kind).items() if callable(v) and not m.startswith("_")]
+        if not (isinstance(value, kind) or (duck and all(callable(getattr(value, m, None))
+                                                         for m in duck))):
+            wrong.append(f"no {attr} (a {kind.__module__}.{kind.__qualname__})"
+                         if kind.__module__ != "builtins" else f"no {attr} (a {kind.__name__})")
     return wrong
 
 

@@ -267,3 +267,32 @@ def test_readme_says_to_activate_the_environment_and_lists_config() -> None:
     assert ". .venv/bin/activate" in two_commands
     table = (root / "docs" / "cli.md").read_text().split("\n\n", 2)[2]
     assert "--config CODE" in table
+
+
+def test_run_and_eval_share_their_episode_options_and_the_limits_defaults() -> None:
+    """Issue 42: ``run`` and ``eval`` declared the policy, loader and limit options twice, with
+    EpisodeLimits' defaults (30 turns, 600 s) copied into each. They are one declaration now
+    (``harnessgrid.cli.episode_options``) whose defaults are the model's."""
+    import click
+    import typer
+
+    from harnessgrid.cli import app
+    from harnessgrid.cli.episode_options import MAX_TURNS, WALL_S
+    from harnessgrid.engine.limits import EpisodeLimits
+
+    assert (EpisodeLimits().max_turns, EpisodeLimits().wall_s) == (MAX_TURNS, WALL_S)
+    group = typer.main.get_command(app)
+    ctx = click.Context(group)
+    shared = ("policy", "policy_opt", "suite_option", "judge", "max_turns", "wall_s",
+              "unsafe_no_sandbox", "env")
+
+    def options(name: str) -> dict[str, tuple[object, ...]]:
+        command = group.get_command(ctx, name)  # type: ignore[attr-defined]
+        return {p.name: (tuple(p.opts), p.default, getattr(p, "help", None), p.required)
+                for p in command.params if p.name in shared}
+
+    run, evaluate = options("run"), options("eval")
+    assert set(run) == set(shared)
+    assert run == evaluate
+    assert run["max_turns"][1] == EpisodeLimits().max_turns
+    assert run["wall_s"][1] == EpisodeLimits().wall_s

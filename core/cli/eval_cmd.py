@@ -20,6 +20,19 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from harnessgrid.cli.episode_options import (
+    MAX_TURNS,
+    WALL_S,
+    Env,
+    Judge,
+    MaxTurns,
+    PolicyOpt,
+    SuiteOption,
+    UnsafeNoSandbox,
+    WallS,
+    episode_limits,
+    policy_option,
+)
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -27,9 +40,7 @@ if TYPE_CHECKING:
 
 
 def eval_command(
-    policy: str = typer.Option(..., "--policy", help="scripted, null, openai:MODEL, "
-                               "anthropic:MODEL, litellm:MODEL, hf:PATH, vllm:NAME (a "
-                               "plugin's too: `harnessgrid plugins list`)."),
+    policy: str = policy_option(),
     suites: str = typer.Option(..., "--suites", help="Comma-separated suites, e.g. "
                                "examples,grid-bench,clawgym:/data/bench."),
     out: Path = typer.Option(..., "--out", help="Evaluation directory (created; re-use it to "
@@ -78,22 +89,13 @@ def eval_command(
                                  "two shells, whatever else is installed."),
     holdout_seed: int = typer.Option(0, "--holdout-seed", help="Seed of the held-out "
                                      "configurations."),
-    policy_opt: list[str] = typer.Option([], "--policy-opt", help="KEY=VALUE for the policy "
-                                         "backend, e.g. temperature=0.7."),
-    suite_option: list[str] = typer.Option([], "--option", "-o", help="KEY=VALUE for every "
-                                           "suite's loader, e.g. assets=DIR, "
-                                           "judge_api_base=URL (as `tasks list` takes them)."),
-    judge: str | None = typer.Option(None, "--judge", help="litellm model that grades "
-                                     "LLM-judge rubrics (PinchBench llm_judge / hybrid tasks), "
-                                     "e.g. openai/gpt-4o-mini; its key is checked before the "
-                                     "first episode."),
-    max_turns: int = typer.Option(30, "--max-turns", min=1),
-    wall_s: float = typer.Option(600.0, "--wall-s", min=1),
-    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run commands "
-                                           "without bubblewrap (no isolation!)."),
-    env: str | None = typer.Option(None, "--env", help="Environment every episode mounts (see "
-                                   "`harnessgrid env list`) instead of each task's own; `none` "
-                                   "for none."),
+    policy_opt: PolicyOpt = [],  # noqa: B006 - typer reads the default, never mutates it
+    suite_option: SuiteOption = [],  # noqa: B006
+    judge: Judge = None,
+    max_turns: MaxTurns = MAX_TURNS,
+    wall_s: WallS = WALL_S,
+    unsafe_no_sandbox: UnsafeNoSandbox = False,
+    env: Env = None,
     keep_failures: bool = typer.Option(False, "--keep-failures", help="On resume, keep the "
                                        "episodes stored as infrastructure failures (policy, "
                                        "sandbox or internal errors) instead of running them "
@@ -115,7 +117,6 @@ def eval_command(
     """
     from harnessgrid.cli.run_cmd import parse_options
     from harnessgrid.cli.tasks_cmd import loader_options
-    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.evaluation.plan import split_harnesses, split_list
     from harnessgrid.evaluation.run import EvalConfig, evaluate
 
@@ -133,12 +134,7 @@ def eval_command(
         adapters=tuple(split_list(adapters)), holdout_seed=holdout_seed, limit=limit,
         split=split, concurrency=concurrency, workers=workers, ray=ray,
         keep_failures=keep_failures, approver=approve,
-        limits=EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
-                             unsafe_no_sandbox=unsafe_no_sandbox, environment=env))
-    if env is not None and env.lower() != "none":
-        from harnessgrid.sandboxing.environments import get_environment
-
-        get_environment(env)  # missing: one usage error, not one failed episode per task
+        limits=episode_limits(max_turns, wall_s, unsafe_no_sandbox, env))
     try:
         outcome = evaluate(config, out, progress=not quiet)
     except KeyboardInterrupt:

@@ -8,6 +8,19 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from harnessgrid.cli.episode_options import (
+    MAX_TURNS,
+    WALL_S,
+    Env,
+    Judge,
+    MaxTurns,
+    PolicyOpt,
+    SuiteOption,
+    UnsafeNoSandbox,
+    WallS,
+    episode_limits,
+    policy_option,
+)
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -115,21 +128,14 @@ def run(
                                 "plugin level by name, S1-T0-O=diffstat-C1-W0; a named space's "
                                 "micro:CODE; see `harnessgrid plugins list`), level list "
                                 "(system_prompt=minimal,...,workflow=react) or adapter:NAME."),
-    policy: str = typer.Option(..., "--policy", help="scripted, null, openai:MODEL, "
-                               "anthropic:MODEL, litellm:MODEL, hf:PATH, vllm:NAME (a "
-                               "plugin's too: `harnessgrid plugins list`)."),
-    policy_opt: list[str] = typer.Option([], "--policy-opt", help="KEY=VALUE for the policy "
-                                         "backend, e.g. api_base=http://127.0.0.1:8000/v1."),
-    suite_option: list[str] = typer.Option([], "--option", help="KEY=VALUE for the task suite "
-                                           "loader, e.g. assets=DIR for pinchbench:PATH."),
-    judge: str | None = typer.Option(None, "--judge", help="litellm model that grades "
-                                     "LLM-judge rubrics (PinchBench); opt-in."),
-    max_turns: int = typer.Option(30, "--max-turns", min=1),
-    wall_s: float = typer.Option(600.0, "--wall-s", min=1),
-    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox", help="Run commands "
-                                           "without bubblewrap (no isolation!)."),
-    env: str | None = typer.Option(None, "--env", help="Environment to mount (see `harnessgrid "
-                                   "env list`) instead of the task's own; `none` for none."),
+    policy: str = policy_option(),
+    policy_opt: PolicyOpt = [],  # noqa: B006 - typer reads the default, never mutates it
+    suite_option: SuiteOption = [],  # noqa: B006
+    judge: Judge = None,
+    max_turns: MaxTurns = MAX_TURNS,
+    wall_s: WallS = WALL_S,
+    unsafe_no_sandbox: UnsafeNoSandbox = False,
+    env: Env = None,
     save: Path | None = typer.Option(None, "--save", help="Append the trajectory to this JSONL."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     show: bool = typer.Option(False, "--show", help="Render the conversation as the model saw it."),
@@ -144,18 +150,12 @@ def run(
     import asyncio
 
     from harnessgrid.engine.api import arun_agent, resolve_harness, resolve_policy
-    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.engine.task_sessions import run_task_episode
     from harnessgrid.engine.trajectory import TrajectoryStore
 
     if (task is None) == (instruction is None):
         raise ConfigError("give either --task SUITE/ID or --instruction TEXT (with --workspace)")
-    limits = EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
-                           unsafe_no_sandbox=unsafe_no_sandbox, environment=env)
-    if env is not None and env.lower() != "none":
-        from harnessgrid.sandboxing.environments import get_environment
-
-        get_environment(env)  # a missing one is a usage error now, not an episode error later
+    limits = episode_limits(max_turns, wall_s, unsafe_no_sandbox, env)
     options = parse_options(policy_opt)
     if save is not None:  # before the episode: a path that cannot be written fails now
         from harnessgrid.paths import require_output_file

@@ -26,7 +26,7 @@ from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action
 
 if TYPE_CHECKING:
-    from harnessgrid.sandboxing.environments import EnvironmentRecord
+    from harnessgrid.environment_record import EnvironmentRecord
 
 BEHAVIOURS: tuple[str, ...] = ("state_tracking", "workflow_compliance", "error_recovery",
                                "observation_reading", "tool_selection", "planning")

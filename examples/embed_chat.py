@@ -29,7 +29,7 @@ import json
 import sys
 
 import harnessgrid as hg
-from harnessgrid.cli.run_cmd import parse_options
+from harnessgrid.cli.episode_options import parse_options
 
 NOTES: list[str] = []
 CHANGES = {"write", "edit", "shell"}  # abstract actions that change the workspace

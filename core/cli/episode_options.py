@@ -1,5 +1,5 @@
 """The options ``run`` and ``eval`` share, declared once: the policy, the suite loaders' options
-and the episode limits.
+and the episode limits, and how ``KEY=VALUE`` options are read (``tasks`` and ``train`` too).
 
 The limits' defaults are :class:`~harnessgrid.engine.limits.EpisodeLimits`'; they are written
 here as numbers because building the model would import pydantic into ``harnessgrid --help``,
@@ -8,9 +8,12 @@ and ``tests/test_cli_usage.py`` fails when the two disagree.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
     from harnessgrid.engine.limits import EpisodeLimits
@@ -41,6 +44,33 @@ UnsafeNoSandbox = Annotated[bool, typer.Option(
 Env = Annotated[str | None, typer.Option(
     "--env", help="Environment every episode mounts (see `harnessgrid env list`) instead of "
     "each task's own; `none` for none.")]
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``["api_base=http://x", "temperature=0.7"]`` → dict; values parsed as JSON when they
+    are JSON (numbers, booleans), else kept as strings."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"bad option {pair!r}", hint="write KEY=VALUE, e.g. temperature=0.7")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def loader_options(options: list[str], judge: str | None = None) -> dict[str, Any]:
+    """``--option KEY=VALUE`` pairs and ``--judge MODEL`` as one dict of suite-loader options
+    (what ``tasks``, ``run`` and ``eval`` all pass to every loader)."""
+    parsed = parse_options(options)
+    if judge:
+        if parsed.get("judge") not in (None, judge):
+            raise ConfigError(f"two judges given: --judge {judge} and judge={parsed['judge']}",
+                              hint="give the judge once")
+        parsed["judge"] = judge
+    return parsed
+
 
 #: EpisodeLimits' defaults (see the module docstring).
 MAX_TURNS = 30

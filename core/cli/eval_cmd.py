@@ -115,8 +115,7 @@ def eval_command(
     reasons (stderr says how many and why); 3 when every episode is an infrastructure failure;
     2 for a usage or configuration mistake (e.g. a missing API key); 130 when interrupted.
     """
-    from harnessgrid.cli.run_cmd import parse_options
-    from harnessgrid.cli.tasks_cmd import loader_options
+    from harnessgrid.cli.episode_options import loader_options, parse_options
     from harnessgrid.evaluation.plan import split_harnesses, split_list
     from harnessgrid.evaluation.run import EvalConfig, evaluate
 

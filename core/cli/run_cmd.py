@@ -19,6 +19,7 @@ from harnessgrid.cli.episode_options import (
     UnsafeNoSandbox,
     WallS,
     episode_limits,
+    parse_options,
     policy_option,
 )
 from harnessgrid.errors import ConfigError
@@ -26,21 +27,6 @@ from harnessgrid.errors import ConfigError
 if TYPE_CHECKING:
     from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.tasks import Task
-
-
-def parse_options(pairs: list[str]) -> dict[str, Any]:
-    """``["api_base=http://x", "temperature=0.7"]`` → dict; values parsed as JSON when they
-    are JSON (numbers, booleans), else kept as strings."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"bad option {pair!r}", hint="write KEY=VALUE, e.g. temperature=0.7")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
 
 
 def find_task(ref: str, options: list[str] | None = None, judge: str | None = None) -> Task:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from harnessgrid.cli.episode_options import loader_options
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -46,20 +47,6 @@ OPTION = typer.Option([], "--option", "-o", help="KEY=VALUE for the suite loader
 JUDGE = typer.Option(None, "--judge", help="litellm model for LLM-judge grading "
                      "(PinchBench llm_judge / hybrid tasks), e.g. openai/gpt-4o-mini.")
 AS_JSON = typer.Option(False, "--json", help="Machine-readable output.")
-
-
-def loader_options(options: list[str], judge: str | None = None) -> dict[str, Any]:
-    """``--option KEY=VALUE`` pairs and ``--judge MODEL`` as one dict of suite-loader options
-    (what ``tasks``, ``run`` and ``eval`` all pass to every loader)."""
-    from harnessgrid.cli.run_cmd import parse_options
-
-    parsed = parse_options(options)
-    if judge:
-        if parsed.get("judge") not in (None, judge):
-            raise ConfigError(f"two judges given: --judge {judge} and judge={parsed['judge']}",
-                              hint="give the judge once")
-        parsed["judge"] = judge
-    return parsed
 
 
 def open_suite(spec: str, options: list[str], judge: str | None = None) -> TaskSuite:

@@ -31,7 +31,7 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No per-step progress
 def train_command(config: ConfigPath, set_: SetOption = None, resume: Resume = False,
                   policy_opt: PolicyOpt = None, quiet: Quiet = False) -> None:
     """Train a policy through harness-scaled rollouts (see docs/training.md)."""
-    from harnessgrid.cli.run_cmd import parse_options
+    from harnessgrid.cli.episode_options import parse_options
     from harnessgrid.paths import require_output_dir
     from harnessgrid.trainer.config import load_config
     from harnessgrid.trainer.run import (

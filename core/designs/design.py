@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import combinations
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_serializer, model_validator
 
@@ -218,42 +218,18 @@ class Design(BaseModel):
                               "build the design again instead") from None
 
     def _rebuild(self, p: dict[str, JsonValue]) -> Design:
-        from harnessgrid.designs.holdout import holdout
-        from harnessgrid.designs.orthogonal import Variant, orthogonal_design
-
-        rebuilt: Design = self
-        match self.kind:
-            case "full":
-                rebuilt = full_design(self.space)
-            case "single":
-                rebuilt = single_design(self.space.parse(str(p["config"])))
-            case "first_order":
-                rebuilt = first_order_design(self.space)
-            case "random":
-                rebuilt = random_design(self.space, _int(p["n"]), _int(p["seed"]))
-            case "orthogonal":
-                max_runs = p.get("max_runs")
-                rebuilt = orthogonal_design(
-                    self.space, _int(p["strength"]), variant=cast(Variant, p["variant"]),
-                    max_runs=None if max_runs is None else _int(max_runs))
-            case "nearly_orthogonal":
-                from harnessgrid.designs.nearly_orthogonal import nearly_orthogonal_design
-
-                rebuilt = nearly_orthogonal_design(self.space, _int(p["runs"]),
-                                                   _int(p["seed"]))
-            case "holdout":
-                codes = p["train_codes"]
-                if not isinstance(codes, list):
-                    raise ConfigError("holdout design without its training codes",
-                                      hint="the design JSON was edited by hand; rebuild it")
-                train = Design.model_validate({
-                    "space": self.space, "kind": p.get("train_kind", "custom"),
-                    "configs": tuple(self.space.parse(str(c)) for c in codes)})
-                rebuilt = holdout(train, _int(p["n"]), _int(p["seed"]))
-        return rebuilt
+        builder = REBUILD.get(self.kind)  # none for custom: its codes are its recipe
+        return self if builder is None else builder(self.space, p)
 
 
-def _int(value: JsonValue) -> int:
+#: How a design of each kind is built again from its ``params`` (:meth:`Design.reproduce`).
+#: The modules that define the other kinds register theirs (``harnessgrid.designs`` imports
+#: them all), so this module, which they all build on, imports none of them.
+REBUILD: dict[str, Callable[[FactorSpace, dict[str, JsonValue]], Design]] = {}
+
+
+def param_int(value: JsonValue) -> int:
+    """A design parameter that must be an integer (a hand-edited JSON may say otherwise)."""
     if not isinstance(value, int):
         raise ConfigError(f"design parameter {value!r} should be an integer",
                           hint="the design JSON was edited by hand; rebuild it")
@@ -297,6 +273,14 @@ def random_design(space: FactorSpace, n: int, seed: int = 0) -> Design:
     picks = sorted(random.Random(f"harnessgrid:random-design:{seed}").sample(range(space.size), n))
     configs = tuple(space.config(_unrank(i, space.sizes)) for i in picks)
     return Design(space=space, configs=configs, kind="random", params={"n": n, "seed": seed})
+
+
+REBUILD.update({
+    "full": lambda space, p: full_design(space),
+    "single": lambda space, p: single_design(space.parse(str(p["config"]))),
+    "first_order": lambda space, p: first_order_design(space),
+    "random": lambda space, p: random_design(space, param_int(p["n"]), param_int(p["seed"])),
+})
 
 
 def _unrank(rank: int, sizes: tuple[int, ...]) -> tuple[int, ...]:

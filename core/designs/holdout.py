@@ -17,7 +17,9 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 
-from harnessgrid.designs.design import Design
+from pydantic import JsonValue
+
+from harnessgrid.designs.design import REBUILD, Design, param_int
 from harnessgrid.errors import ConfigError
 from harnessgrid.space import FactorSpace
 
@@ -122,3 +124,16 @@ def _most_even_draw(space: FactorSpace, n: int, taken: set[Row],
         for f, level in enumerate(best):
             counts[f][level] += 1
     return chosen
+
+
+def _rebuild(space: FactorSpace, p: dict[str, JsonValue]) -> Design:
+    codes = p["train_codes"]
+    if not isinstance(codes, list):
+        raise ConfigError("holdout design without its training codes",
+                          hint="the design JSON was edited by hand; rebuild it")
+    train = Design.model_validate({"space": space, "kind": p.get("train_kind", "custom"),
+                                   "configs": tuple(space.parse(str(c)) for c in codes)})
+    return holdout(train, param_int(p["n"]), param_int(p["seed"]))
+
+
+REBUILD["holdout"] = _rebuild

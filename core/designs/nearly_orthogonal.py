@@ -33,7 +33,7 @@ from itertools import combinations
 
 from pydantic import JsonValue
 
-from harnessgrid.designs.design import Design
+from harnessgrid.designs.design import REBUILD, Design, param_int
 from harnessgrid.errors import ConfigError
 from harnessgrid.space import FactorSpace
 
@@ -306,3 +306,10 @@ def _descend(state: _State) -> None:
 
 def _rows(state: _State) -> Rows:
     return tuple(zip(*state.cols, strict=True))
+
+
+def _rebuild(space: FactorSpace, p: dict[str, JsonValue]) -> Design:
+    return nearly_orthogonal_design(space, param_int(p["runs"]), param_int(p["seed"]))
+
+
+REBUILD["nearly_orthogonal"] = _rebuild

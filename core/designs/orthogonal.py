@@ -51,7 +51,14 @@ from typing import Literal, cast, get_args
 
 from pydantic import JsonValue
 
-from harnessgrid.designs.design import Design, gwlp, pair_distances, rao_bound
+from harnessgrid.designs.design import (
+    REBUILD,
+    Design,
+    gwlp,
+    pair_distances,
+    param_int,
+    rao_bound,
+)
 from harnessgrid.designs.known_arrays import KNOWN_ARRAYS
 from harnessgrid.errors import ConfigError
 from harnessgrid.space import FactorSpace
@@ -346,3 +353,12 @@ def _depth_first(sizes: tuple[int, ...], n: int, t: int,
         oapackage.extend_array(array, arrayclass, array.n_columns, extensions, options)
         stack.extend(reversed(list(extensions)))
     yield ("exhausted" if width == 0 else "budget"), None
+
+
+def _rebuild(space: FactorSpace, p: dict[str, JsonValue]) -> Design:
+    max_runs = p.get("max_runs")
+    return orthogonal_design(space, param_int(p["strength"]), variant=cast(Variant, p["variant"]),
+                             max_runs=None if max_runs is None else param_int(max_runs))
+
+
+REBUILD["orthogonal"] = _rebuild

@@ -45,10 +45,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from harnessgrid.environment_record import EnvironmentRecord as EnvironmentRecord
 from harnessgrid.errors import ConfigError, HarnessgridError
 
 __all__ = ["BUILTIN_REQUIREMENTS", "BUILTIN_SYSTEM_TOOLS", "ENV_DIR_VARIABLE", "MARKER",
@@ -91,38 +89,6 @@ _JVM_LAUNCHER_VERSION = 1
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _BUILD_TIMEOUT_S = 1800.0
-
-
-class EnvironmentRecord(BaseModel):
-    """A named environment as stored: what it is, where it lives and what it was built from."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    kind: Literal["venv", "rootfs"]
-    digest: str
-    path: str
-    """The venv directory (mounted at this same path in the sandbox), or the rootfs root."""
-    python: str = ""
-    platform: str = ""
-    installer: str = ""
-    requirements: str = ""
-    created_at: float = 0.0
-    system_tools: tuple[str, ...] = ()
-    """Programs its tasks need that a venv cannot hold (see :data:`BUILTIN_SYSTEM_TOOLS`)."""
-
-    @property
-    def bin_dir(self) -> str | None:
-        """What goes first on PATH inside the sandbox (None for a rootfs: its /usr/bin is)."""
-        return f"{self.path}/bin" if self.kind == "venv" else None
-
-    @property
-    def python_executable(self) -> str | None:
-        return f"{self.path}/bin/python" if self.kind == "venv" else None
-
-    def summary(self) -> dict[str, str]:
-        """What a trajectory and ``harness show`` record about it."""
-        return {"name": self.name, "kind": self.kind, "digest": self.digest}
 
 
 # ---------------------------------------------------------------------------- locations

@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from harnessgrid.sandboxing.workspace_errors import WorkspaceError
+
 # `regex` (a declared dependency) has no type stubs: it is used through this typed wrapper only.
 _regex: Any = importlib.import_module("regex")
 
@@ -34,10 +36,6 @@ _BRACE = re.compile(r"\{([^{}]*)\}")
 
 
 def _error(message: str, hint: str) -> Exception:
-    from harnessgrid.sandboxing.workspace import (
-        WorkspaceError,  # the workspace module imports this one
-    )
-
     return WorkspaceError(message, hint=hint)
 
 

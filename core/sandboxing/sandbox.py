@@ -127,6 +127,7 @@ from pathlib import Path
 from types import CodeType, TracebackType
 from typing import IO, Any, NoReturn, Self, TypeVar
 
+from harnessgrid.environment_record import EnvironmentRecord
 from harnessgrid.errors import HarnessgridError, SandboxError
 from harnessgrid.sandboxing._sandbox_accounts import account_files, data_fd
 from harnessgrid.sandboxing._sandbox_memory import (
@@ -135,7 +136,6 @@ from harnessgrid.sandboxing._sandbox_memory import (
     ipc_namespace_limits,
 )
 from harnessgrid.sandboxing._sandbox_seccomp import native_keyctl, sandbox_filter
-from harnessgrid.sandboxing.environments import EnvironmentRecord
 from harnessgrid.sandboxing.scratch import (
     can_clone_mounts,
     clone_mount,

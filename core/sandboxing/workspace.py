@@ -38,6 +38,9 @@ from harnessgrid.sandboxing.scratch import (
     walk_fd,
     walk_tree,
 )
+
+# defined apart so that the search module can raise it without importing this one
+from harnessgrid.sandboxing.workspace_errors import WorkspaceError as WorkspaceError
 from harnessgrid.sandboxing.workspace_owners import record_owners, restore_owners, seal_owners
 from harnessgrid.timing import timed_tool
 
@@ -54,10 +57,6 @@ _SKIPPED_DIRS = frozenset({".git"})
 #: mistake, reported as such, not an OSError out of the first ``stat``.
 _NAME_MAX = 255
 _PATH_MAX = 4096
-
-
-class WorkspaceError(HarnessgridError):
-    """A file operation failed for a reason the caller (often a model) can fix."""
 
 
 class PathEscapeError(WorkspaceError):

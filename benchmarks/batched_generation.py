@@ -118,7 +118,8 @@ def run_mode(policy: Any, args: argparse.Namespace, concurrent: bool) -> tuple[f
                                                    for i in range(n))))
             return [await act_episode(policy, i, turns) for i in range(n)]
     else:
-        from harnessgrid.engine.runtime import run_episode, run_episodes
+        from harnessgrid.engine.executor import run_episodes
+        from harnessgrid.engine.runtime import run_episode
 
         harness, tasks = episode_jobs(n)
 

@@ -43,8 +43,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before harnessg
 
 import harnessgrid as hg
 from harnessgrid.engine.api import resolve_harness
+from harnessgrid.engine.executor import run_episodes
 from harnessgrid.engine.limits import EpisodeLimits
-from harnessgrid.engine.runtime import run_episodes
 from harnessgrid.episode import estimate_tokens
 from harnessgrid.harness import Harness
 from harnessgrid.policies.scripted import ScriptedPolicy

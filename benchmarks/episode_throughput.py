@@ -315,7 +315,8 @@ class HarnessgridSide:
 def run_harnessgrid(side: HarnessgridSide, tasks: Sequence[BenchTask], concurrency: int,
                     sandbox: bool, pooled: bool = True, recycle: bool = True
                     ) -> tuple[float, list[EpisodeRun]]:
-    from harnessgrid.engine.runtime import episode_pool, run_episode, run_episodes
+    from harnessgrid.engine.executor import run_episodes
+    from harnessgrid.engine.runtime import episode_pool, run_episode
 
     hg_tasks = [side.task(t) for t in tasks]  # building Task values is not timed (nor is mini's)
     limits = side.limits(sandbox)

@@ -54,7 +54,7 @@ _LAZY: dict[str, str] = {
     "resolve_harness": "harnessgrid.engine.api",
     "resolve_policy": "harnessgrid.engine.api",
     "run_episode": "harnessgrid.engine.runtime",
-    "run_episodes": "harnessgrid.engine.runtime",
+    "run_episodes": "harnessgrid.engine.executor",
     "EpisodeLimits": "harnessgrid.engine.limits",
     "EpisodeJob": "harnessgrid.engine.executor",
     "LocalExecutor": "harnessgrid.engine.executor",
@@ -109,9 +109,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from harnessgrid.engine.executor import ProcessExecutor as ProcessExecutor
     from harnessgrid.engine.executor import RayExecutor as RayExecutor
     from harnessgrid.engine.executor import collect as collect
+    from harnessgrid.engine.executor import run_episodes as run_episodes
     from harnessgrid.engine.limits import EpisodeLimits as EpisodeLimits
     from harnessgrid.engine.runtime import run_episode as run_episode
-    from harnessgrid.engine.runtime import run_episodes as run_episodes
     from harnessgrid.engine.session import AsyncSession as AsyncSession
     from harnessgrid.engine.session import Reply as Reply
     from harnessgrid.engine.session import Session as Session

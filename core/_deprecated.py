@@ -69,6 +69,12 @@ MOVED_NAMES: dict[str, Moved] = {
     # CONTRIBUTING's task-suite section (load a suite again by its name); the registry's
     # module holds it now, and the stable path is the top-level one, ``hg.load_suite``.
     "harnessgrid.tasks.load_suite": Moved("harnessgrid", ("load_suite",)),
+    # the in-process executor lives with the others (issue 42: no import cycle in the engine)
+    "harnessgrid.engine.runtime.run_episodes": Moved("harnessgrid.engine.executor",
+                                                     ("run_episodes",), since="0.2.3",
+                                                     removed_in="0.4.0"),
+    "harnessgrid.engine.task_sessions.run_task_episode": Moved(
+        "harnessgrid.engine.runtime", ("run_task_episode",), since="0.2.3", removed_in="0.4.0"),
 }
 
 

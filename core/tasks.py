@@ -262,7 +262,7 @@ class Task(BaseModel):
     followups: tuple[str, ...] = ()
     """Further user messages, each sent once the agent has answered the previous one, in the
     same conversation and workspace (a PinchBench multi-session task's later sessions); the
-    task is graded once, after the last. :func:`harnessgrid.engine.task_sessions.run_task_episode`
+    task is graded once, after the last. :func:`harnessgrid.engine.runtime.run_task_episode`
     runs them."""
 
     def content_hash(self) -> str:

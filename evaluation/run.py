@@ -196,7 +196,7 @@ async def aevaluate(config: EvalConfig, out_dir: str | Path, *, policy: Policy |
     progress bar with an ETA on stderr.
     """
     from harnessgrid.engine.api import resolve_harness, resolve_policy
-    from harnessgrid.engine.runtime import require_sandbox
+    from harnessgrid.engine.limits import require_sandbox
     from harnessgrid.plugin_system.registry import get_registry
 
     started = time.perf_counter()

@@ -12,7 +12,7 @@ import asyncio
 import time
 
 import harnessgrid as hg
-from harnessgrid.engine.runtime import run_episodes
+from harnessgrid.engine.executor import run_episodes
 from harnessgrid.policies.scripted import ScriptedPolicy
 
 

@@ -805,7 +805,7 @@ def test_oracle_scores_one_on_the_examples(task: Task) -> None:
 
 def test_oracle_on_a_sample_of_grid_bench() -> None:
     """Every 10th ``grid-bench`` task."""
-    from harnessgrid.engine.runtime import run_episodes
+    from harnessgrid.engine.executor import run_episodes
 
     tasks = list(load_suite("grid-bench").tasks())[::10]
     trajs = asyncio.run(run_episodes([(ClaudeCodeHarness(), t) for t in tasks], ScriptedPolicy(),

@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from harnessgrid.engine.executor import run_episodes
 from harnessgrid.engine.limits import EpisodeLimits
-from harnessgrid.engine.runtime import run_episode, run_episodes
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import ContextBudget, EpisodeState
 from harnessgrid.errors import ConfigError

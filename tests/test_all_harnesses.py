@@ -10,7 +10,7 @@ import pytest
 from probe_suite import EDIT_TASK, UPPER_TASK
 
 import harnessgrid as hg
-from harnessgrid.engine.runtime import run_episodes
+from harnessgrid.engine.executor import run_episodes
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.models import Action, FormatError, ToolResult
 from harnessgrid.plugin_system.composition import compose

@@ -347,7 +347,7 @@ def test_a_process_builds_a_composed_harness_once_and_each_adapter_fresh() -> No
     """A worker's jobs share one composed harness per (address, space) - it holds no episode
     state - and each get a fresh adapter (adapters keep per-session state); a job whose
     space differs gets its own harness."""
-    from harnessgrid.engine.executor import _harness
+    from harnessgrid.engine.jobs import _harness
 
     job = EpisodeJob(harness="S1-T2-O0-C1-W0", suite="examples", task_id="upper",
                      policy="scripted")

@@ -27,9 +27,9 @@ from harnessgrid.engine.executor import (
     ProcessExecutor,
     collect,
     lost_episode,
+    run_episodes,
 )
 from harnessgrid.engine.limits import EpisodeLimits
-from harnessgrid.engine.runtime import run_episodes
 from harnessgrid.engine.trajectory import Trajectory
 
 #: A job every backend runs and that raises out of the runtime: an ``--env`` that does not
@@ -110,7 +110,7 @@ def test_sequential_episodes_reuse_pooled_sandboxes(executor: Executor) -> None:
 def test_a_ray_workers_loop_keeps_its_pool_between_tasks_and_closes_it_when_idle() -> None:
     """What a Ray worker process does with its tasks, without Ray: each task runs on the
     worker's one loop, whose pool serves the next task, until it has been idle a while."""
-    from harnessgrid.engine.executor import rebuild
+    from harnessgrid.engine.jobs import rebuild
     from harnessgrid.engine.ray_episodes import _WorkerLoop
 
     worker = _WorkerLoop()

@@ -135,7 +135,7 @@ def test_a_stray_cancellation_fails_one_episode_not_the_batch(tmp_path: object) 
 
     from probe_suite import UPPER_TASK
 
-    from harnessgrid.engine.runtime import run_episodes
+    from harnessgrid.engine.executor import run_episodes
     from harnessgrid.engine.trajectory import TrajectoryStore
 
     store = TrajectoryStore(Path(str(tmp_path)) / "trajectories.jsonl")

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 import harnessgrid as hg
-from harnessgrid.engine.runtime import run_episode, run_episodes
+from harnessgrid.engine.executor import run_episodes
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError
 from harnessgrid.plugin_system.composed_harness import ComposedHarness

@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import harnessgrid as hg
-from harnessgrid.engine.runtime import run_episodes
+from harnessgrid.engine.executor import run_episodes
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import ContextBudget, estimate_tokens
 from harnessgrid.levels import FACTOR_BASES

@@ -426,7 +426,7 @@ def test_multi_session_task_runs_each_session_then_grades_once(tmp_path: Path,
     conversation and workspace (``Session.send``), and the task is graded once, on the final
     workspace and the whole transcript."""
     from harnessgrid.engine.api import resolve_harness
-    from harnessgrid.engine.task_sessions import run_task_episode
+    from harnessgrid.engine.runtime import run_task_episode
 
     task = pinchbench.load(str(write(tmp_path, "task_23_three_sessions.md",
                                      SESSIONS_TASK))).tasks()[0]
@@ -483,7 +483,7 @@ def test_the_engine_asks_a_policy_whether_it_plays_the_plan_not_its_name(
     policy that declares it plays the task's plan gets the one-instruction episode (ungraded,
     saying why) and is refused for sessions and ad-hoc instructions, naming itself; a policy
     named like the oracle that does not declare it plays every session."""
-    from harnessgrid.engine.task_sessions import run_task_episode
+    from harnessgrid.engine.runtime import run_task_episode
 
     task = pinchbench.load(str(write(tmp_path, "task_23_three_sessions.md",
                                      SESSIONS_TASK))).tasks()[0]

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from probe_suite import UPPER_TASK
 
+from harnessgrid.engine.executor import run_episodes
 from harnessgrid.engine.limits import EpisodeLimits
-from harnessgrid.engine.runtime import run_episode, run_episodes
+from harnessgrid.engine.runtime import run_episode
 from harnessgrid.engine.trajectory import TrajectoryStore
 from harnessgrid.episode import context_budget, estimate_tokens, estimate_tool_tokens
 from harnessgrid.errors import SandboxError

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from episode_stubs import Bound, EpisodeStub
 
+from harnessgrid.engine.executor import run_episodes
 from harnessgrid.engine.limits import EpisodeLimits
-from harnessgrid.engine.runtime import episode_pool, run_episode, run_episodes
+from harnessgrid.engine.runtime import episode_pool, run_episode
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import HarnessgridError
 from harnessgrid.models import Action

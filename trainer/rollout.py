@@ -100,7 +100,7 @@ async def run_rollouts(jobs: Sequence[RolloutJob], tasks: Mapping[str, Task], po
     of the runtime (a harness or plugin bug) becomes an ``internal_error`` trajectory with the
     job's episode id, excluded from training like every infrastructure failure."""
     from harnessgrid.engine.executor import LocalExecutor, collect
-    from harnessgrid.engine.runtime import require_sandbox
+    from harnessgrid.engine.limits import require_sandbox
 
     require_sandbox(limits)
     episodes = [episode_job(job, tasks[job.task_id], policy=policy.spec, limits=limits).bind(

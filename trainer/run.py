@@ -285,7 +285,7 @@ def train(config: ExperimentConfig, *, resume: bool = False,
         from harnessgrid.trainer.sft import train_sft
 
         return train_sft(config, resume=resume, on_log=on_log)
-    from harnessgrid.engine.runtime import require_sandbox
+    from harnessgrid.engine.limits import require_sandbox
     from harnessgrid.trainer.grpo import HarnessTrainer
     from harnessgrid.trainer.plan import TrainingPlan
 

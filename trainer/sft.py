@@ -240,7 +240,7 @@ def train_sft(config: ExperimentConfig, *, resume: bool = False,
     """Collect, export and train (module docstring)."""
     import datasets
 
-    from harnessgrid.engine.runtime import require_sandbox
+    from harnessgrid.engine.limits import require_sandbox
     from harnessgrid.errors import ConfigError
     from harnessgrid.trainer.plan import TrainingPlan
     from harnessgrid.trainer.row_checks import check_demonstration_rows, check_model_for_run

@@ -49,8 +49,7 @@ def demo_command(out: Out = Path("runs/demo"), quick: Quick = False, full: Full 
         raise ConfigError("--quick and --full exclude each other", hint="choose one")
     require_output_dir(out, "--out")  # before any import or line that implies it will work
     require_training_extras()
-    from harnessgrid.engine.limits import EpisodeLimits
-    from harnessgrid.engine.runtime import require_sandbox
+    from harnessgrid.engine.limits import EpisodeLimits, require_sandbox
     from harnessgrid.trainer.demo import (
         IN_SPACE,
         OUT_OF_SPACE_NOTE,

@@ -136,7 +136,7 @@ def run(
     import asyncio
 
     from harnessgrid.engine.api import arun_agent, resolve_harness, resolve_policy
-    from harnessgrid.engine.task_sessions import run_task_episode
+    from harnessgrid.engine.runtime import run_task_episode
     from harnessgrid.engine.trajectory import TrajectoryStore
 
     if (task is None) == (instruction is None):

@@ -1,5 +1,6 @@
 """The limits of an episode, declared once: what ``run``, ``eval``, sessions and training
-rollouts take (``EpisodeLimits``), and how a task's own limits tighten them.
+rollouts take (``EpisodeLimits``), how a task's own limits tighten them, and the check that
+this machine can sandbox episodes under them.
 
 Kept apart from the runtime so that a config (``harnessgrid train``'s ``limits:`` table, an
 evaluation's manifest) can name and validate limits without loading the episode machinery.
@@ -18,12 +19,13 @@ from pydantic import (
 )
 
 from harnessgrid.engine.trajectory import STORED_REPLY_BYTES
-from harnessgrid.sandboxing.sandbox import SandboxLimits
+from harnessgrid.errors import SandboxError
+from harnessgrid.sandboxing.sandbox import INSTALL_HINT, SandboxLimits, check_bwrap
 
 if TYPE_CHECKING:
     from harnessgrid.tasks import Task
 
-__all__ = ["EpisodeLimits", "effective_limits"]
+__all__ = ["EpisodeLimits", "effective_limits", "require_sandbox"]
 
 
 class EpisodeLimits(BaseModel):
@@ -76,3 +78,13 @@ def effective_limits(limits: EpisodeLimits, task: Task) -> EpisodeLimits:
     if task.limits.wall_s is not None:
         update["wall_s"] = min(limits.wall_s, task.limits.wall_s)
     return limits.model_copy(update=update) if update else limits
+
+
+def require_sandbox(limits: EpisodeLimits) -> None:
+    """Refuse up front, with the install hint, when episodes would need a sandbox this machine
+    cannot make; better one clear error than one ``sandbox_error`` per episode."""
+    if limits.unsafe_no_sandbox:
+        return
+    problem = check_bwrap()
+    if problem is not None:
+        raise SandboxError(problem, hint=INSTALL_HINT)

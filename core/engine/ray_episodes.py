@@ -43,7 +43,7 @@ from contextlib import contextmanager, suppress
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from harnessgrid.engine.executor import EpisodeJob, SetupError, rebuild, run_job
+from harnessgrid.engine.jobs import EpisodeJob, SetupError, rebuild, run_job
 from harnessgrid.errors import ConfigError, HarnessgridError
 
 if TYPE_CHECKING:

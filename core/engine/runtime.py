@@ -13,24 +13,24 @@ import time
 import traceback
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
+from harnessgrid._deprecated import module_getattr
 from harnessgrid.engine import episode_run
 from harnessgrid.engine.grading import grade_episode
 
 # EpisodeLimits lives in its own module; named here too, where code before 0.2.3 imported it.
 from harnessgrid.engine.limits import EpisodeLimits as EpisodeLimits
 from harnessgrid.engine.limits import effective_limits as effective_limits
-from harnessgrid.engine.trajectory import Trajectory, cap_replies
+from harnessgrid.engine.limits import require_sandbox as require_sandbox
+from harnessgrid.engine.trajectory import Trajectory, cap_replies, internal_error
 from harnessgrid.errors import SandboxError
 from harnessgrid.harness import grading_transcript
 from harnessgrid.policies import Policy, plays_oracle_plan
 from harnessgrid.sandboxing.environments import EnvironmentRecord, resolve_episode_environment
 from harnessgrid.sandboxing.sandbox import (
-    INSTALL_HINT,
     Sandbox,
-    check_bwrap,
 )
 from harnessgrid.sandboxing.sandbox_pool import DEFAULT_REUSE, PoolKey, PoolsByKey, SandboxPool
 from harnessgrid.sandboxing.tool_hooks import ToolHooks
@@ -43,16 +43,6 @@ if TYPE_CHECKING:
     from harnessgrid.sandboxing.tool_hooks import Approver
 
 logger = logging.getLogger(__name__)
-
-
-def require_sandbox(limits: EpisodeLimits) -> None:
-    """Refuse up front, with the install hint, when episodes would need a sandbox this machine
-    cannot make; better one clear error than one ``sandbox_error`` per episode."""
-    if limits.unsafe_no_sandbox:
-        return
-    problem = check_bwrap()
-    if problem is not None:
-        raise SandboxError(problem, hint=INSTALL_HINT)
 
 
 async def run_episode(harness: Harness, task: Task, policy: Policy,
@@ -118,6 +108,18 @@ async def run_episode(harness: Harness, task: Task, policy: Policy,
             pool.release(ws, pooled)
         else:  # also on Ctrl-C / cancellation: no workspace left behind
             ws.cleanup()
+
+
+async def run_task_episode(harness: Harness, task: Task, policy: Policy,
+                           limits: EpisodeLimits | None = None, *,
+                           episode_id: str | None = None) -> Trajectory:
+    """One episode of ``task``: through its sessions when it has follow-ups, else a plain
+    :func:`run_episode`."""
+    if task.followups:
+        from harnessgrid.engine.task_sessions import run_task_sessions
+
+        return await run_task_sessions(harness, task, policy, limits, episode_id=episode_id)
+    return await run_episode(harness, task, policy, limits, episode_id=episode_id)
 
 
 @contextlib.asynccontextmanager
@@ -197,29 +199,11 @@ def crashed_episode(harness_name: str, task: Task, policy: Policy, exc: BaseExce
     """The trajectory of an episode that raised out of :func:`run_episode` (a bug in a harness,
     an adapter or a plugin): ``internal_error``, with the traceback, never a score. Every
     executor reports a crash through here (:mod:`harnessgrid.engine.executor`)."""
-    from harnessgrid.engine.executor import EpisodeJob, lost_episode
-
     logger.error("episode of %s through %s crashed", task.id, harness_name, exc_info=exc)
     trace = "".join(traceback.format_exception(exc, limit=-4))
-    job = EpisodeJob(harness=harness_name, suite=task.suite, task_id=task.id,
-                     policy=policy.spec, episode_id=episode_id)
-    return lost_episode(job, f"{type(exc).__name__}: {exc}\n{trace}")
-
-
-async def run_episodes(jobs: Iterable[tuple[Harness, Task]], policy: Policy,
-                       limits: EpisodeLimits | None = None, *, concurrency: int = 4,
-                       on_done: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
-    """Run many episodes concurrently (at most ``concurrency`` at once), in job order. One
-    failing episode never takes the others down: an unexpected exception becomes that
-    episode's ``internal_error`` trajectory (see :func:`crashed_episode`). This is the
-    in-process executor (:class:`~harnessgrid.engine.executor.LocalExecutor`) over live objects."""
-    from harnessgrid.engine.executor import EpisodeJob, LocalExecutor, collect
-
-    limits = limits or EpisodeLimits()
-    require_sandbox(limits)
-    episodes = [EpisodeJob.of(harness, task, policy, limits) for harness, task in jobs]
-    return await collect(LocalExecutor(concurrency), episodes,
-                         on_done=None if on_done is None else lambda _, traj: on_done(traj))
+    return internal_error(harness=harness_name, task_id=task.id, suite=task.suite,
+                          policy=policy.spec, episode_id=episode_id or uuid.uuid4().hex[:12],
+                          error=f"{type(exc).__name__}: {exc}\n{trace}")
 
 
 def episode_pool(limits: EpisodeLimits | None, tasks: Iterable[Task],
@@ -244,3 +228,8 @@ def episode_pool(limits: EpisodeLimits | None, tasks: Iterable[Task],
         limits=limits.sandbox, unsafe_no_sandbox=limits.unsafe_no_sandbox)
     wanted = keys.count(key)
     return SandboxPool(min(concurrency, wanted), key, expected=wanted, reuse=reuse)
+
+
+# ``run_episodes`` moved to the executor module in 0.2.3 (it is the in-process executor); the
+# old path still gives it, with a DeprecationWarning (core/_deprecated.py).
+__getattr__ = module_getattr(__name__)

@@ -96,9 +96,8 @@ class AsyncSession:
                  on_tool_call: Approver | None = None, in_place: bool = False,
                  mount_path: str = "/workspace", max_total_tokens: int | None = None,
                  wall_s: float | None = None) -> None:
-        from harnessgrid.engine.api import refuse_oracle, resolve_harness, resolve_policy
-        from harnessgrid.engine.limits import EpisodeLimits
-        from harnessgrid.engine.runtime import require_sandbox
+        from harnessgrid.engine.limits import EpisodeLimits, require_sandbox
+        from harnessgrid.engine.resolve import refuse_oracle, resolve_harness, resolve_policy
         from harnessgrid.product_tools import product_tools
 
         self.limits = limits or EpisodeLimits()

@@ -24,6 +24,7 @@ import uuid
 import warnings
 from typing import TYPE_CHECKING
 
+from harnessgrid._deprecated import module_getattr
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -37,24 +38,12 @@ if TYPE_CHECKING:
     from harnessgrid.sandboxing.workspace import Workspace
     from harnessgrid.tasks import Task
 
-__all__ = ["run_task_episode", "run_task_sessions"]
+__all__ = ["run_task_sessions"]
 
 #: How a run may end and still leave the conversation ready for the next session: the agent
 #: finished, or used its turns or protocol budget for this message. Anything else (time or
 #: tokens spent, the context full, an infrastructure failure, a cancel) stops the sessions.
 _CONTINUES = frozenset({"finished", "max_turns", "format_errors"})
-
-
-async def run_task_episode(harness: Harness, task: Task, policy: Policy,
-                           limits: EpisodeLimits | None = None, *,
-                           episode_id: str | None = None) -> Trajectory:
-    """One episode of ``task``: through its sessions when it has follow-ups, else a plain
-    :func:`~harnessgrid.engine.runtime.run_episode`."""
-    if task.followups:
-        return await run_task_sessions(harness, task, policy, limits, episode_id=episode_id)
-    from harnessgrid.engine.runtime import run_episode
-
-    return await run_episode(harness, task, policy, limits, episode_id=episode_id)
 
 
 async def run_task_sessions(harness: Harness, task: Task, policy: Policy,
@@ -154,3 +143,8 @@ def _describe(traj: Trajectory, task: Task, limits: EpisodeLimits,
     elif task.environment and limits.environment is None:
         traj.environment = {"name": task.environment, "missing": "true"}
     traj.meta["sessions"] = {"sent": sent, "total": 1 + len(task.followups)}
+
+
+# ``run_task_episode`` moved to the runtime in 0.2.3 (it dispatches to this module); the old
+# path still gives it, with a DeprecationWarning (core/_deprecated.py).
+__getattr__ = module_getattr(__name__)

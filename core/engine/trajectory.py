@@ -295,6 +295,18 @@ class Trajectory(BaseModel):
                                    self.started_at)
 
 
+def internal_error(*, harness: str, task_id: str, suite: str, policy: str, episode_id: str,
+                   error: str) -> Trajectory:
+    """The trajectory of an episode that did not come back whole (it raised out of the
+    runtime, or its worker died): ``internal_error``, an infrastructure failure that a resume
+    runs again, never a score. Every runner reports such an episode through here."""
+    import time
+
+    return Trajectory(episode_id=episode_id, harness=harness, task_id=task_id, suite=suite,
+                      policy=policy, termination="internal_error", error=error,
+                      started_at=time.time())
+
+
 #: The fields of a trajectory set after construction, by the runtime or plugins: made
 #: :func:`storable` when it is stored (messages and records are clean when constructed).
 _FREE_FIELDS = ("episode_id", "harness", "task_id", "suite", "policy", "mount_path", "error",

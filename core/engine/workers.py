@@ -41,7 +41,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from harnessgrid.engine.executor import EpisodeJob, lost_episode
+from harnessgrid.engine.jobs import EpisodeJob, lost_episode
 from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError, HarnessgridError
 from harnessgrid.sandboxing.sandbox_pool import PoolsByKey
@@ -225,7 +225,7 @@ async def _serve(conn: Connection, share: int, jobs: int) -> None:
 
 
 async def _serve_jobs(conn: Connection, pools: PoolsByKey) -> None:
-    from harnessgrid.engine.executor import run_job
+    from harnessgrid.engine.jobs import run_job
     from harnessgrid.engine.trajectory import trajectory_line
 
     loop = asyncio.get_running_loop()

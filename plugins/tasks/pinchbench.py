@@ -33,7 +33,7 @@ evaluation reports, and the other tasks load, show and run.
 
 Multi-session tasks (a ``sessions`` list in the front matter, each a prompt sent as a further
 user message in the same workspace) load with the first prompt as the instruction and the
-others as :attr:`Task.followups`; :func:`harnessgrid.engine.task_sessions.run_task_episode` (what
+others as :attr:`Task.followups`; :func:`harnessgrid.engine.runtime.run_task_episode` (what
 ``harnessgrid run --task`` uses) sends them one after another and grades once at the end, as
 upstream's runner does. The grader scores only an episode whose transcript holds every
 session's prompt, so a runner that sends the first alone gets an ``ungraded:`` grade error,

@@ -33,7 +33,7 @@ from harnessgrid.engine.trajectory import (
     cap_reply,
     stored_size,
 )
-from harnessgrid.episode import ContextBudget, EpisodeState, context_budget
+from harnessgrid.episode import ContextBudget, EpisodeState, TurnOutcome, context_budget
 from harnessgrid.errors import ConfigError
 from harnessgrid.events import ContextRewrite, Event, ModelReply, TextDelta, TurnStarted
 from harnessgrid.harness import ProductToolHarness, factor_levels, play_turn, provides
@@ -60,6 +60,7 @@ class LoopCursor:
     segment: int = 0
     total_tokens: int = 0
     previous: list[Message] | None = None  # the last view + the assistant message answering it
+    asking: bool = False  # inside the policy's act: a wall-limit timeout then is the backend's
 
 
 @dataclass(eq=False)
@@ -104,7 +105,7 @@ class Episode:
         limits = limits or self.limits
         traj = self.trajectory
         wall_limit = limits.wall_s if wall_s is None else wall_s
-        waiting = [False]  # inside policy.act: a timeout then is the backend's
+        self.cursor.asking = False
         try:
             async with asyncio.timeout(wall_limit) as wall:
                 # The same instant on the monotonic clock, for policies: no backend wait
@@ -112,9 +113,9 @@ class Episode:
                 loop = asyncio.get_running_loop()
                 when = wall.when()
                 deadline = None if when is None else time.monotonic() + when - loop.time()
-                traj.termination = await self._turns(env, limits, waiting, deadline, on_event)
+                traj.termination = await self._turns(env, limits, deadline, on_event)
         except TimeoutError:
-            if not waiting[0]:
+            if not self.cursor.asking:
                 traj.termination = "timeout"
             else:
                 traj.termination, traj.error = "policy_error", (
@@ -124,11 +125,11 @@ class Episode:
             traj.termination, traj.error = "policy_error", str(exc)
 
     @timing.metered  # its own steps timed: harness CPU apart from waiting for the loop
-    async def _turns(self, env: Environment, limits: EpisodeLimits, waiting: list[bool],
-                     deadline: float | None,
+    async def _turns(self, env: Environment, limits: EpisodeLimits, deadline: float | None,
                      on_event: Callable[[Event], None] | None) -> Termination:
-        harness, state, budget, cursor = self.harness, self.state, self.budget, self.cursor
-        traj = self.trajectory
+        """The turn loop: the harness's view, the policy's turn, the harness plays it (and
+        keeps the books), the turn is recorded; until the workflow finishes or a limit."""
+        harness, state, cursor = self.harness, self.state, self.cursor
         emit = on_event or _ignore
         for _ in range(limits.max_turns):
             index = cursor.index
@@ -136,45 +137,19 @@ class Episode:
                 env.hooks.turn = index
                 end_call(env.hooks)  # an approval never outlives its turn
             t0, cpu0 = time.perf_counter(), timing.own_cpu()
-            view = harness.view(state, budget)
-            if budget.count(view) > budget.max_tokens:
+            view = harness.view(state, self.budget)
+            if self.budget.count(view) > self.budget.max_tokens:
                 return "context_overflow"
-            new_segment = not _continues(cursor.previous, view)
-            cursor.segment += new_segment
-            emit(TurnStarted(turn=index))
-            if new_segment:
-                emit(ContextRewrite(turn=index, segment=cursor.segment))
-            request = PolicyRequest(
-                messages=view, tools=harness.tools() if harness.native_tools else [],
-                native_tools=harness.native_tools, state=state, new_segment=new_segment,
-                segment=cursor.segment, deadline=deadline,
-                on_text=None if on_event is None else _text_sink(emit, index))
-            try:
-                waiting[0] = True  # the wall limit expiring now is the backend's, not the agent's
-                with timing.span() as model:
-                    turn = await self.actor.act(request)
-            except asyncio.CancelledError as exc:
-                task_ = asyncio.current_task()
-                if task_ is not None and task_.cancelling():
-                    raise  # our own cancellation (the wall limit, Ctrl-C): not the policy's
-                raise _PolicyFailure(
-                    f"the policy call was cancelled on its own: {exc!r}") from exc
-            except Exception as exc:  # any policy failure (TimeoutError too) is infra
-                if isinstance(exc, _Reraised):
-                    raise exc.original from None
-                raise _PolicyFailure(f"{type(exc).__name__}: {exc}\n"
-                                     f"{traceback.format_exc(limit=3)}") from exc
-            waiting[0] = False  # not on cancellation: the wall limit must see it hit the policy
-            if not isinstance(turn, ModelTurn):  # a policy bug: keep the turns so far
-                raise _PolicyFailure(f"the policy returned {type(turn).__name__}, "
-                                     "not a ModelTurn")
+            request = self._request(view, deadline, index, emit, streaming=on_event is not None)
+            with timing.span() as model:
+                turn = await self._ask(request)
             if on_event is not None:
                 emit(_reply_event(index, turn, limits.stored_reply_bytes))
             before = len(state.history)
             record = TurnRecord(
                 index=index, view=list(view), assistant=turn.message(), tokens=turn.tokens,
                 finish_reason=turn.finish_reason, tokens_in=turn.tokens_in,
-                tokens_out=turn.tokens_out, new_segment=new_segment, model_s=model.busy)
+                tokens_out=turn.tokens_out, new_segment=request.new_segment, model_s=model.busy)
             cursor.index += 1
             cursor.total_tokens += turn.tokens_in + turn.tokens_out
             try:
@@ -185,32 +160,81 @@ class Episode:
                 # Cancelled mid-turn (a session's cancel()): the trajectory keeps what happened.
                 record.appended = list(state.history[before + 1:])
                 record.wall_s = time.perf_counter() - t0
-                traj.turns.append(record)
+                self.trajectory.turns.append(record)
                 raise
             end_call(env.hooks)
-            wall_s = time.perf_counter() - t0
-            # Harness time is its own CPU: the model's and tools' own CPU are theirs, and the
-            # time other episodes (or threads) ran is waiting. Clamped so that the parts add up
-            # to wall.
-            spent = model.busy + tools.tools_s
-            harness_s = min(max(0.0, timing.own_cpu() - cpu0 - model.own_cpu - tools.own_cpu),
-                            max(0.0, wall_s - spent))
-            record.calls = [CallRecord(call=e.call, action=e.action, result=e.result)
-                            for e in outcome.executed]
-            record.format_error = outcome.format_error.message if outcome.format_error else None
-            record.appended = list(state.history[before + 1:])
-            record.tools_s, record.harness_s, record.wall_s = tools.tools_s, harness_s, wall_s
-            record.wait_s = max(0.0, wall_s - spent - harness_s)
-            traj.turns.append(record)
+            _account(record, outcome, list(state.history[before + 1:]), t0, cpu0, model, tools)
+            self.trajectory.turns.append(record)
             cursor.previous = [*view, state.history[before]]  # the assistant message as stored
-            if state.finished:
-                return "finished"
-            if state.consecutive_format_errors >= limits.max_format_errors:
-                return "format_errors"
-            if (limits.max_total_tokens is not None
-                    and cursor.total_tokens >= limits.max_total_tokens):
-                return "token_budget"
+            if (stop := self._stop(limits)) is not None:
+                return stop
         return "max_turns"
+
+    def _request(self, view: list[Message], deadline: float | None, index: int,
+                 emit: Callable[[Event], None], *, streaming: bool) -> PolicyRequest:
+        """What the policy is asked for this turn; a view that does not extend the last turn's
+        starts a new token segment (a context level rewrote history), which is announced."""
+        cursor, harness = self.cursor, self.harness
+        new_segment = not _continues(cursor.previous, view)
+        cursor.segment += new_segment
+        emit(TurnStarted(turn=index))
+        if new_segment:
+            emit(ContextRewrite(turn=index, segment=cursor.segment))
+        return PolicyRequest(
+            messages=view, tools=harness.tools() if harness.native_tools else [],
+            native_tools=harness.native_tools, state=self.state, new_segment=new_segment,
+            segment=cursor.segment, deadline=deadline,
+            on_text=_text_sink(emit, index) if streaming else None)
+
+    async def _ask(self, request: PolicyRequest) -> ModelTurn:
+        """The policy's turn; any failure of the policy is a :class:`_PolicyFailure`, the
+        episode's ``policy_error``. While it is asked, ``cursor.asking`` tells the wall limit
+        that a timeout now is the backend's, not the agent's."""
+        self.cursor.asking = True
+        try:
+            turn = await self.actor.act(request)
+        except asyncio.CancelledError as exc:
+            task_ = asyncio.current_task()
+            if task_ is not None and task_.cancelling():
+                raise  # our own cancellation (the wall limit, Ctrl-C): not the policy's
+            raise _PolicyFailure(f"the policy call was cancelled on its own: {exc!r}") from exc
+        except Exception as exc:  # any policy failure (TimeoutError too) is infra
+            if isinstance(exc, _Reraised):
+                raise exc.original from None
+            raise _PolicyFailure(f"{type(exc).__name__}: {exc}\n"
+                                 f"{traceback.format_exc(limit=3)}") from exc
+        self.cursor.asking = False  # not on cancellation: the wall limit must see it hit the policy
+        if not isinstance(turn, ModelTurn):  # a policy bug: keep the turns so far
+            raise _PolicyFailure(f"the policy returned {type(turn).__name__}, not a ModelTurn")
+        return turn
+
+    def _stop(self, limits: EpisodeLimits) -> Termination | None:
+        """Why the episode ends after this turn, if it does."""
+        if self.state.finished:
+            return "finished"
+        if self.state.consecutive_format_errors >= limits.max_format_errors:
+            return "format_errors"
+        if (limits.max_total_tokens is not None
+                and self.cursor.total_tokens >= limits.max_total_tokens):
+            return "token_budget"
+        return None
+
+
+def _account(record: TurnRecord, outcome: TurnOutcome, appended: list[Message], t0: float,
+             cpu0: float, model: timing.Span, tools: timing.TurnClock) -> None:
+    """Fill a played turn's record: its calls, format error, what it appended and where its
+    time went. Harness time is its own CPU (the model's and tools' own CPU are theirs, and the
+    time other episodes or threads ran is waiting), clamped so that the parts add up to wall."""
+    wall_s = time.perf_counter() - t0
+    spent = model.busy + tools.tools_s
+    harness_s = min(max(0.0, timing.own_cpu() - cpu0 - model.own_cpu - tools.own_cpu),
+                    max(0.0, wall_s - spent))
+    record.calls = [CallRecord(call=e.call, action=e.action, result=e.result)
+                    for e in outcome.executed]
+    record.format_error = outcome.format_error.message if outcome.format_error else None
+    record.appended = appended
+    record.tools_s, record.harness_s, record.wall_s = tools.tools_s, harness_s, wall_s
+    record.wait_s = max(0.0, wall_s - spent - harness_s)
 
 
 def present_product_tools(harness: Harness, tools: Sequence[ToolSpec]) -> None:

@@ -4,6 +4,11 @@ Per command: (a) a plain ``subprocess.run(["sh", "-c", "true"])``; (b) a naive f
 ``bwrap --unshare-all ... sh -c true`` per command; (c) ``Sandbox.run("true")`` in a warm episode
 sandbox (one long-lived bwrap, commands sent to its server).
 
+(c2) splits (c) into its steps: the server's own (the quota and cgroup baseline, spawning the
+shell, the command with its limits and cgroup entry, killing and reaping what is left, removing
+System V objects, the closing checks), timed in the server, and the host's share (building the
+request, the round trip over the pipe, reading the result): (c)'s time less the server's.
+
 Per episode, what sandboxing adds to an episode's critical path: (d) a fresh start -
 ``Workspace.create`` + ``Sandbox`` start + close + cleanup, as without a pool; (e) pooled -
 ``SandboxPool.acquire`` (a waiting sandbox, the task's files written into its workspace)
@@ -175,6 +180,16 @@ async def measure(n: int, rounds: int, episodes: int, episode_s: float
                         result = await sandbox.run("true")
                         got["sandbox"].append(time.perf_counter() - start)
                         assert result.exit_code == 0, result
+                    sandbox.time_phases = True  # (c2): where (c)'s time goes, step by step
+                    for _ in range(per_round):
+                        start = time.perf_counter()
+                        result = await sandbox.run("true")
+                        took = time.perf_counter() - start
+                        for name, seconds in result.phases:
+                            got.setdefault(f"phase:{name}", []).append(seconds)
+                        got.setdefault("phase:host: request, transport, result",
+                                       []).append(took - result.duration_s)
+                    sandbox.time_phases = False
                     while len(pool.waiting()) < pool.size or len(closing.waiting()) < pool.size:
                         await asyncio.sleep(0.005)  # their refills would be counted
                     got["cpu"] = [sandbox_cpu() for _ in range(per_round_eps)]
@@ -231,6 +246,9 @@ def main() -> None:
         "sandbox": "(c) Sandbox.run('true'), warm episode",
     }
     print_rows(rounds, labels, "plain")
+    print(f"\n{'(c2) where a warm command goes':<46}{'median ms':>10}{'of (a)':>8}   range ms")
+    print_rows(rounds, {key: "  " + key.removeprefix("phase:")[:44] for key in rounds[0]
+                        if key.startswith("phase:")}, "plain")
     print(f"\n{'per episode (critical path)':<46}{'median ms':>10}{'ratio':>8}   range ms")
     episode_labels = {
         "fresh": "(d) fresh: create + start + close + cleanup",

@@ -84,6 +84,21 @@ def test_runs_commands_in_the_workspace(sb: Sandbox, ws: Workspace) -> None:
     assert ws.read_text("made.txt") == "out\n"
 
 
+def test_a_command_says_where_its_time_went_when_asked(sb: Sandbox) -> None:
+    """benchmarks/sandbox_cost.py's breakdown: the server's steps of one command, in order,
+    each a part of the command's own duration; nothing is timed unless asked."""
+    assert sb.run_sync("true").phases == ()
+    sb.time_phases = True
+    result = sb.run_sync("echo hi")
+    assert result.stdout == "hi\n"
+    names = [name for name, _ in result.phases]
+    assert names[:2] == ["quota and cgroup baseline", "spawn"]
+    assert names[-1] == "output, cgroup and quota checks"
+    assert len(names) == len(set(names)) >= 5
+    assert all(seconds >= 0 for _, seconds in result.phases)
+    assert sum(seconds for _, seconds in result.phases) <= result.duration_s
+
+
 def test_cwd_and_env(sb: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     """cwd is confined like any path; env adds to a minimal one; host secrets never pass."""
     monkeypatch.setenv("HG_TEST_SECRET", "hunter2")

@@ -333,6 +333,9 @@ class CommandResult:
     truncated: bool
     duration_s: float
     killed: str | None = None
+    #: Where the command's time went in the server, step by step (name, seconds), when the
+    #: sandbox's ``time_phases`` is set (benchmarks/sandbox_cost.py); empty otherwise.
+    phases: tuple[tuple[str, float], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -809,6 +812,8 @@ class Sandbox:
         self._closing = threading.RLock()
         self._busy = False
         self._interrupted = False
+        self.time_phases = False
+        """Ask the server where each command's time goes (:attr:`CommandResult.phases`)."""
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
         self._locks = weakref.WeakKeyDictionary()
 
@@ -1427,6 +1432,8 @@ class Sandbox:
                 )
         request: dict[str, Any] = {
             "cmd": command, "cwd": sandbox_cwd, "env": extra, "timeout": timeout}
+        if self.time_phases:
+            request["phases"] = True
         if host_tools is not None and host_tools.names:
             request["tools"] = _checked_tool_names(host_tools)
             request["client"] = _tool_client()
@@ -1478,6 +1485,7 @@ class Sandbox:
             truncated=bool(header.get("truncated")),
             duration_s=float(header.get("duration_s", 0.0)),
             killed=killed,
+            phases=tuple((str(name), float(sec)) for name, sec in header.get("phases", ())),
         )
 
     # ------------------------------------------------------------------ failure handling

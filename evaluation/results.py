@@ -144,23 +144,28 @@ class EvalResult(BaseModel):
     @classmethod
     def from_trajectory(cls, traj: Trajectory, offset: int = -1) -> EvalResult:
         """The result of a trajectory whose ``meta["eval"]`` holds its key (see
-        :func:`tag_trajectory`)."""
+        :func:`tag_trajectory`). What the two models both have is copied as it stands
+        (:data:`COPIED`); the rest is the result's own."""
         meta: dict[str, Any] = traj.meta[META_KEY]
         return cls(
+            **{name: getattr(traj, name) for name in COPIED},
             setting=meta["setting"], suite=meta["suite"], task=meta["task"],
             harness=meta["harness"], run=int(meta["run"]), harness_name=traj.harness,
             # an adapter is a black box even when built from factor levels: no levels
-            levels=None if meta["harness"].startswith("adapter:") else traj.config, tags=tuple(meta.get("tags", ())),
-            category=meta.get("category", "general"), termination=traj.termination,
+            levels=None if meta["harness"].startswith("adapter:") else traj.config,
+            tags=tuple(meta.get("tags", ())), category=meta.get("category", "general"),
             infra_failure=traj.infra_failure, error=(traj.error or "")[:500] or None,
-            score=traj.score, passed=traj.passed, subscores=traj.subscores,
-            grade_error=traj.grade_error, grading=traj.grading,
-            grading_note=traj.grading_note, turns=len(traj.turns), tokens_in=traj.tokens_in,
-            tokens_out=traj.tokens_out, wall_s=traj.wall_s, model_s=traj.model_s,
-            tools_s=traj.tools_s, harness_s=traj.harness_s, wait_s=traj.wait_s,
-            grade_s=traj.grade_s, missing_environment=_missing_environment(traj),
-            episode_id=traj.episode_id, traj_offset=offset,
-            finished_at=traj.started_at + traj.wall_s)
+            turns=len(traj.turns), missing_environment=_missing_environment(traj),
+            traj_offset=offset, finished_at=traj.started_at + traj.wall_s)
+
+
+#: The fields a result copies from its trajectory unchanged: those both models declare, read
+#: from the models, so a field added to both is carried without another line. Named apart are
+#: the ones the two mean differently: the harness (its address here, its name there), the suite
+#: (the spec evaluated here), the error (cut here), the turns (counted here).
+COPIED: tuple[str, ...] = tuple(sorted(
+    set(EvalResult.model_fields) & set(Trajectory.model_fields)
+    - {"harness", "suite", "error", "turns"}))
 
 
 def _missing_environment(traj: Trajectory) -> str | None:

@@ -205,3 +205,30 @@ def test_results_without_manifest_are_refused(tmp_path: Path) -> None:
     (out / "manifest.json").unlink()
     with pytest.raises(ConfigError, match=r"holds results but no manifest\.json"):
         evaluate(small(), out)  # type: ignore[arg-type]
+
+
+def test_a_result_carries_every_field_it_shares_with_its_trajectory() -> None:
+    """Issue 42: the results record copied the trajectory's fields by hand, one line each. The
+    fields both models declare are copied as they stand, whatever is added to both later; the
+    four both declare with another meaning are the result's own."""
+    from harnessgrid.engine.trajectory import Trajectory
+    from harnessgrid.evaluation.results import COPIED, EvalResult, tag_trajectory
+
+    assert {"score", "passed", "subscores", "termination", "grading", "tokens_in",
+            "tokens_out", "wall_s", "model_s", "tools_s", "harness_s", "wait_s", "grade_s",
+            "episode_id"} <= set(COPIED)
+    assert not {"harness", "suite", "error", "turns"} & set(COPIED)
+    traj = Trajectory(episode_id="e1", harness="Shell 1.0", task_id="t", suite="s",
+                      policy="p", termination="finished", score=0.5, passed=False,
+                      subscores={"a": 0.5}, tokens_in=7, tokens_out=3, wall_s=2.0,
+                      model_s=1.25, tools_s=0.5, harness_s=0.125, wait_s=0.0625, grade_s=0.25,
+                      error="x" * 600)
+    tag_trajectory(traj, ResultKey("in-space", "spec", "t", "S0-T0-O0-C0-W0", 1), ("tag",),
+                   "general")
+    result = EvalResult.from_trajectory(traj, offset=9)
+    assert {name: getattr(result, name) for name in COPIED} == {
+        name: getattr(traj, name) for name in COPIED}
+    assert (result.harness, result.harness_name, result.suite) == ("S0-T0-O0-C0-W0",
+                                                                   "Shell 1.0", "spec")
+    assert result.error == "x" * 500
+    assert (result.turns, result.traj_offset, result.finished_at) == (0, 9, traj.started_at + 2)

@@ -323,7 +323,7 @@ def test_missing_bubblewrap_is_one_clear_error(registry: Registry,
     """Without a working bwrap the runtime refuses up front with the install hint (instead of
     one sandbox_error per episode), unless the user opted out of the sandbox. The missing
     binary is simulated: bwrap is installed on this machine."""
-    monkeypatch.setattr("harnessgrid.engine.runtime.check_bwrap",
+    monkeypatch.setattr("harnessgrid.engine.limits.check_bwrap",
                         lambda: "bubblewrap (bwrap) is not installed or not on PATH")
     for call in (lambda: run_episode(harness(registry), UPPER_TASK, ScriptedPolicy()),
                  lambda: run_episodes([(harness(registry), UPPER_TASK)], ScriptedPolicy())):

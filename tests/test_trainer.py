@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -151,7 +152,8 @@ def test_the_limits_table_reaches_the_rollouts_sandboxes(tmp_path: Path) -> None
     said = "\n".join(str(m.content) for m in traj.history)
     assert str(300 * 1024) in said
     assert traj.environment is None
-    with pytest.warns(RuntimeWarning, match="pinchbench"):
+    with warnings.catch_warnings():  # the missing environment's warning (once a process)
+        warnings.simplefilter("ignore", RuntimeWarning)
         default = rollout(load_config(path))
     assert str(300 * 1024) not in "\n".join(str(m.content) for m in default.history)
     assert default.environment == {"name": "pinchbench", "missing": "true"}
@@ -177,6 +179,12 @@ def test_limits_written_as_top_level_keys_still_load(tmp_path: Path) -> None:
     assert tightened.fingerprint() != new.fingerprint()
     with pytest.raises(ConfigError, match=r"max_turns and limits\.max_turns are one setting"):
         config_from_mapping({"model": "m", "max_turns": 4, "limits": {"max_turns": 5}})
+    # an old key given on the command line overrides the file's table, as --set does
+    file = tmp_path / "new.yaml"
+    file.write_text("model: m\nlimits: {max_turns: 8, max_context_tokens: 2048}\n")
+    with pytest.warns(DeprecationWarning, match="write --set limits.max_turns"):
+        overridden = load_config(file, ["max_turns=2"])
+    assert (overridden.limits.max_turns, overridden.limits.max_context_tokens) == (2, 2048)
     cases = [(["limits.sandbox.memroy_mb=1"], "did you mean 'limits.sandbox.memory_mb'"),
              (["limits.sandbox.memory_mb=-1"], "--set limits.sandbox.memory_mb=-1: "
                                                "SandboxLimits.memory_mb=-1 must be a positive"),
@@ -361,7 +369,7 @@ def test_cli_train_runs_an_example_and_reports_bad_configs(tiny_model_dir: Path,
     ok = subprocess.run([*env_cmd, str(ROOT / "examples" / "tiny-grpo.yaml"),
                          "--set", f"model={tiny_model_dir}", "--set", f"output_dir={out}",
                          "--set", "steps=1", "--set", "tasks_per_step=1",
-                         "--set", "rollouts_per_task=2", "--set", "max_turns=2"],
+                         "--set", "rollouts_per_task=2", "--set", "limits.max_turns=2"],
                         capture_output=True, text=True, timeout=300, check=False)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "step 1/1" in ok.stderr

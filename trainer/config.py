@@ -393,8 +393,16 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
         except yaml.YAMLError as exc:
             raise ConfigError(f"bad value in --set {item!r}: {exc}",
                               hint="values are YAML: 10, 0.5, true, [a, b], 'text'") from None
+        key = key.strip()
+        if key in LEGACY_LIMIT_KEYS:  # an old key from the command line overrides the table's
+            import warnings
+
+            new = f"limits.{LEGACY_LIMIT_KEYS[key]}"
+            warnings.warn(f"--set {key}=... is deprecated since 0.2.3 and will be removed in "
+                          f"0.3.0; write --set {new}=...", DeprecationWarning, stacklevel=2)
+            key = new
         node = out
-        *parents, leaf = key.strip().split(".")
+        *parents, leaf = key.split(".")
         for p in parents:
             child = node.setdefault(p, {})
             if not isinstance(child, dict):

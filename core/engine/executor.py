@@ -4,7 +4,7 @@ Every fan-out of harnessgrid (``run_episodes``, ``eval``, the trainer's rollouts
 thing: a list of episodes, each run once, somewhere, with at most N at a time, with
 pre-started sandboxes, and each result handed back as soon as it ends. So it is written once:
 
-- :class:`EpisodeJob` describes one episode as plain specs (harness address, suite + task id,
+- :class:`EpisodeJob` (:mod:`harnessgrid.engine.jobs`) describes one episode as plain specs (harness address, suite + task id,
   policy spec, limits, episode id), so that any process can rebuild and run it
   (:func:`run_job`). In this process a job may also carry the live objects it was made from
   (:meth:`EpisodeJob.bind`: a task not in any suite, a policy holding a loaded model); they
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EpisodeJob", "Executor", "Live", "LocalExecutor", "ProcessExecutor",
            "RayExecutor", "collect", "load_approver", "lost_episode", "run_episodes", "run_job"]
+
 
 class Executor(ABC):
     """Where a list of episodes runs. Every backend yields each job exactly once, as
@@ -125,7 +126,8 @@ async def run_episodes(jobs: Iterable[tuple[Harness, Task]], policy: Policy,
                        on_done: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
     """Run many episodes concurrently (at most ``concurrency`` at once), in job order. One
     failing episode never takes the others down: an unexpected exception becomes that
-    episode's ``internal_error`` trajectory (see :func:`crashed_episode`). This is the
+    episode's ``internal_error`` trajectory (see
+    :func:`~harnessgrid.engine.runtime.crashed_episode`). This is the
     in-process executor (:class:`~harnessgrid.engine.executor.LocalExecutor`) over live objects."""
     from harnessgrid.engine.limits import require_sandbox
 

@@ -29,9 +29,7 @@ from harnessgrid.errors import SandboxError
 from harnessgrid.harness import grading_transcript
 from harnessgrid.policies import Policy, plays_oracle_plan
 from harnessgrid.sandboxing.environments import EnvironmentRecord, resolve_episode_environment
-from harnessgrid.sandboxing.sandbox import (
-    Sandbox,
-)
+from harnessgrid.sandboxing.sandbox import Sandbox
 from harnessgrid.sandboxing.sandbox_pool import DEFAULT_REUSE, PoolKey, PoolsByKey, SandboxPool
 from harnessgrid.sandboxing.tool_hooks import ToolHooks
 from harnessgrid.sandboxing.tools import Environment
@@ -114,7 +112,9 @@ async def run_task_episode(harness: Harness, task: Task, policy: Policy,
                            limits: EpisodeLimits | None = None, *,
                            episode_id: str | None = None) -> Trajectory:
     """One episode of ``task``: through its sessions when it has follow-ups, else a plain
-    :func:`run_episode`."""
+    :func:`run_episode`. Unlike :func:`run_episode`, a policy that plays the oracle plan is
+    refused a multi-session task (a :class:`~harnessgrid.errors.ConfigError` naming it) rather
+    than given its first instruction ungraded: what ``harnessgrid run --task`` wants."""
     if task.followups:
         from harnessgrid.engine.task_sessions import run_task_sessions
 

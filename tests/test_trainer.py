@@ -482,7 +482,8 @@ def test_kill_and_resume_redoes_the_same_batch(tiny_model_dir: Path, tmp_path: P
     import yaml
 
     def config_file(out: Path) -> Path:
-        data = tiny_config(tiny_model_dir, out, steps=4, max_turns=2,
+        data = tiny_config(tiny_model_dir, out, steps=4,
+                           limits={"max_turns": 2, "max_context_tokens": 4096},
                            trl={"save_steps": 1}).model_dump(mode="json")
         path = out.parent / f"{out.name}.yaml"
         path.write_text(yaml.safe_dump(data))

@@ -19,9 +19,11 @@ def test_ray_rollouts_sample_what_local_rollouts_sample(
         cluster: tuple[Any, dict[str, str]], worker: Any, tiny_model_dir: Path,  # noqa: F811
         tmp_path: Path) -> None:
     head, _ = cluster
-    local = train(tiny_config(tiny_model_dir, tmp_path / "local", steps=1, max_turns=2),
+    local = train(tiny_config(tiny_model_dir, tmp_path / "local", steps=1,
+                              limits={"max_turns": 2, "max_context_tokens": 4096}),
                   reward_funcs=[parity_reward])
-    remote = train(tiny_config(tiny_model_dir, tmp_path / "ray", steps=1, max_turns=2,
+    remote = train(tiny_config(tiny_model_dir, tmp_path / "ray", steps=1,
+                               limits={"max_turns": 2, "max_context_tokens": 4096},
                                rollout_backend="ray", ray_address=head.address),
                    reward_funcs=[parity_reward])
     a = saved_trajectories(local.output_dir, 0)

@@ -11,8 +11,9 @@ Settings follow the paper:
   baseline's one harness (a code, a level list or ``adapter:NAME``), a list, or ``oa`` for the
   orthogonal array, ``harnessgrid train``'s default design. It is the paper's "original" column
   whether the policy saw one harness or eighteen. (Before 0.2.3 the training design was a
-  setting of its own, ``train``; that name still works, with a ``DeprecationWarning``, and
-  directories that stored results under it are resumed and reported under it.)
+  setting of its own, ``train``; that name still runs as it did, under its own name, with a
+  ``DeprecationWarning``, and a directory that stored results under it resumes them when
+  ``original`` names the same harnesses.)
 
 Harnesses are named as everywhere else
 (:func:`harnessgrid.plugin_system.composition.resolve_config`): a code (numbers name the paper's
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 SETTINGS: tuple[str, ...] = ("in-space", "out-of-space", "original")
 #: The name the training design's setting had before 0.2.3 (now ``original``, ``--original
-#: oa``): accepted with a warning until 0.3.0, and kept in directories that stored it.
+#: oa``): it runs as it did, under its own name, with a warning, until 0.3.0.
 LEGACY_TRAIN = "train"
 #: ``--original oa``: the orthogonal array over the space, ``harnessgrid train``'s default design.
 TRAINING_DESIGN = "oa"
@@ -121,8 +122,8 @@ def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = Non
     """
     names = space  # where explicit codes are read: None reads them as every command does
     space = space or FactorSpace.default()
-    settings, original = _renamed_train(settings, original, train_harnesses)
-    unknown = [s for s in settings if s not in SETTINGS]
+    _warn_legacy_train(settings, train_harnesses)
+    unknown = [s for s in settings if s not in (*SETTINGS, LEGACY_TRAIN)]
     if unknown or not settings:
         raise ConfigError(f"unknown setting(s) {unknown or settings!r}",
                           hint=f"settings are {', '.join(SETTINGS)}")
@@ -133,7 +134,7 @@ def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = Non
         raise ConfigError("--original is given but original is not in --settings",
                           hint="add original to --settings")
     out: dict[str, list[str]] = {}
-    for setting in SETTINGS:  # report order, whatever order the user wrote
+    for setting in (*SETTINGS, LEGACY_TRAIN):  # report order, whatever order the user wrote
         if setting not in settings:
             continue
         if setting == "in-space":
@@ -141,38 +142,27 @@ def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = Non
                             else _held_out(space, holdout_n, holdout_seed))
         elif setting == "original":
             out[setting] = _original(space, names, original)
+        elif setting == LEGACY_TRAIN:
+            out[setting] = _original(space, names, train_harnesses or TRAINING_DESIGN)
         else:
             out[setting] = [ADAPTER_PREFIX + name for name in check_adapters(adapters)]
     return out
 
 
-def _renamed_train(settings: Sequence[str], original: str | Sequence[str] | None,
-                   train_harnesses: Sequence[str] | None,
-                   ) -> tuple[list[str], str | Sequence[str] | None]:
-    """The settings and ``original`` with the pre-0.2.3 ``train`` setting read as ``original``
-    (its harnesses: ``train_harnesses``, else the orthogonal array), with the warning."""
-    settings = list(settings)
-    if LEGACY_TRAIN not in settings:
-        if train_harnesses is not None:
-            raise ConfigError("train_harnesses is given but the train setting is not",
-                              hint="pass the training harnesses as original= (or --original) "
-                                   "with the original setting")
-        return settings, original
-    if "original" in settings:
-        raise ConfigError("settings train and original are one setting since 0.2.3 (original: "
-                          "the harnesses the policy trained through)",
-                          hint="give --settings original with --original naming what this "
-                               "policy trained through (oa for the orthogonal array); "
-                               "evaluate another harness set into another --out DIR")
-    if original is not None:
-        raise ConfigError("--original is given but original is not in --settings",
-                          hint="replace train with original in --settings")
-    warnings.warn("the evaluation setting `train` is deprecated since 0.2.3 and will be "
-                  "removed in 0.3.0; use --settings original --original oa (Python: "
-                  "settings=('original',), original='oa', or the design's harnesses instead "
-                  "of train_harnesses)", DeprecationWarning, stacklevel=4)
-    settings = ["original" if s == LEGACY_TRAIN else s for s in settings]
-    return settings, (list(train_harnesses) if train_harnesses else TRAINING_DESIGN)
+def _warn_legacy_train(settings: Sequence[str], train_harnesses: Sequence[str] | None) -> None:
+    """The pre-0.2.3 ``train`` setting still runs as it did (the training design under its own
+    name, ``train_harnesses`` or the orthogonal array), with the warning naming what replaces
+    it; ``train_harnesses`` without it was ignored then, and is now, but said."""
+    if LEGACY_TRAIN in settings:
+        warnings.warn("the evaluation setting `train` is deprecated since 0.2.3 and will be "
+                      "removed in 0.3.0; use --settings original --original oa (Python: "
+                      "settings=('original',), original='oa', or the design's harnesses "
+                      "instead of train_harnesses)", DeprecationWarning, stacklevel=4)
+    elif train_harnesses is not None:
+        warnings.warn("train_harnesses is read only with the deprecated setting `train`, "
+                      "which is not in settings: it is ignored; pass the training harnesses "
+                      "as original= with the setting original", DeprecationWarning,
+                      stacklevel=4)
 
 
 def _original(space: FactorSpace, names: FactorSpace | None,
@@ -207,7 +197,8 @@ def stored_setting_names(settings: dict[str, list[str]], manifest: Manifest | No
     harnesses continues those results instead of running every episode again."""
     stored = manifest.settings if manifest is not None else {}
     mine = settings.get("original")
-    if mine is None or stored.get(LEGACY_TRAIN) != mine or stored.get("original") == mine:
+    if (mine is None or LEGACY_TRAIN in settings or stored.get(LEGACY_TRAIN) != mine
+            or stored.get("original") == mine):
         return settings
     return {(LEGACY_TRAIN if s == "original" else s): ids for s, ids in settings.items()}
 

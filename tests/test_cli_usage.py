@@ -123,8 +123,9 @@ def test_a_bad_value_is_named_with_a_hint(args: list[str], named: str, hint: str
 
 
 def test_the_renamed_train_setting_still_runs_and_says_its_new_name(tmp_path: Path) -> None:
-    """`--settings train` (the training design before 0.2.3) keeps working until 0.3.0, and a
-    command-line user, who never sees a library's DeprecationWarning, is told the new form."""
+    """`--settings train` (the training design before 0.2.3) keeps working as it did until
+    0.3.0, and a command-line user, who never sees a library's DeprecationWarning, is told the
+    new form."""
     code, output = hg("eval", "--policy", "scripted", "--suites", "examples", "--settings",
                       "train", "--limit", "1", "--runs", "1", "--no-report", "--quiet",
                       "--out", str(tmp_path / "eval"))
@@ -132,8 +133,8 @@ def test_the_renamed_train_setting_still_runs_and_says_its_new_name(tmp_path: Pa
     assert output.count("warning: the evaluation setting `train` is deprecated") == 1, output
     assert "--settings original --original oa" in output
     manifest = json.loads((tmp_path / "eval" / "manifest.json").read_text())
-    assert list(manifest["settings"]) == ["original"]
-    assert len(manifest["settings"]["original"]) == 18
+    assert list(manifest["settings"]) == ["train"]
+    assert len(manifest["settings"]["train"]) == 18
 
 
 def test_an_output_directory_that_is_a_file_is_named(tmp_path: Path) -> None:

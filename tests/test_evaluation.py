@@ -450,8 +450,6 @@ def test_setting_mistakes_are_clear(plugin: Path) -> None:
         ({"settings": ["original"], "original": "S0-T0-O0-C0-W0,s0-t0-o0-c0-w0"},
          "S0-T0-O0-C0-W0 more than once"),
         ({"settings": ["original"], "harnesses": ["S0-T0-O0-C0-W0"]}, "in-space is not in"),
-        ({"settings": ["in-space"], "train_harnesses": ["S0-T0-O0-C0-W0"]},
-         "the train setting is not"),
         ({"settings": ["in-spaace"]}, "unknown setting"),
         ({"settings": ["in-space"], "harnesses": ["S9-T0-O0-C0-W0"]}, "bad harness code"),
     ]
@@ -459,14 +457,18 @@ def test_setting_mistakes_are_clear(plugin: Path) -> None:
         with pytest.raises(ConfigError) as err:
             resolve_settings(**kwargs)  # type: ignore[arg-type]
         assert message in str(err.value), (kwargs, str(err.value))
-    # the setting's name before 0.2.3: the training design as `original`, with the warning
+    # the setting's name before 0.2.3 runs as it did, under its own name, with the warning
     with pytest.warns(DeprecationWarning, match="`train` is deprecated since 0.2.3"):
         legacy = resolve_settings(["train"], train_harnesses=["s1-t0-o0-c0-w0"])
-    assert legacy == {"original": ["S1-T0-O0-C0-W0"]}
-    with pytest.raises(ConfigError, match="replace train with original"):
-        resolve_settings(["train"], original="oa")
-    with pytest.raises(ConfigError, match="train and original are one setting"):
-        resolve_settings(["train", "original"], original="oa")
+    assert legacy == {"train": ["S1-T0-O0-C0-W0"]}
+    with pytest.warns(DeprecationWarning, match="`train` is deprecated"):
+        both = resolve_settings(["train", "original"], original="S0-T0-O0-C0-W0")
+    from harnessgrid.designs import orthogonal_design
+
+    assert both == {"original": [ORIGINAL],
+                    "train": list(orthogonal_design(FactorSpace.default()).codes)}
+    with pytest.warns(DeprecationWarning, match="train_harnesses .* is ignored"):
+        resolve_settings(["in-space"], train_harnesses=["S0-T0-O0-C0-W0"])
     with pytest.raises(ConfigError) as err:
         resolve_settings(["out-of-space"], adapters=["nosuch-shell"])
     registered = str(err.value).partition("registered adapters: ")[2]

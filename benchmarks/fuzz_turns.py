@@ -72,7 +72,7 @@ async def fuzz_spec(spec: str, seed: int, budget: int, tally: Tally) -> None:
     from harnessgrid.engine.api import resolve_harness
     from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.engine.runtime import run_episode
-    from harnessgrid.engine.trajectory import Trajectory, trajectory_line
+    from harnessgrid.trajectory import Trajectory, trajectory_line
 
     harness = resolve_harness(spec)
     rng = random.Random(f"{seed}:{spec}")

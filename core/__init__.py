@@ -64,8 +64,8 @@ _LAZY: dict[str, str] = {
     "Task": "harnessgrid.tasks",
     "TaskSuite": "harnessgrid.tasks",
     "load_suite": "harnessgrid.plugin_system.registry",
-    "Trajectory": "harnessgrid.engine.trajectory",
-    "TrajectoryStore": "harnessgrid.engine.trajectory",
+    "Trajectory": "harnessgrid.trajectory",
+    "TrajectoryStore": "harnessgrid.trajectory",
     "Action": "harnessgrid.models",
     "make_policy": "harnessgrid.policies",
     "Workspace": "harnessgrid.sandboxing.workspace",
@@ -115,8 +115,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from harnessgrid.engine.session import AsyncSession as AsyncSession
     from harnessgrid.engine.session import Reply as Reply
     from harnessgrid.engine.session import Session as Session
-    from harnessgrid.engine.trajectory import Trajectory as Trajectory
-    from harnessgrid.engine.trajectory import TrajectoryStore as TrajectoryStore
     from harnessgrid.errors import ConfigError as ConfigError
     from harnessgrid.errors import HarnessgridError as HarnessgridError
     from harnessgrid.models import Action as Action
@@ -142,3 +140,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from harnessgrid.space import HarnessConfig as HarnessConfig
     from harnessgrid.tasks import Task as Task
     from harnessgrid.tasks import TaskSuite as TaskSuite
+    from harnessgrid.trajectory import Trajectory as Trajectory
+    from harnessgrid.trajectory import TrajectoryStore as TrajectoryStore

@@ -61,6 +61,14 @@ MOVED_MODULES: dict[str, Moved] = {
     "harnessgrid.grading_io": Moved("harnessgrid.sandboxing.grading_io",
                                     ("read_text", "read_bytes")),
     "harnessgrid.ray_episodes": Moved("harnessgrid.engine.ray_episodes", ("ray_episodes",)),
+    # 0.2.3: trajectories are data every layer and plugin reads (issue 42: the contract no
+    # longer types against the engine)
+    "harnessgrid.engine.trajectory": Moved("harnessgrid.trajectory",
+                                           ("Trajectory", "TurnRecord", "CallRecord",
+                                            "TrajectoryStore"), since="0.2.3",
+                                           removed_in="0.4.0"),
+    "harnessgrid.engine.token_rows": Moved("harnessgrid.token_rows", ("TokenRow", "token_rows"),
+                                           since="0.2.3", removed_in="0.4.0"),
 }
 
 #: Names that moved out of a module that stays: ``"old_module.name"`` -> where to import the

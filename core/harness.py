@@ -30,9 +30,9 @@ from harnessgrid.models import (
 )
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.sandboxing.tools import Environment
     from harnessgrid.tasks import Task
+    from harnessgrid.trajectory import Trajectory
 
 
 @runtime_checkable
@@ -99,7 +99,7 @@ class LeveledHarness(Protocol):
 class TranscriptHarness(Protocol):
     """A harness that emulates a real product and writes that product's own session
     transcript; graders written for the product read exactly that instead of
-    :meth:`Trajectory.transcript <harnessgrid.engine.trajectory.Trajectory.transcript>`."""
+    :meth:`Trajectory.transcript <harnessgrid.trajectory.Trajectory.transcript>`."""
 
     def session_events(self, traj: Trajectory) -> list[dict[str, Any]]: ...
 

@@ -106,7 +106,7 @@ def task_score(scores: Mapping[str, float]) -> float:
 @runtime_checkable
 class Grader(Protocol):
     """Scores a finished episode from the final workspace (a copy) and the transcript (a list of
-    OpenClaw-style session events, see :mod:`harnessgrid.engine.trajectory`)."""
+    OpenClaw-style session events, see :mod:`harnessgrid.trajectory`)."""
 
     def grade(self, workspace: Path, transcript: list[dict[str, Any]]) -> dict[str, float]: ...
 

@@ -1,6 +1,6 @@
 """One evaluation result: the small, flat record the reports are computed from.
 
-A full :class:`~harnessgrid.engine.trajectory.Trajectory` holds every view the model saw, so a long
+A full :class:`~harnessgrid.trajectory.Trajectory` holds every view the model saw, so a long
 episode weighs megabytes; reports need a few numbers per episode. Each result therefore carries
 its key (setting, suite, task, harness, run), what the tables group by (configuration levels,
 behaviour tags), the outcome, the costs, and the byte offset of its full trajectory in
@@ -13,9 +13,9 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.models import clean_text
 from harnessgrid.tasks import PARTIAL_GRADINGS, infer_grading
+from harnessgrid.trajectory import Trajectory
 
 #: Where the evaluation key and task facts travel inside ``Trajectory.meta``.
 META_KEY = "eval"

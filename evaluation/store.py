@@ -56,11 +56,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-from harnessgrid.engine.trajectory import Trajectory, TrajectoryStore, read_trajectory_line
 from harnessgrid.errors import ConfigError
 from harnessgrid.evaluation.results import META_KEY, EvalResult, ResultKey
 from harnessgrid.models import clean_text
 from harnessgrid.paths import require_output_dir
+from harnessgrid.trajectory import Trajectory, TrajectoryStore, read_trajectory_line
 
 RESULTS = "results.jsonl"
 TRAJECTORIES = "trajectories.jsonl"

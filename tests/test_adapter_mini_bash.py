@@ -13,7 +13,6 @@ import pytest
 
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError
 from harnessgrid.harness import Harness
 from harnessgrid.models import Action, ModelTurn
@@ -24,6 +23,7 @@ from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.tasks import FunctionGrader, Task
+from harnessgrid.trajectory import Trajectory
 
 T = TypeVar("T")
 

@@ -18,7 +18,6 @@ import pytest
 from harnessgrid.engine.executor import run_episodes
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import ContextBudget, EpisodeState
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall
@@ -36,6 +35,7 @@ from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.tasks import FunctionGrader, Task
+from harnessgrid.trajectory import Trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openclaw"
 ADAPTERS = ["harnessgrid.plugins.adapters.openclaw", "harnessgrid.plugins.adapters.mini_bash"]

@@ -11,11 +11,11 @@ from probe_suite import EDIT_TASK, UPPER_TASK
 
 import harnessgrid as hg
 from harnessgrid.engine.executor import run_episodes
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.models import Action, FormatError, ToolResult
 from harnessgrid.plugin_system.composition import compose
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.space import FactorSpace
+from harnessgrid.trajectory import Trajectory
 
 SPACE = FactorSpace.default()
 # Two hand-written tasks covering every abstract action, plus generated grid-bench tasks from

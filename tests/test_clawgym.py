@@ -27,7 +27,6 @@ import pytest
 import harnessgrid as hg
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError
 from harnessgrid.harness import Harness
 from harnessgrid.models import Action
@@ -35,6 +34,7 @@ from harnessgrid.plugins.tasks import clawgym
 from harnessgrid.plugins.tasks._clawgym_export import RegeneratedGrader
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.tasks import UNKNOWN_CATEGORY, GraderError, Task, TaskSuite, task_score
+from harnessgrid.trajectory import Trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clawgym"
 A = Action.of

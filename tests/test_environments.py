@@ -24,7 +24,6 @@ from cli_in_process import hg_cli
 from harnessgrid.engine.api import resolve_harness
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError, HarnessgridError
 from harnessgrid.models import Action
 from harnessgrid.plugins.tasks import clawgym
@@ -43,6 +42,7 @@ from harnessgrid.sandboxing.environments import (
 from harnessgrid.sandboxing.sandbox import Sandbox
 from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import ContextGrader, GradingContext, Task
+from harnessgrid.trajectory import Trajectory
 
 A = Action.of
 MOUNT = clawgym.DEFAULT_MOUNT

@@ -17,7 +17,6 @@ from harnessgrid.engine import episode_run
 from harnessgrid.engine.episode_run import Episode
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import ContextBudget, Decision, EpisodeState, TurnOutcome, WorkflowProtocol
 from harnessgrid.harness import (
     InterruptibleHarness,
@@ -38,6 +37,7 @@ from harnessgrid.policies import EpisodePolicy, Policy, PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.sandboxing.tools import Environment
 from harnessgrid.tasks import FunctionGrader, Task, check_graders_ready
+from harnessgrid.trajectory import Trajectory
 
 REPROMPT = Message(role="user", content="Say something, or call sh.", kind="format_error")
 

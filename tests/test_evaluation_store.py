@@ -211,8 +211,8 @@ def test_a_result_carries_every_field_it_shares_with_its_trajectory() -> None:
     """Issue 42: the results record copied the trajectory's fields by hand, one line each. The
     fields both models declare are copied as they stand, whatever is added to both later; the
     four both declare with another meaning are the result's own."""
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.evaluation.results import COPIED, EvalResult, tag_trajectory
+    from harnessgrid.trajectory import Trajectory
 
     assert {"score", "passed", "subscores", "termination", "grading", "tokens_in",
             "tokens_out", "wall_s", "model_s", "tools_s", "harness_s", "wait_s", "grade_s",

@@ -30,7 +30,7 @@ from harnessgrid.engine.executor import (
     run_episodes,
 )
 from harnessgrid.engine.limits import EpisodeLimits
-from harnessgrid.engine.trajectory import Trajectory
+from harnessgrid.trajectory import Trajectory
 
 #: A job every backend runs and that raises out of the runtime: an ``--env`` that does not
 #: exist is refused when the episode starts (a ConfigError, as a plugin bug would raise).

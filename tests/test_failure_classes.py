@@ -136,7 +136,7 @@ def test_a_stray_cancellation_fails_one_episode_not_the_batch(tmp_path: object) 
     from probe_suite import UPPER_TASK
 
     from harnessgrid.engine.executor import run_episodes
-    from harnessgrid.engine.trajectory import TrajectoryStore
+    from harnessgrid.trajectory import TrajectoryStore
 
     store = TrajectoryStore(Path(str(tmp_path)) / "trajectories.jsonl")
     jobs = [(_probe_harness(), UPPER_TASK) for _ in range(3)]

@@ -24,7 +24,6 @@ import pytest
 import harnessgrid as hg
 from harnessgrid.engine.executor import run_episodes
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError
 from harnessgrid.plugin_system.composed_harness import ComposedHarness
 from harnessgrid.plugin_system.composition import compose
@@ -35,6 +34,7 @@ from harnessgrid.sandboxing.tools import as_shell
 from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import BEHAVIOURS, Task, TaskSuite, task_ids
+from harnessgrid.trajectory import Trajectory
 
 PROBE_SPACE = FactorSpace.from_levels({
     "system_prompt": ["probe"], "tool_interface": ["probe", "probe_text"],

@@ -19,7 +19,6 @@ import pytest
 from shell_agent import ShellAgent
 
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.plugins.adapters.mini_bash import SENTINEL, MiniBashHarness
 from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.plugins.tasks.generated.common import text
@@ -32,6 +31,7 @@ from harnessgrid.sandboxing.grading_io import (
 )
 from harnessgrid.sandboxing.scratch import remove_tree
 from harnessgrid.tasks import FunctionGrader, Task
+from harnessgrid.trajectory import Trajectory
 
 
 def Agent(*commands: str) -> ShellAgent:  # reads as the class it makes

@@ -21,7 +21,6 @@ from harnessgrid.engine.api import resolve_harness
 from harnessgrid.engine.grading import grade_episode
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.models import Action
 from harnessgrid.plugins.tasks import clawgym, pinchbench
 from harnessgrid.plugins.tasks._clawgym_export import RegeneratedGrader
@@ -35,6 +34,7 @@ from harnessgrid.sandboxing.environments import EnvironmentRecord, build_venv
 from harnessgrid.sandboxing.sandbox import Sandbox
 from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import ContextGrader, FunctionGrader, GradingContext, Task, grader_call
+from harnessgrid.trajectory import Trajectory
 
 CLAWGYM_MOUNT = clawgym.DEFAULT_MOUNT
 SANDBOX_UID_BASE = 2_000_000_000  # sandboxed commands run as this + a slot

@@ -23,16 +23,16 @@ from probe_suite import UPPER_TASK
 from harnessgrid.engine.api import resolve_harness
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import (
+from harnessgrid.harness import Harness
+from harnessgrid.models import MAX_ARGUMENT_DEPTH, Action, Message, ModelTurn, ToolCall
+from harnessgrid.policies import PolicyRequest
+from harnessgrid.sandboxing.workspace import Workspace
+from harnessgrid.trajectory import (
     Trajectory,
     TrajectoryStore,
     TurnRecord,
     trajectory_line,
 )
-from harnessgrid.harness import Harness
-from harnessgrid.models import MAX_ARGUMENT_DEPTH, Action, Message, ModelTurn, ToolCall
-from harnessgrid.policies import PolicyRequest
-from harnessgrid.sandboxing.workspace import Workspace
 
 SURROGATES = "a\ud800b\udfffc"
 NUL = "x\x00y"

@@ -1,7 +1,8 @@
 """The layering rule of docs/architecture.md, checked on the source: a module imports only from
 its own layer and the layers below it. Function-level imports count (they are dependencies
-all the same); imports under ``if TYPE_CHECKING:`` do not, because they exist only for the
-type checker and never run."""
+all the same), and so do imports under ``if TYPE_CHECKING:`` (a type the contract names must
+live in the contract), but for the exceptions listed in ``TYPING_UPWARD``. The cycle check
+leaves the type checker's imports out: they never run."""
 
 from __future__ import annotations
 
@@ -75,10 +76,11 @@ def _type_checking_blocks(tree: ast.Module) -> set[int]:
     return lines
 
 
-def imports_of(path: Path) -> list[tuple[int, str]]:
-    """Every ``harnessgrid`` module ``path`` imports at run time, with its line."""
+def imports_of(path: Path, *, typing_too: bool = False) -> list[tuple[int, str]]:
+    """Every ``harnessgrid`` module ``path`` imports at run time (and with ``typing_too``,
+    for the type checker as well), with its line."""
     tree = ast.parse(path.read_text())
-    typing_only = _type_checking_blocks(tree)
+    typing_only = set() if typing_too else _type_checking_blocks(tree)
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if getattr(node, "lineno", None) in typing_only:
@@ -99,12 +101,25 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
 MODULES = _modules()
 
 
+#: Imports for the type checker that still point up, each with the reason it is left (issue
+#: 42): no other may be added.
+TYPING_UPWARD = {
+    # The Harness protocol's step() receives the sandboxing layer's Environment (workspace,
+    # sandbox, hooks); a protocol for it in the contract is open work.
+    ("harnessgrid.harness", "harnessgrid.sandboxing.tools"),
+}
+
+
 @pytest.mark.parametrize("module", sorted(set(MODULES) - ENTRY_POINTS))
 def test_a_module_imports_only_its_layer_and_below(module: str) -> None:
+    """Imports for the type checker obey the table too: a type the contract names lives in
+    the contract (issue 42), but for the listed exceptions."""
     own = layer_of(module)
     assert own is not None
     upward = []
-    for line, target in imports_of(MODULES[module]):
+    for line, target in imports_of(MODULES[module], typing_too=True):
+        if (module, target) in TYPING_UPWARD:
+            continue
         other = layer_of(target)
         if other is None:
             if own == "" or RANK[own] < RANK["plugin_system"]:

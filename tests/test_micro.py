@@ -27,7 +27,6 @@ from hypothesis import strategies as st
 
 import harnessgrid as hg
 from harnessgrid.engine.executor import run_episodes
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import ContextBudget, estimate_tokens
 from harnessgrid.levels import FACTOR_BASES
 from harnessgrid.models import (
@@ -55,6 +54,7 @@ from harnessgrid.plugins.micro.contexts import MicroDigest, MicroWindow
 from harnessgrid.plugins.micro.tasks import EVAL_SIZE, TRAIN_PER_FAMILY, WORDS, micro_suite
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.tasks import Task
+from harnessgrid.trajectory import Trajectory
 
 SUITE = micro_suite()
 FAMILIES = sorted({str(t.metadata["family"]) for t in SUITE.tasks()})

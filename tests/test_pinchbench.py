@@ -19,12 +19,12 @@ from servers import Canned, OpenAICompatServer, http_error, openai_text
 
 import harnessgrid as hg
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import Action, ModelTurn
 from harnessgrid.plugins.tasks import clawgym, pinchbench
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.tasks import Task, TaskSuite
+from harnessgrid.trajectory import Trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pinchbench"
 A = Action.of

@@ -21,7 +21,12 @@ import harnessgrid as hg
 from harnessgrid.engine.api import resolve_harness
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import (
+from harnessgrid.events import ModelReply
+from harnessgrid.models import Action, Message, ModelTurn, TokenRecord, ToolCall
+from harnessgrid.policies import PolicyRequest
+from harnessgrid.sandboxing.sandbox import sandbox_available
+from harnessgrid.sandboxing.workspace import Workspace
+from harnessgrid.trajectory import (
     STORED_REPLY_BYTES,
     Trajectory,
     TrajectoryStore,
@@ -29,11 +34,6 @@ from harnessgrid.engine.trajectory import (
     cap_reply,
     trajectory_line,
 )
-from harnessgrid.events import ModelReply
-from harnessgrid.models import Action, Message, ModelTurn, TokenRecord, ToolCall
-from harnessgrid.policies import PolicyRequest
-from harnessgrid.sandboxing.sandbox import sandbox_available
-from harnessgrid.sandboxing.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap")
 

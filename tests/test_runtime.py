@@ -20,7 +20,6 @@ from probe_suite import UPPER_TASK
 from harnessgrid.engine.executor import run_episodes
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import TrajectoryStore
 from harnessgrid.episode import context_budget, estimate_tokens, estimate_tool_tokens
 from harnessgrid.errors import SandboxError
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall, ToolSpec
@@ -32,6 +31,7 @@ from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import FunctionGrader
+from harnessgrid.trajectory import TrajectoryStore
 
 PROBE_SPACE = FactorSpace.from_levels({
     "system_prompt": ["probe"], "tool_interface": ["probe", "probe_text"],

@@ -18,7 +18,6 @@ from episode_stubs import Bound, EpisodeStub
 from harnessgrid.engine.executor import run_episodes
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import episode_pool, run_episode
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import HarnessgridError
 from harnessgrid.models import Action
 from harnessgrid.plugin_system.composed_harness import ComposedHarness
@@ -30,6 +29,7 @@ from harnessgrid.sandboxing.sandbox import Sandbox, sandbox_available
 from harnessgrid.sandboxing.sandbox_pool import PoolKey, PoolsByKey, SandboxPool
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import Task
+from harnessgrid.trajectory import Trajectory
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap")
 

@@ -13,10 +13,10 @@ import pytest
 from probe_suite import UPPER_TASK
 
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import Trajectory, TurnRecord
 from harnessgrid.plugin_system.composition import compose, harness_space
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.timing import metered, span
+from harnessgrid.trajectory import Trajectory, TurnRecord
 
 PARTS = ("model_s", "tools_s", "harness_s", "wait_s")
 

@@ -1,4 +1,4 @@
-"""Training rows from token records (core/engine/token_rows.py).
+"""Training rows from token records (core/token_rows.py).
 
 Episodes are real: the tiny offline model through composed harnesses and both emulated
 shells, in the bubblewrap sandbox, at a small context budget so that ``window``, ``compact``
@@ -16,10 +16,10 @@ import pytest
 from harnessgrid.engine.api import resolve_harness
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.token_rows import TokenRow
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.plugin_system.registry import load_suite
 from harnessgrid.policies.hf import HFPolicy
+from harnessgrid.token_rows import TokenRow
+from harnessgrid.trajectory import Trajectory
 
 HARNESSES = ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W1", "S2-T2-O2-C2-W2", "S0-T0-O2-C2-W0",
              "adapter:claude-code", "adapter:openclaw"]

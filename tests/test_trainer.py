@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from interrupts import sigint_default
 
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError
 from harnessgrid.trainer.config import ExperimentConfig, config_from_mapping, load_config
 from harnessgrid.trainer.plan import TrainingPlan
 from harnessgrid.trainer.rollout import RolloutJob, episode_id_for
 from harnessgrid.trainer.run import TrainResult, train
+from harnessgrid.trajectory import Trajectory
 
 pytest.importorskip("trl")
 torch = pytest.importorskip("torch")

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from episode_stubs import Bound, EpisodeStub
 
-from harnessgrid.engine.token_rows import TokenRow
-from harnessgrid.engine.trajectory import Trajectory
+from harnessgrid.token_rows import TokenRow
 from harnessgrid.trainer.advantages import EpisodeOutcome
 from harnessgrid.trainer.batches import TrainRow
 from harnessgrid.trainer.config import config_from_mapping
 from harnessgrid.trainer.signal import flat_groups, no_signal_message, signal_tokens
+from harnessgrid.trajectory import Trajectory
 
 
 def row(mask: tuple[int, ...], truncated: tuple[int, ...] = ()) -> TokenRow:

@@ -16,13 +16,6 @@ from pydantic import ValidationError
 
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
-from harnessgrid.engine.trajectory import (
-    VIEW_DELTA,
-    Trajectory,
-    TrajectoryStore,
-    TurnRecord,
-    view_deltas,
-)
 from harnessgrid.episode import estimate_tokens
 from harnessgrid.harness import Harness
 from harnessgrid.models import Message, ToolCall
@@ -34,6 +27,13 @@ from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import Task
+from harnessgrid.trajectory import (
+    VIEW_DELTA,
+    Trajectory,
+    TrajectoryStore,
+    TurnRecord,
+    view_deltas,
+)
 
 
 def msg(role: str, content: str, **kw: Any) -> Message:

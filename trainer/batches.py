@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harnessgrid.engine.token_rows import TokenRow
+from harnessgrid.token_rows import TokenRow
 
 __all__ = ["TrainRow", "collate", "loss_mask", "micro_batches"]
 

@@ -294,7 +294,7 @@ def _training_params(config: Any, upstream: str) -> dict[str, Any]:
 
 def well_formed_turns(eval_dir: Path, result: Any) -> tuple[int, int]:
     """(turns that spoke the harness's protocol, turns) of one evaluated episode
-    (:meth:`~harnessgrid.engine.trajectory.Trajectory.well_formed_turns`)."""
+    (:meth:`~harnessgrid.trajectory.Trajectory.well_formed_turns`)."""
     from harnessgrid.evaluation.store import load_trajectory
 
     trajectory = load_trajectory(eval_dir, result)

@@ -47,9 +47,9 @@ from harnessgrid.trainer.rollout import RolloutJob, run_rollouts
 from harnessgrid.trainer.signal import StepSignal, flat_groups, signal_tokens
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.trainer.config import ExperimentConfig
     from harnessgrid.trainer.plan import TrainingPlan
+    from harnessgrid.trajectory import Trajectory
 
 __all__ = ["HarnessTrainer", "StepReport", "trajectory_reward"]
 
@@ -61,7 +61,7 @@ RewardFunc = Callable[[Sequence["Trajectory"]], list[float | None]]
 def trajectory_reward(kind: str = "score", format_bonus: float = 0.0) -> RewardFunc:
     """The default reward: each episode's grade (its score, or 1/0 for ``kind="pass"``), None
     for infrastructure failures; plus ``format_bonus`` times the episode's share of
-    well-formed turns (:meth:`~harnessgrid.engine.trajectory.Trajectory.well_formed_turns`) when
+    well-formed turns (:meth:`~harnessgrid.trajectory.Trajectory.well_formed_turns`) when
     set -- a shaping term for models that solve no task yet, so that rollouts which speak
     the harness's protocol are preferred. A custom reward function takes the same list of
     trajectories and returns one float (or None to exclude the episode) per trajectory."""

@@ -21,11 +21,11 @@ if TYPE_CHECKING:
     from harnessgrid.designs.schedule import Schedule
     from harnessgrid.engine.executor import EpisodeJob
     from harnessgrid.engine.limits import EpisodeLimits
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
     from harnessgrid.space import HarnessConfig
     from harnessgrid.tasks import Task
+    from harnessgrid.trajectory import Trajectory
 
 __all__ = ["RolloutJob", "episode_id_for", "episode_job", "plan_step", "run_rollouts",
            "run_rollouts_on_ray"]

@@ -49,12 +49,12 @@ from harnessgrid.trainer.checkpoints import CompleteCheckpoints
 from harnessgrid.trainer.labelled_head import labelled_positions_only
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.token_rows import TokenRow
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.policies import Policy
+    from harnessgrid.token_rows import TokenRow
     from harnessgrid.trainer.config import ExperimentConfig
     from harnessgrid.trainer.plan import TrainingPlan
     from harnessgrid.trainer.run import TrainResult
+    from harnessgrid.trajectory import Trajectory
 
 __all__ = ["HarnessSFTTrainer", "collect_demonstrations", "demonstration_rows", "train_sft"]
 

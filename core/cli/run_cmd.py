@@ -25,8 +25,8 @@ from harnessgrid.cli.episode_options import (
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.tasks import Task
+    from harnessgrid.trajectory import Trajectory
 
 
 def find_task(ref: str, options: list[str] | None = None, judge: str | None = None) -> Task:
@@ -137,7 +137,7 @@ def run(
 
     from harnessgrid.engine.api import arun_agent, resolve_harness, resolve_policy
     from harnessgrid.engine.runtime import run_task_episode
-    from harnessgrid.engine.trajectory import TrajectoryStore
+    from harnessgrid.trajectory import TrajectoryStore
 
     if (task is None) == (instruction is None):
         raise ConfigError("give either --task SUITE/ID or --instruction TEXT (with --workspace)")

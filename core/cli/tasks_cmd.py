@@ -28,9 +28,9 @@ from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
     from harnessgrid.engine.limits import EpisodeLimits
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.tasks import BrokenTask, Task, TaskSuite
+    from harnessgrid.trajectory import Trajectory
 
 
 def _grading(task: Task) -> str:

@@ -29,9 +29,9 @@ from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
     from harnessgrid.engine.limits import EpisodeLimits
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
+    from harnessgrid.trajectory import Trajectory
 
 
 async def arun_agent(instruction: str, workspace: str | Path, *, harness: str | Harness,

@@ -25,14 +25,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from harnessgrid import timing
-from harnessgrid.engine.trajectory import (
-    CallRecord,
-    Termination,
-    Trajectory,
-    TurnRecord,
-    cap_reply,
-    stored_size,
-)
 from harnessgrid.episode import ContextBudget, EpisodeState, TurnOutcome, context_budget
 from harnessgrid.errors import ConfigError
 from harnessgrid.events import ContextRewrite, Event, ModelReply, TextDelta, TurnStarted
@@ -40,6 +32,14 @@ from harnessgrid.harness import ProductToolHarness, factor_levels, play_turn, pr
 from harnessgrid.models import Message, ModelTurn, ToolSpec
 from harnessgrid.policies import Policy, PolicyRequest, bind_to_episode
 from harnessgrid.sandboxing.tool_hooks import end_call
+from harnessgrid.trajectory import (
+    CallRecord,
+    Termination,
+    Trajectory,
+    TurnRecord,
+    cap_reply,
+    stored_size,
+)
 
 if TYPE_CHECKING:
     from harnessgrid.engine.limits import EpisodeLimits

@@ -41,11 +41,11 @@ from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.policies.batching import Lockstep, lockstep_slot
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
     from harnessgrid.sandboxing.sandbox_pool import PoolsByKey, SandboxPool
     from harnessgrid.tasks import Task
+    from harnessgrid.trajectory import Trajectory
 
 __all__ = ["EpisodeJob", "Executor", "Live", "LocalExecutor", "ProcessExecutor",
            "RayExecutor", "collect", "load_approver", "lost_episode", "run_episodes", "run_job"]

@@ -27,10 +27,10 @@ from harnessgrid.tasks import GraderError, GradingContext, grader_call, task_sco
 if TYPE_CHECKING:  # the sandbox machinery is imported where used: plugins import this module
     from pathlib import Path
 
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.sandboxing.environments import EnvironmentRecord
     from harnessgrid.sandboxing.workspace import Workspace
     from harnessgrid.tasks import Task
+    from harnessgrid.trajectory import Trajectory
 
 __all__ = ["grade_episode"]
 

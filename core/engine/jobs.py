@@ -22,12 +22,12 @@ from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.errors import ConfigError, HarnessgridError
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
     from harnessgrid.sandboxing.sandbox_pool import PoolsByKey, SandboxPool
     from harnessgrid.sandboxing.tool_hooks import Approver
     from harnessgrid.tasks import Task, TaskSuite
+    from harnessgrid.trajectory import Trajectory
 
 __all__ = ["EpisodeJob", "Finished", "Live", "SetupError", "load_approver", "lost_episode",
            "rebuild", "run_job"]
@@ -147,8 +147,8 @@ async def run_job(job: EpisodeJob, *,
 
 def lost_episode(job: EpisodeJob, error: str) -> Trajectory:
     """The trajectory of a job's episode that did not come back (it crashed, or its worker
-    died): :func:`~harnessgrid.engine.trajectory.internal_error`."""
-    from harnessgrid.engine.trajectory import internal_error
+    died): :func:`~harnessgrid.trajectory.internal_error`."""
+    from harnessgrid.trajectory import internal_error
 
     return internal_error(harness=job.harness, task_id=job.task_id, suite=job.suite,
                           policy=job.policy, episode_id=job.episode_id or uuid.uuid4().hex[:12],

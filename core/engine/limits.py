@@ -18,9 +18,9 @@ from pydantic import (
     model_serializer,
 )
 
-from harnessgrid.engine.trajectory import STORED_REPLY_BYTES
 from harnessgrid.errors import SandboxError
 from harnessgrid.sandboxing.sandbox import INSTALL_HINT, SandboxLimits, check_bwrap
+from harnessgrid.trajectory import STORED_REPLY_BYTES
 
 if TYPE_CHECKING:
     from harnessgrid.tasks import Task
@@ -50,7 +50,7 @@ class EpisodeLimits(BaseModel):
     ``sandbox.output_bytes`` bounds a command's output: the strings of a longer reply are cut
     there, each with a marker giving its original size, and the turn records the reply's
     size (``original_reply_bytes``). The episode runs on the whole reply; token ids are never
-    cut (:mod:`harnessgrid.engine.trajectory`, "Stored replies")."""
+    cut (:mod:`harnessgrid.trajectory`, "Stored replies")."""
 
     @model_serializer(mode="wrap")
     def _omit_later_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:

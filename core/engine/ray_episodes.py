@@ -47,8 +47,8 @@ from harnessgrid.engine.jobs import EpisodeJob, SetupError, rebuild, run_job
 from harnessgrid.errors import ConfigError, HarnessgridError
 
 if TYPE_CHECKING:
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.sandboxing.sandbox_pool import PoolsByKey
+    from harnessgrid.trajectory import Trajectory
 
 __all__ = ["DEFAULT_MAX_RETRIES", "POOL_IDLE_S", "EpisodeJob", "EpisodeLostError",
            "import_ray", "ray_cluster", "ray_episodes"]
@@ -176,7 +176,7 @@ def ray_episodes(jobs: Sequence[EpisodeJob], *, address: str | None = None,
                                     max_in_flight=max_in_flight, idle_s=idle_s,
                                     cancelled=cancelled)
         return
-    from harnessgrid.engine.trajectory import Trajectory
+    from harnessgrid.trajectory import Trajectory
 
     remote = _remote(ray).options(
         num_cpus=num_cpus, max_retries=max_retries, retry_exceptions=False,

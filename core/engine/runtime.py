@@ -24,7 +24,6 @@ from harnessgrid.engine.grading import grade_episode
 from harnessgrid.engine.limits import EpisodeLimits as EpisodeLimits
 from harnessgrid.engine.limits import effective_limits as effective_limits
 from harnessgrid.engine.limits import require_sandbox as require_sandbox
-from harnessgrid.engine.trajectory import Trajectory, cap_replies, internal_error
 from harnessgrid.errors import SandboxError
 from harnessgrid.harness import grading_transcript
 from harnessgrid.policies import Policy, plays_oracle_plan
@@ -35,6 +34,7 @@ from harnessgrid.sandboxing.tool_hooks import ToolHooks
 from harnessgrid.sandboxing.tools import Environment
 from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import Task
+from harnessgrid.trajectory import Trajectory, cap_replies, internal_error
 
 if TYPE_CHECKING:
     from harnessgrid.harness import Harness

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from harnessgrid.engine.trajectory import Termination, Trajectory, TurnRecord
 from harnessgrid.errors import ConfigError, SandboxError
 from harnessgrid.events import (
     Event,
@@ -46,6 +45,7 @@ from harnessgrid.events import (
     UserMessage,
 )
 from harnessgrid.models import Message, ToolCall
+from harnessgrid.trajectory import Termination, Trajectory, TurnRecord
 
 if TYPE_CHECKING:
     from harnessgrid.engine.episode_run import Episode
@@ -172,7 +172,7 @@ class AsyncSession:
     def trajectory(self) -> Trajectory:
         """The session so far as a trajectory (a snapshot; safe to store: its replies are
         capped to ``limits.stored_reply_bytes`` as an episode's are)."""
-        from harnessgrid.engine.trajectory import cap_replies
+        from harnessgrid.trajectory import cap_replies
 
         if self._episode is None:
             raise ConfigError("the session has not run yet",

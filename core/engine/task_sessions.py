@@ -30,13 +30,13 @@ from harnessgrid.errors import ConfigError
 if TYPE_CHECKING:
     from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.engine.session import AsyncSession
-    from harnessgrid.engine.trajectory import Trajectory
     from harnessgrid.harness import Harness
     from harnessgrid.policies import Policy
     from harnessgrid.sandboxing.environments import EnvironmentRecord
     from harnessgrid.sandboxing.tool_hooks import Approver
     from harnessgrid.sandboxing.workspace import Workspace
     from harnessgrid.tasks import Task
+    from harnessgrid.trajectory import Trajectory
 
 __all__ = ["run_task_sessions"]
 

@@ -42,9 +42,9 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from harnessgrid.engine.jobs import EpisodeJob, lost_episode
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.errors import ConfigError, HarnessgridError
 from harnessgrid.sandboxing.sandbox_pool import PoolsByKey
+from harnessgrid.trajectory import Trajectory
 
 #: How often a worker may be replaced after dying, per worker asked for, before the jobs left
 #: are given up as infrastructure failures (a worker that dies on start would loop forever).
@@ -155,7 +155,7 @@ def _start(context: Any, share: int, jobs: int) -> _Worker:
 
 def _drain(w: _Worker, jobs: Sequence[EpisodeJob]) -> Iterator[tuple[int, Trajectory]]:
     """Every message the worker has sent so far (also after it died: what it sent counts)."""
-    from harnessgrid.engine.trajectory import read_trajectory_line
+    from harnessgrid.trajectory import read_trajectory_line
 
     while True:
         try:
@@ -226,7 +226,7 @@ async def _serve(conn: Connection, share: int, jobs: int) -> None:
 
 async def _serve_jobs(conn: Connection, pools: PoolsByKey) -> None:
     from harnessgrid.engine.jobs import run_job
-    from harnessgrid.engine.trajectory import trajectory_line
+    from harnessgrid.trajectory import trajectory_line
 
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[bytes | None] = asyncio.Queue()

@@ -53,7 +53,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from harnessgrid import hookimpl
-from harnessgrid.engine.trajectory import Trajectory
 from harnessgrid.episode import (
     ContextBudget,
     Decision,
@@ -102,6 +101,7 @@ from harnessgrid.registrations import AdapterSpec
 from harnessgrid.sandboxing.tool_hooks import Denied, approved_call, note_result
 from harnessgrid.sandboxing.tools import Environment, as_shell
 from harnessgrid.tasks import Task
+from harnessgrid.trajectory import Trajectory
 
 VERSION = "2026.2.26"
 FIXED_NOW = datetime(2026, 2, 26, 9, 0, tzinfo=UTC)

@@ -109,9 +109,9 @@ def run_in_sandbox(workspace_root: Path, mount_path: str, command: str, *,
     :data:`GRADING_DIR`; ``reward_dir`` is copied (links kept as links, never followed) and mounted read-only at
     ``<mount_path>/reward``, replacing whatever the agent left there (the workspace is a copy).
     """
-    from harnessgrid.engine.trajectory import dumps_transcript
     from harnessgrid.sandboxing.sandbox import Sandbox
     from harnessgrid.sandboxing.workspace import Workspace
+    from harnessgrid.trajectory import dumps_transcript
 
     limits = limits or GradingLimits()
     with scratch_dir("hg-grading-") as tmp:

@@ -142,8 +142,9 @@ def resolve_settings(settings: Sequence[str], *, space: FactorSpace | None = Non
                             else _held_out(space, holdout_n, holdout_seed))
         elif setting == "original":
             out[setting] = _original(space, names, original)
-        elif setting == LEGACY_TRAIN:
-            out[setting] = _original(space, names, train_harnesses or TRAINING_DESIGN)
+        elif setting == LEGACY_TRAIN:  # exactly as before 0.2.3
+            out[setting] = (_explicit(space, names, train_harnesses) if train_harnesses
+                            else _original(space, names, TRAINING_DESIGN))
         else:
             out[setting] = [ADAPTER_PREFIX + name for name in check_adapters(adapters)]
     return out

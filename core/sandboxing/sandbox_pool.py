@@ -136,7 +136,7 @@ class SandboxPool:
     many episodes one sandbox may serve in turn, reset in between (1: close each after its
     episode). Use it as ``async with SandboxPool(8) as pool:`` and pass ``pool=`` to
     :func:`~harnessgrid.engine.runtime.run_episode`;
-    :func:`~harnessgrid.engine.runtime.run_episodes` makes one itself, sized to its concurrency.
+    :func:`~harnessgrid.engine.executor.run_episodes` makes one itself, sized to its concurrency.
 
     Recycling, the pool keeps at most ``size + 1`` sandboxes in all (lent, waiting, starting
     or being reset; at least :data:`MIN_SLOTS`): one spare, so an episode rarely waits for

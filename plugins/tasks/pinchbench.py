@@ -181,7 +181,7 @@ class PinchBenchGrader:
         if sent < total:
             raise GraderError(f"ungraded: the episode sent {sent} of its {total} sessions "
                               f"(task {self.task_id} is multi-session); run it with "
-                              "harnessgrid.engine.task_sessions.run_task_episode, which sends each "
+                              "harnessgrid.engine.runtime.run_task_episode, which sends each "
                               "session's prompt as a follow-up")
 
     def _automated(self, workspace: Path, transcript: list[dict[str, Any]],

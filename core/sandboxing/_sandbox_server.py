@@ -818,17 +818,29 @@ def run(req, disk):
         calls.close()
 
 
+class Phases:
+    """A command's steps and the seconds each took, for ``phases`` requests."""
+
+    def __init__(self, start):
+        self.last, self.steps = start, []
+
+    def end(self, name):
+        now = time.monotonic()
+        self.steps.append([name, now - self.last])
+        self.last = now
+
+
 def run_with(req, disk, calls):
     start = time.monotonic()
     # ``phases`` (benchmarks/sandbox_cost.py): when each step of the command ended, so that a
     # millisecond can be traced to where it went; nothing is timed otherwise.
-    marks = [] if req.get("phases") else None
+    phases = Phases(start) if req.get("phases") else None
     deadline = start + req["timeout"]
     cap = LIM["output_bytes"]
     floor = disk.floor()
     oom_before = oom_kills()
-    if marks is not None:
-        marks.append(("quota and cgroup baseline", time.monotonic()))
+    if phases is not None:
+        phases.end("quota and cgroup baseline")
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
     try:
@@ -840,8 +852,8 @@ def run_with(req, disk, calls):
         return {"exit_code": 127, "killed": None, "truncated": False, "notes": []}, b"", msg.encode()
     os.close(w_out)
     os.close(w_err)
-    if marks is not None:
-        marks.append(("spawn", time.monotonic()))
+    if phases is not None:
+        phases.end("spawn")
     try:
         pidfd = os.pidfd_open(pid)  # wakes select() when the command exits (Linux >= 5.3)
     except (AttributeError, OSError):
@@ -903,16 +915,15 @@ def run_with(req, disk, calls):
             break
     if pidfd is not None:
         os.close(pidfd)
-    if marks is not None:
-        marks.append(("command (shell, limits, cgroup entry, the command; polled)",
-                      time.monotonic()))
+    if phases is not None:
+        phases.end("command (shell, limits, cgroup entry, the command; polled)")
     kill_all(pid, status is not None)
-    if marks is not None:
-        marks.append(("kill and reap what is left", time.monotonic()))
+    if phases is not None:
+        phases.end("kill and reap what is left")
     if PIDNS:
         remove_ipc()  # System V objects die with the command that made them, like its processes
-    if marks is not None:
-        marks.append(("System V objects removed", time.monotonic()))
+    if phases is not None:
+        phases.end("System V objects removed")
     cgroup_oom = killed is None and oom_before is not None and oom_kills() != oom_before
     if cgroup_oom:
         killed = "memory"  # the cgroup's limit acted before the poll did
@@ -944,10 +955,9 @@ def run_with(req, disk, calls):
             "commands that grow it will be killed; delete files"
         )
     header = {"exit_code": exit_code, "killed": killed, "truncated": truncated, "notes": notes}
-    if marks is not None:
-        marks.append(("output, cgroup and quota checks", time.monotonic()))
-        header["phases"] = [[name, t - before] for (name, t), before
-                            in zip(marks, [start] + [t for _, t in marks[:-1]], strict=True)]
+    if phases is not None:
+        phases.end("output, cgroup and quota checks")
+        header["phases"] = phases.steps
     return header, bytes(kept[r_out]), bytes(kept[r_err])
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
@@ -300,8 +301,6 @@ def internal_error(*, harness: str, task_id: str, suite: str, policy: str, episo
     """The trajectory of an episode that did not come back whole (it raised out of the
     runtime, or its worker died): ``internal_error``, an infrastructure failure that a resume
     runs again, never a score. Every runner reports such an episode through here."""
-    import time
-
     return Trajectory(episode_id=episode_id, harness=harness, task_id=task_id, suite=suite,
                       policy=policy, termination="internal_error", error=error,
                       started_at=time.time())

@@ -21,9 +21,11 @@ file, key or value is a :class:`~harnessgrid.errors.ConfigError` naming it.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import json
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -215,8 +217,6 @@ class ExperimentConfig(BaseModel):
         warning naming the new key; the same setting given both ways is refused."""
         if not isinstance(data, dict) or not LEGACY_LIMIT_KEYS.keys() & data.keys():
             return data
-        import warnings
-
         data = dict(data)
         limits = data.get("limits", {})
         if isinstance(limits, EpisodeLimits):
@@ -326,8 +326,6 @@ _TABLES: dict[str, type] = {"": ExperimentConfig, "ppo": PPOOptions,
 
 def _keys(table: str) -> list[str]:
     """The keys a table of the config takes (a pydantic model's fields, a dataclass's)."""
-    import dataclasses
-
     kind = _TABLES.get(table)
     if kind is None:
         return []
@@ -395,8 +393,6 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
                               hint="values are YAML: 10, 0.5, true, [a, b], 'text'") from None
         key = key.strip()
         if key in LEGACY_LIMIT_KEYS:  # an old key from the command line overrides the table's
-            import warnings
-
             new = f"limits.{LEGACY_LIMIT_KEYS[key]}"
             warnings.warn(f"--set {key}=... is deprecated since 0.2.3 and will be removed in "
                           f"0.3.0; write --set {new}=...", DeprecationWarning, stacklevel=2)

@@ -20,19 +20,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from harnessgrid.cli.episode_options import (
-    MAX_TURNS,
-    WALL_S,
-    Env,
-    Judge,
-    MaxTurns,
-    PolicyOpt,
-    SuiteOption,
-    UnsafeNoSandbox,
-    WallS,
-    episode_limits,
-    policy_option,
-)
+from harnessgrid.cli import episode_options as opts
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -40,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def eval_command(
-    policy: str = policy_option(),
+    policy: str = opts.policy_option(),
     suites: str = typer.Option(..., "--suites", help="Comma-separated suites, e.g. "
                                "examples,grid-bench,clawgym:/data/bench."),
     out: Path = typer.Option(..., "--out", help="Evaluation directory (created; re-use it to "
@@ -89,13 +77,13 @@ def eval_command(
                                  "two shells, whatever else is installed."),
     holdout_seed: int = typer.Option(0, "--holdout-seed", help="Seed of the held-out "
                                      "configurations."),
-    policy_opt: PolicyOpt = [],  # noqa: B006 - typer reads the default, never mutates it
-    suite_option: SuiteOption = [],  # noqa: B006
-    judge: Judge = None,
-    max_turns: MaxTurns = MAX_TURNS,
-    wall_s: WallS = WALL_S,
-    unsafe_no_sandbox: UnsafeNoSandbox = False,
-    env: Env = None,
+    policy_opt: opts.PolicyOpt = [],  # noqa: B006 - typer reads the default, never mutates it
+    suite_option: opts.SuiteOption = [],  # noqa: B006
+    judge: opts.Judge = None,
+    max_turns: opts.MaxTurns = opts.MAX_TURNS,
+    wall_s: opts.WallS = opts.WALL_S,
+    unsafe_no_sandbox: opts.UnsafeNoSandbox = False,
+    env: opts.Env = None,
     keep_failures: bool = typer.Option(False, "--keep-failures", help="On resume, keep the "
                                        "episodes stored as infrastructure failures (policy, "
                                        "sandbox or internal errors) instead of running them "
@@ -115,7 +103,6 @@ def eval_command(
     reasons (stderr says how many and why); 3 when every episode is an infrastructure failure;
     2 for a usage or configuration mistake (e.g. a missing API key); 130 when interrupted.
     """
-    from harnessgrid.cli.episode_options import loader_options, parse_options
     from harnessgrid.evaluation.plan import split_harnesses, split_list
     from harnessgrid.evaluation.run import EvalConfig, evaluate
 
@@ -126,14 +113,14 @@ def eval_command(
     if not suite_list:
         raise ConfigError("--suites is empty", hint="e.g. --suites examples")
     config = EvalConfig(
-        policy=policy, policy_options=parse_options(policy_opt), suites=tuple(suite_list),
-        suite_options=loader_options(suite_option, judge),
+        policy=policy, policy_options=opts.parse_options(policy_opt), suites=tuple(suite_list),
+        suite_options=opts.loader_options(suite_option, judge),
         settings=tuple(split_list(settings)), runs=runs,
         harnesses=tuple(split_harnesses(harnesses)) or None, original=original,
         adapters=tuple(split_list(adapters)), holdout_seed=holdout_seed, limit=limit,
         split=split, concurrency=concurrency, workers=workers, ray=ray,
         keep_failures=keep_failures, approver=approve,
-        limits=episode_limits(max_turns, wall_s, unsafe_no_sandbox, env))
+        limits=opts.episode_limits(max_turns, wall_s, unsafe_no_sandbox, env))
     try:
         outcome = evaluate(config, out, progress=not quiet)
     except KeyboardInterrupt:

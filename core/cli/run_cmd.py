@@ -8,20 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from harnessgrid.cli.episode_options import (
-    MAX_TURNS,
-    WALL_S,
-    Env,
-    Judge,
-    MaxTurns,
-    PolicyOpt,
-    SuiteOption,
-    UnsafeNoSandbox,
-    WallS,
-    episode_limits,
-    parse_options,
-    policy_option,
-)
+from harnessgrid.cli import episode_options as opts
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -114,14 +101,14 @@ def run(
                                 "plugin level by name, S1-T0-O=diffstat-C1-W0; a named space's "
                                 "micro:CODE; see `harnessgrid plugins list`), level list "
                                 "(system_prompt=minimal,...,workflow=react) or adapter:NAME."),
-    policy: str = policy_option(),
-    policy_opt: PolicyOpt = [],  # noqa: B006 - typer reads the default, never mutates it
-    suite_option: SuiteOption = [],  # noqa: B006
-    judge: Judge = None,
-    max_turns: MaxTurns = MAX_TURNS,
-    wall_s: WallS = WALL_S,
-    unsafe_no_sandbox: UnsafeNoSandbox = False,
-    env: Env = None,
+    policy: str = opts.policy_option(),
+    policy_opt: opts.PolicyOpt = [],  # noqa: B006 - typer reads the default, never mutates it
+    suite_option: opts.SuiteOption = [],  # noqa: B006
+    judge: opts.Judge = None,
+    max_turns: opts.MaxTurns = opts.MAX_TURNS,
+    wall_s: opts.WallS = opts.WALL_S,
+    unsafe_no_sandbox: opts.UnsafeNoSandbox = False,
+    env: opts.Env = None,
     save: Path | None = typer.Option(None, "--save", help="Append the trajectory to this JSONL."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     show: bool = typer.Option(False, "--show", help="Render the conversation as the model saw it."),
@@ -141,8 +128,8 @@ def run(
 
     if (task is None) == (instruction is None):
         raise ConfigError("give either --task SUITE/ID or --instruction TEXT (with --workspace)")
-    limits = episode_limits(max_turns, wall_s, unsafe_no_sandbox, env)
-    options = parse_options(policy_opt)
+    limits = opts.episode_limits(max_turns, wall_s, unsafe_no_sandbox, env)
+    options = opts.parse_options(policy_opt)
     if save is not None:  # before the episode: a path that cannot be written fails now
         from harnessgrid.paths import require_output_file
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from harnessgrid.errors import ConfigError
 
-__all__ = ["KERNEL_FILE_SYSTEMS", "require_output_dir", "require_output_file"]
+__all__ = ["KERNEL_FILE_SYSTEMS", "files_not_as_recorded", "require_output_dir",
+           "require_output_file"]
 
 #: Where the kernel's own file systems are mounted: never a place for output (writes there fail
 #: or, as root, change the running system).
@@ -101,3 +102,19 @@ def _write_hint(exc: OSError) -> str:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return "free some space, or choose a directory on another file system"
     return HINT
+
+
+def files_not_as_recorded(folder: Path, sha256: dict[str, str]) -> list[str]:
+    """The names in ``sha256`` whose file in ``folder`` is missing or has another SHA-256
+    (the check of every shipped model: the micro base, the demo's warm start)."""
+    import hashlib
+
+    wrong = []
+    for name, want in sha256.items():
+        try:
+            got = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+        except OSError:
+            got = None
+        if got != want:
+            wrong.append(name)
+    return wrong

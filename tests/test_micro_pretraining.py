@@ -13,7 +13,7 @@ import pytest
 import harnessgrid as hg
 from harnessgrid.errors import ConfigError
 from harnessgrid.models import FormatError, ModelTurn
-from harnessgrid.plugins.micro import interfaces
+from harnessgrid.plugins.micro import MICRO_LEVELS, interfaces
 from harnessgrid.plugins.micro import pretraining as pt
 from harnessgrid.plugins.micro.tasks import FAMILIES, generate
 
@@ -101,6 +101,32 @@ def test_tiny_micro_base_names_the_shipped_model() -> None:
     assert resolve_model_path("tiny:micro-base") == str(pt.BASE_DIR)
     with pytest.raises(ConfigError, match="micro-base"):
         resolve_model_path("tiny:micro-bse")  # the hint lists it
+
+
+def test_the_trainer_reaches_the_micro_plugin_through_the_registry(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The micro plugin is installed through an entry point like a third party's, so the
+    trainer uses it as the registry loaded it: disabled (HARNESSGRID_DISABLE_PLUGINS=micro),
+    ``tiny:micro-base``, the demo's space and the warm start's config say so instead of
+    importing it anyway."""
+    from harnessgrid.plugin_system.registry import reset_registry
+    from harnessgrid.trainer.micro_plugin import micro_levels, micro_space
+    from harnessgrid.trainer.run import resolve_model_path
+    from harnessgrid.trainer.warm_start import warm_start_config
+
+    assert micro_levels()["observation"] == list(MICRO_LEVELS["observation"])
+    assert micro_space("micro4").sizes == (4, 4, 3, 3, 3)
+    monkeypatch.setenv("HARNESSGRID_DISABLE_PLUGINS", "micro")
+    reset_registry()
+    try:
+        for attempt in (lambda: resolve_model_path("tiny:micro-base"), micro_space,
+                        lambda: warm_start_config(Path("base"), Path("out"))):
+            with pytest.raises(ConfigError, match=r"plugin 'micro' is disabled") as err:
+                attempt()
+            assert "HARNESSGRID_DISABLE_PLUGINS" in (err.value.hint or "")
+    finally:
+        monkeypatch.delenv("HARNESSGRID_DISABLE_PLUGINS")
+        reset_registry()
 
 
 def test_the_shipped_base_copies_held_out_tasks_into_its_reply() -> None:

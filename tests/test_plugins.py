@@ -68,6 +68,32 @@ def test_disable_switch_keeps_builtins_only(tmp_path: Path, on_sys_path: AddPath
     assert ("observation", "diffstat") in PluginManager().registry().factor_levels
 
 
+def test_plugin_object_is_what_the_registry_loaded_or_says_why_not(
+        tmp_path: Path, on_sys_path: AddPath, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code that needs more of a plugin than its registrations (the trainer, the micro plugin's
+    models) gets the module the registry loaded; a disabled, broken or absent plugin is a
+    ConfigError naming which, never an import around the registry."""
+    make_plugin_dist(tmp_path, "hg-diffstat", "hg_diffstat", FOURTH_OBSERVATION_LEVEL)
+    make_plugin_dist(tmp_path, "hg-import-error", "hg_import_error", "raise RuntimeError('boom')\n")
+    on_sys_path(tmp_path)
+    with pytest.warns(PluginWarning):
+        reg = PluginManager().registry()
+    module = reg.plugin_object("hg_diffstat")
+    assert module.__name__ == "hg_diffstat"
+    assert reg.level("observation", "diffstat").__module__ == module.__name__
+    with pytest.raises(ConfigError, match=r"plugin 'hg_import_error' failed to load: .*boom"):
+        reg.plugin_object("hg_import_error")
+    with pytest.raises(ConfigError, match="no plugin is installed as entry point 'hg_nowhere'"):
+        reg.plugin_object("hg_nowhere")
+    monkeypatch.setenv("HARNESSGRID_DISABLE_PLUGINS", "hg_diffstat,hg_import_error")
+    reg = PluginManager().registry()
+    with pytest.raises(ConfigError, match=r"'hg_diffstat' is disabled \(HARNESSGRID_DISABLE_PLUGINS"):
+        reg.plugin_object("hg_diffstat")
+    monkeypatch.setenv("HARNESSGRID_DISABLE_PLUGINS", "all")
+    with pytest.raises(ConfigError, match="'hg_diffstat' is disabled"):
+        PluginManager().registry().plugin_object("hg_diffstat")
+
+
 def test_broken_plugins_are_reported_by_name_and_skipped(tmp_path: Path,
                                                          on_sys_path: AddPath) -> None:
     """Import failure, a raising hook and an invalid registration each skip only that plugin."""

@@ -220,10 +220,10 @@ def heldout_codes(seeds: int = HOLDOUT_SEEDS) -> list[str]:
 
 def _balanced_outside(taken: Sequence[str], seeds: int, why: str) -> list[str]:
     from harnessgrid.designs import Design, holdout
-    from harnessgrid.plugins.micro import MICRO_SPACE
+    from harnessgrid.trainer.micro_plugin import micro_space
 
-    union = Design(space=MICRO_SPACE, configs=tuple(MICRO_SPACE.parse(c)
-                                                    for c in sorted(set(taken))),
+    space = micro_space()
+    union = Design(space=space, configs=tuple(space.parse(c) for c in sorted(set(taken))),
                    kind="custom", params={why: max(seeds, HOLDOUT_SEEDS)})
     return list(holdout(union, 18, 0).codes)
 
@@ -251,9 +251,9 @@ def recorded(codes: Sequence[str], unseen: bool = False) -> list[str]:
     """Configurations as results.json records them: harness addresses (``micro:S0-T0-O0-C0-W0``,
     ``micro4:S0-T3-...`` for the unseen levels), which every command takes; a bare code would
     name the built-in levels."""
-    from harnessgrid.plugins.micro import SPACE_NAME, UNSEEN_SPACE_NAME
+    from harnessgrid.trainer.micro_plugin import MICRO, UNSEEN
 
-    return [f"{UNSEEN_SPACE_NAME if unseen else SPACE_NAME}:{code}" for code in codes]
+    return [f"{UNSEEN if unseen else MICRO}:{code}" for code in codes]
 
 
 def codes_of(addresses: Sequence[str]) -> list[str]:
@@ -315,8 +315,8 @@ def _train_config(algorithm: str, model: Path, out: Path, profile: Profile,
                   init_from: Path | None = None, harnesses: Sequence[str] = ()) -> Any:
     """The trainer's config: the shared warm start (``sft`` through ``harnesses``) or one
     condition's RL (``grpo`` or ``ppo``)."""
-    from harnessgrid.plugins.micro import MICRO_LEVELS
     from harnessgrid.trainer.config import config_from_mapping
+    from harnessgrid.trainer.micro_plugin import micro_levels
 
     sft = algorithm == "sft"
     design: dict[str, Any] = (
@@ -327,7 +327,7 @@ def _train_config(algorithm: str, model: Path, out: Path, profile: Profile,
     return config_from_mapping({
         "model": str(model), "init_from": str(init_from) if init_from else None,
         "algorithm": algorithm, "device": "cpu", **design,
-        "space": {f: list(v) for f, v in MICRO_LEVELS.items()},
+        "space": micro_levels(),
         "suite": "micro", "split": "train",
         "max_tasks": None if sft else profile.rl_tasks,
         "tasks_per_step": profile.tasks_per_step,
@@ -353,11 +353,11 @@ def _train_config(algorithm: str, model: Path, out: Path, profile: Profile,
 
 def design_codes(condition: Condition, seed: int) -> list[str]:
     """The condition's training configurations (codes in the micro space)."""
-    from harnessgrid.plugins.micro import MICRO_SPACE
+    from harnessgrid.trainer.micro_plugin import micro_space
     from harnessgrid.trainer.plan import build_design
 
     return list(build_design(_train_config("grpo", Path("."), Path("."), PROFILES["quick"],
-                                           condition, seed), MICRO_SPACE).codes)
+                                           condition, seed), micro_space()).codes)
 
 
 def evaluate_stage(who: str, model: Path, upstream: StageRun, directory: Path,

@@ -47,7 +47,7 @@ class Stages:
         ``fingerprint`` stands for (None otherwise); a shipped file that does not match its
         checksum stops the demo (a damaged install, not a reason to train silently)."""
         from harnessgrid.errors import ConfigError
-        from harnessgrid.plugins.micro.pretraining import files_not_as_recorded
+        from harnessgrid.paths import files_not_as_recorded
 
         try:
             recipe = json.loads((self.warm_start_dir / "recipe.json").read_text())
@@ -64,9 +64,9 @@ class Stages:
     def build_model(self, path: Path) -> Path:
         """The demo's model in ``path``: the shipped micro base (``tiny:micro-base``), copied
         and checked against its checksums (an existing verified copy is reused)."""
-        from harnessgrid.plugins.micro.pretraining import micro_base
+        from harnessgrid.trainer.micro_plugin import micro_plugin
 
-        return micro_base(path)
+        return Path(micro_plugin().micro_base(path))
 
     def model_parameters(self, path: Path) -> int:
         from safetensors import safe_open

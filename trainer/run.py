@@ -98,9 +98,9 @@ def resolve_model_path(spec: str) -> str:
     size = spec.removeprefix("tiny:")
     cache = Path(os.environ.get("HARNESSGRID_CACHE", Path.home() / ".cache" / "harnessgrid"))
     if size == "micro-base":
-        from harnessgrid.plugins.micro.pretraining import micro_base
+        from harnessgrid.trainer.micro_plugin import micro_plugin
 
-        return str(micro_base())
+        return str(micro_plugin().micro_base())
     if size in WARM_STARTS:
         from harnessgrid.trainer.warm_start import build_micro_warm_start
 
@@ -110,9 +110,9 @@ def resolve_model_path(spec: str) -> str:
         raise ConfigError(f"model {spec!r}: unknown tiny model {size!r}",
                           hint=f"choose one of {', '.join(f'tiny:{s}' for s in names)}")
     if size == "micro":  # a tokenizer trained on the micro plugin's texts, names one token
-        from harnessgrid.plugins.micro import build_micro_model
+        from harnessgrid.trainer.micro_plugin import micro_plugin
 
-        return str(build_micro_model(cache / "tiny-model-micro"))
+        return str(micro_plugin().build_micro_model(cache / "tiny-model-micro"))
     return str(build_tiny_model(cache / f"tiny-model-{size}", size=size))
 
 

@@ -40,13 +40,13 @@ _INFO = "harnessgrid_warm_start.json"
 
 def build_micro_warm_start(cache: Path, *, say: Any = None) -> Path:
     """The warm-started micro model under ``cache`` (built on first use; minutes on a CPU)."""
-    from harnessgrid.plugins.micro import build_micro_model
-    from harnessgrid.plugins.micro.tasks import VERSION as SUITE_VERSION
+    from harnessgrid.trainer.micro_plugin import micro_plugin
 
     say = say or (lambda text: print(text, file=sys.stderr, flush=True))
-    base = build_micro_model(cache / "tiny-model-micro")
+    micro = micro_plugin()
+    base = Path(micro.build_micro_model(cache / "tiny-model-micro"))
     base_info = (base / "harnessgrid_tiny_model.json")
-    info = {"recipe": WARM_RECIPE, "suite_version": SUITE_VERSION,
+    info = {"recipe": WARM_RECIPE, "suite_version": micro.SUITE_VERSION,
             "base": base_info.read_text() if base_info.is_file() else None}
     key = hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:12]
     folder = cache / f"tiny-model-micro-warm-{key}"
@@ -92,13 +92,13 @@ def _build(base: Path, folder: Path, key: str, info: dict[str, Any], say: Any) -
 
 def warm_start_config(base: Path, out: Path) -> Any:
     """The SFT run of the warm start (the micro space, its OA, the micro suite's train split)."""
-    from harnessgrid.plugins.micro import MICRO_LEVELS
     from harnessgrid.trainer.config import config_from_mapping
+    from harnessgrid.trainer.micro_plugin import micro_levels
 
     r = WARM_RECIPE
     return config_from_mapping({
         "model": str(base), "algorithm": "sft", "device": "cpu", "design": "oa", "k": 2,
-        "space": {f: list(v) for f, v in MICRO_LEVELS.items()},
+        "space": micro_levels(),
         "suite": "micro", "split": "train", "tasks_per_step": 4,
         "steps": r["steps"], "learning_rate": r["learning_rate"],
         "limits": {"max_turns": r["max_turns"], "max_context_tokens": 2048},

@@ -34,10 +34,11 @@ def tiny(out_dir: Path = typer.Argument(..., help="Where to write the model and 
         def step(what: str) -> None:
             status.update(f"building the {size} model: {what}")
 
-        if size == "micro":
-            from harnessgrid.plugins.micro import build_micro_model
+        if size == "micro":  # the micro plugin's model, through the registry like any plugin
+            from harnessgrid.plugin_system.registry import get_registry
 
-            path = build_micro_model(out_dir, seed=seed, on_step=step)
+            micro = get_registry().plugin_object("micro")
+            path = micro.build_micro_model(out_dir, seed=seed, on_step=step)
         else:
             path = build_tiny_model(out_dir, size=size, seed=seed, on_step=step)
     typer.echo(f"built {size} model in {path}; use it as --policy hf:{path}")

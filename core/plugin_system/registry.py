@@ -136,6 +136,9 @@ class Registry:
     clashes: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     #: (kind, name) → why a plugin's contribution of that name was not registered.
     skipped: dict[tuple[str, str], PluginProblem] = field(default_factory=dict)
+    #: Entry-point name → the object that plugin registered (its module), for
+    #: :meth:`plugin_object`.
+    loaded: dict[str, object] = field(default_factory=dict)
 
     def levels(self, factor: str) -> list[str]:
         """Registered level names of ``factor``, sorted."""
@@ -202,6 +205,29 @@ class Registry:
     def info(self, plugin: str) -> PluginInfo:
         found = [p for p in self.plugins if p.name == plugin]
         return found[0] if found else PluginInfo(plugin, "")
+
+    def plugin_object(self, entry_point: str) -> Any:
+        """What the plugin installed as entry point ``entry_point`` registered (its module),
+        as this registry loaded it. Code that needs more of a plugin than its registrations
+        (the trainer's use of the micro plugin's models) reaches it here rather than importing
+        it, so that a plugin the user disabled, or one that failed to load, is an error that
+        says so instead of being used anyway."""
+        if entry_point in self.loaded:
+            return self.loaded[entry_point]
+        skip = disabled_entry_points()
+        if skip is None or entry_point in skip:
+            raise ConfigError(f"plugin {entry_point!r} is disabled ({DISABLE_ENV}="
+                              f"{os.environ.get(DISABLE_ENV, '')})",
+                              hint=f"leave {entry_point} out of {DISABLE_ENV} to use it")
+        failed = [p for p in self.problems
+                  if not p.contribution and p.plugin.split(" (")[0] == entry_point]
+        if failed:
+            raise ConfigError(f"plugin {entry_point!r} failed to load: {failed[0].error}",
+                              hint="`harnessgrid plugins list` shows every plugin problem")
+        raise ConfigError(f"no plugin is installed as entry point {entry_point!r} "
+                          f"(group {ENTRY_POINT_GROUP!r})",
+                          hint="install the package that provides it; `harnessgrid plugins "
+                               "list` shows what is installed")
 
     def disable_hint(self, *plugins: str) -> str:
         """How to disable these plugins (a built-in among them cannot be)."""
@@ -440,6 +466,15 @@ def _describe(kind: str, item: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def disabled_entry_points() -> set[str] | None:
+    """The entry-point plugins ``HARNESSGRID_DISABLE_PLUGINS`` names (``a,b``); None when it
+    disables them all (``1``, ``true``, ``yes``, ``all``)."""
+    disabled = os.environ.get(DISABLE_ENV, "").strip()
+    if disabled.lower() in {"1", "true", "yes", "all"}:
+        return None
+    return {n.strip() for n in disabled.split(",") if n.strip()}
+
+
 # -- the manager -----------------------------------------------------------------------------
 
 #: hook, kind, check (``None``: checked against the registry built so far), Registry table.
@@ -468,12 +503,11 @@ class PluginManager:
         for module_name in dict.fromkeys(BUILTIN_PLUGINS if builtins is None else builtins):
             # A broken built-in is our bug, not the user's: let it raise.
             self._register(importlib.import_module(module_name), module_name, "builtin")
-        disabled = os.environ.get(DISABLE_ENV, "").strip()
+        skip = disabled_entry_points()
         if load_external is None:
-            load_external = disabled.lower() not in {"1", "true", "yes", "all"}
+            load_external = skip is not None
         if load_external:
-            skip = {n.strip() for n in disabled.split(",") if n.strip()}
-            self._load_entry_points(skip)
+            self._load_entry_points(skip or set())
 
     def _register(self, plugin: object, name: str, source: str, entry_point: str = "",
                   distribution: str = "", version: str = "") -> None:
@@ -584,7 +618,9 @@ class PluginManager:
         return out
 
     def registry(self) -> Registry:
-        reg = Registry(plugins=list(self.info.values()))
+        reg = Registry(plugins=list(self.info.values()),
+                       loaded={info.entry_point: self.pm.get_plugin(label)
+                               for label, info in self.info.items() if info.entry_point})
         problems = list(self.problems)
         for hook_name, kind, table_check, attr in _TABLES:
             check = table_check or functools.partial(_check_space, registered=reg.factor_levels)

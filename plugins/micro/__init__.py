@@ -46,8 +46,8 @@ from . import contexts, interfaces, observations, prompts, unseen, workflows
 if TYPE_CHECKING:
     from harnessgrid.plugin_system.composed_harness import ComposedHarness
 
-__all__ = ["MICRO_LEVELS", "MICRO_SPACE", "UNSEEN_SPACE", "build_micro_model", "micro_address", "micro_config",
-           "micro_corpus", "micro_harness"]
+__all__ = ["MICRO_LEVELS", "MICRO_SPACE", "SUITE_VERSION", "UNSEEN_SPACE", "build_micro_model",
+           "micro_address", "micro_base", "micro_config", "micro_corpus", "micro_harness"]
 
 _CLASSES: dict[str, tuple[type[FactorLevel], ...]] = {
     "system_prompt": prompts.LEVELS,
@@ -74,6 +74,10 @@ UNSEEN_SPACE: FactorSpace = FactorSpace.from_levels({
                         if factor in unseen.UNSEEN_LEVELS else ()))
     for factor, levels in MICRO_LEVELS.items()})
 UNSEEN_SPACE_NAME = "micro4"
+
+#: The micro suite's version (:mod:`harnessgrid.plugins.micro.tasks`): a change of its tasks
+#: changes it, and with it every cache key built on the suite (the demo's warm start).
+SUITE_VERSION = "1"
 
 
 def micro_config(code: str | HarnessConfig) -> HarnessConfig:
@@ -107,6 +111,15 @@ def micro_corpus() -> list[str]:
     from harnessgrid.plugins.micro.corpus import micro_corpus as build
 
     return build()
+
+
+def micro_base(copy_to: str | Path | None = None) -> Path:
+    """The shipped micro model pretrained to copy (``tiny:micro-base``), verified against its
+    checksums, copied to ``copy_to`` when given (see
+    :mod:`harnessgrid.plugins.micro.pretraining`)."""
+    from harnessgrid.plugins.micro.pretraining import micro_base as shipped
+
+    return shipped(None if copy_to is None else Path(copy_to))
 
 
 def build_micro_model(path: str | Path, seed: int = 0,

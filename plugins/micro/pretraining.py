@@ -68,26 +68,11 @@ RECIPE: dict[str, Any] = {"documents": 60_000, "drills": 0.25, "steps": 8_000,
                           "batch_size": 64, "learning_rate": 3e-3, "warmup": 500, "seed": 0}
 
 
-def files_not_as_recorded(folder: Path, sha256: dict[str, str]) -> list[str]:
-    """The names in ``sha256`` whose file in ``folder`` is missing or has another SHA-256
-    (the check of every shipped model: this base, the demo's warm start)."""
-    import hashlib
-
-    wrong = []
-    for name, want in sha256.items():
-        try:
-            got = hashlib.sha256((folder / name).read_bytes()).hexdigest()
-        except OSError:
-            got = None
-        if got != want:
-            wrong.append(name)
-    return wrong
-
-
 def micro_base(copy_to: Path | None = None) -> Path:
     """The shipped pretrained micro model (its checksums verified), or a copy of it in
     ``copy_to`` (made atomically; an existing verified copy is reused)."""
     from harnessgrid.errors import ConfigError
+    from harnessgrid.paths import files_not_as_recorded
 
     def bad(folder: Path) -> list[str]:
         return (files_not_as_recorded(folder, BASE_SHA256)

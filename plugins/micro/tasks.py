@@ -34,12 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessgrid.models import Action
+from harnessgrid.plugins.micro import SUITE_VERSION
 from harnessgrid.tasks import FunctionGrader, Task, TaskLimits, TaskSuite
 
 if TYPE_CHECKING:
     from harnessgrid.plugins.tasks.generated.base import Draft
 
-VERSION = "1"
+VERSION = SUITE_VERSION  # kept in the package, where cache keys read it without the tasks
 TRAIN_PER_FAMILY = 200
 EVAL_SIZE = 144
 EVAL_SEED_BASE = 100_000

@@ -83,6 +83,9 @@ MOVED_NAMES: dict[str, Moved] = {
                                                      removed_in="0.4.0"),
     "harnessgrid.engine.task_sessions.run_task_episode": Moved(
         "harnessgrid.engine.runtime", ("run_task_episode",), since="0.2.3", removed_in="0.4.0"),
+    # what graders read is the grading contract's format, not the trajectory's (issue 42)
+    "harnessgrid.trajectory.openclaw_transcript": Moved(
+        "harnessgrid.transcripts", ("openclaw_transcript",), since="0.2.3", removed_in="0.4.0"),
 }
 
 

@@ -28,6 +28,7 @@ from harnessgrid.models import (
     ToolCall,
     ToolSpec,
 )
+from harnessgrid.transcripts import session_events
 
 if TYPE_CHECKING:
     from harnessgrid.sandboxing.tools import Environment
@@ -152,7 +153,7 @@ def grading_transcript(harness: object, traj: Trajectory) -> list[dict[str, Any]
     (:class:`TranscriptHarness`), else the trajectory's transcript."""
     if provides(harness, TranscriptHarness) and isinstance(harness, TranscriptHarness):
         return harness.session_events(traj)
-    return traj.transcript()
+    return session_events(traj)
 
 
 # -- the runtime's bookkeeping ----------------------------------------------------------------

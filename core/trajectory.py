@@ -1,5 +1,5 @@
-"""Trajectories: everything an episode produced, their JSONL store, and the OpenClaw-style
-transcript that task graders read.
+"""Trajectories: everything an episode produced, and their JSONL store. (The transcript task
+graders read is made from a trajectory by :mod:`harnessgrid.transcripts`.)
 
 The store appends one JSON line per trajectory with a single ``write`` on a file opened with
 ``O_APPEND`` and fsyncs it, so concurrent writers never interleave and a reader (or a resumed
@@ -291,9 +291,17 @@ class Trajectory(BaseModel):
         return token_rows(self)
 
     def transcript(self) -> list[dict[str, Any]]:
-        """The episode as OpenClaw session events (what ClawGym/PinchBench graders read)."""
-        return openclaw_transcript(self.history, self.episode_id, self.mount_path,
-                                   self.started_at)
+        """Deprecated since 0.2.3 (removed in 0.4.0): the generic session events,
+        :func:`harnessgrid.transcripts.session_events`. What graders of an episode read
+        depends on its harness too (a shell may write its own):
+        :func:`harnessgrid.harness.grading_transcript`."""
+        from harnessgrid.transcripts import session_events
+
+        warnings.warn("Trajectory.transcript() is deprecated since 0.2.3 and will be removed "
+                      "in 0.4.0; use harnessgrid.transcripts.session_events(trajectory), or "
+                      "harnessgrid.harness.grading_transcript(harness, trajectory) for what "
+                      "graders read", DeprecationWarning, stacklevel=2)
+        return session_events(self)
 
 
 def internal_error(*, harness: str, task_id: str, suite: str, policy: str, episode_id: str,
@@ -629,42 +637,6 @@ def cap_replies(traj: Trajectory, limit: int) -> int:
     return cut
 
 
-def openclaw_transcript(history: list[Message], session_id: str, cwd: str,
-                        timestamp: float = 0.0) -> list[dict[str, Any]]:
-    """Session events: a ``session`` header, then one ``message`` event per message, with
-    assistant tool calls as ``toolCall`` parts (real names and arguments) and tool results as
-    ``toolResult`` messages. The system prompt is not part of a session transcript."""
-    events: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": session_id,
-                                     "timestamp": timestamp, "cwd": cwd}]
-    pending: dict[str, str] = {}  # call id → tool name, to label tool results
-    last_calls: list[ToolCall] = []
-    for i, m in enumerate(history):
-        if m.role == "system":
-            continue
-        if m.role == "assistant":
-            content: list[dict[str, Any]] = []
-            if m.content:
-                content.append({"type": "text", "text": m.content})
-            for c in m.tool_calls or m.parsed_calls:
-                pending[c.id] = c.name
-                content.append({"type": "toolCall", "id": c.id, "name": c.name,
-                                "arguments": c.arguments})
-            last_calls = list(m.tool_calls or m.parsed_calls)
-            message: dict[str, Any] = {"role": "assistant", "content": content}
-        elif m.role == "tool" or (m.kind == "observation" and last_calls):
-            # Text-protocol interfaces return observations as user messages; they are still
-            # results of the calls the assistant wrote, so graders see them as such.
-            call_id = m.tool_call_id or (last_calls.pop(0).id if last_calls else "")
-            message = {"role": "toolResult", "toolCallId": call_id,
-                       "toolName": m.name or pending.get(call_id, ""),
-                       "content": [{"type": "text", "text": m.content}],
-                       "isError": m.kind in ("format_error", "tool_error")}
-        else:
-            message = {"role": m.role, "content": [{"type": "text", "text": m.content}]}
-        events.append({"type": "message", "id": f"{session_id}-{i}", "message": message})
-    return events
-
-
 class TrajectoryStore:
     """Append-only JSONL file of trajectories."""
 
@@ -741,3 +713,9 @@ def load_trajectories(path: str | Path) -> list[Trajectory]:
 def dumps_transcript(events: list[dict[str, Any]]) -> str:
     """The transcript as a JSONL session file."""
     return "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events)
+
+
+if not TYPE_CHECKING:  # names that moved out (harnessgrid._deprecated)
+    from harnessgrid._deprecated import module_getattr
+
+    __getattr__ = module_getattr(__name__)

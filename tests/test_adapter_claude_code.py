@@ -36,6 +36,7 @@ from harnessgrid.sandboxing.sandbox import Sandbox
 from harnessgrid.sandboxing.tools import Environment, as_shell
 from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import FunctionGrader, Task
+from harnessgrid.transcripts import session_events
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 W = "/workspace"
@@ -833,7 +834,7 @@ def test_a_transcript_grader_works_on_adapter_transcripts(version: str, lister: 
     traj = asyncio.run(run_episode(ClaudeCodeHarness(version=version), task, ScriptedPolicy()))
     assert traj.subscores == {"read_first": 1.0, "greps": 1.0, "numbered": 1.0, "names": 1.0,
                               "file": 1.0}
-    assert traj.transcript()[1]["message"]["role"] == "user"  # no system prompt in it
+    assert session_events(traj)[1]["message"]["role"] == "user"  # no system prompt in it
 
 
 # ---------------------------------------------------------------------------- round trips

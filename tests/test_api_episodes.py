@@ -24,6 +24,7 @@ from servers import (
 
 import harnessgrid as hg
 from harnessgrid.plugins.tasks.examples import UPPER_TASK
+from harnessgrid.transcripts import session_events
 
 pytest.importorskip("litellm")  # the [api] extra; installed by scripts/test.sh
 
@@ -83,7 +84,7 @@ def test_anthropic_episode_through_the_claude_code_adapter() -> None:
     refused = requests[3]["messages"][-1]["content"][0]
     assert refused["type"] == "tool_result"
     assert "<tool_use_error>" in str(refused["content"])
-    names = [p["name"] for e in traj.transcript() if e.get("type") == "message"
+    names = [p["name"] for e in session_events(traj) if e.get("type") == "message"
              for p in e["message"]["content"] if p.get("type") == "toolCall"]
     assert names == ["Read", "Bash", "Read"]
 

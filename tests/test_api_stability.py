@@ -188,6 +188,22 @@ def test_a_module_that_stays_answers_only_its_moved_names() -> None:
         _ = tasks.no_such_name
 
 
+def test_the_trajectorys_transcript_method_warns_and_gives_the_session_events() -> None:
+    """``Trajectory.transcript()`` (0.2.2) keeps working until 0.4.0: the same events as
+    :func:`harnessgrid.transcripts.session_events`, with a warning naming both new paths."""
+    from harnessgrid.models import Message
+    from harnessgrid.trajectory import Trajectory
+    from harnessgrid.transcripts import session_events
+
+    traj = Trajectory(episode_id="e1", harness="h", task_id="t", suite="s", policy="p",
+                      termination="finished", history=[Message(role="user", content="hi")])
+    with pytest.warns(DeprecationWarning, match=r"session_events.*grading_transcript") as seen:
+        events = traj.transcript()
+    assert seen[0].filename == __file__
+    assert events == session_events(traj)
+    assert [e["type"] for e in events] == ["session", "message"]
+
+
 def test_the_shims_import_nothing_until_used() -> None:
     """Importing every old module (and the modules names moved out of) loads none of the new
     homes: the shims cost nothing at start-up. A moved module's shim loads no layer at all;

@@ -38,6 +38,7 @@ from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.sandboxing.tools import Environment
 from harnessgrid.tasks import FunctionGrader, Task, check_graders_ready
 from harnessgrid.trajectory import Trajectory
+from harnessgrid.transcripts import session_events
 
 REPROMPT = Message(role="user", content="Say something, or call sh.", kind="format_error")
 
@@ -206,7 +207,7 @@ def test_a_stray_attribute_is_not_a_capability() -> None:
         assert not provides(harness, capability)
     traj = Trajectory(episode_id="e", harness="h", task_id="t", policy="p",
                       termination="finished")
-    assert grading_transcript(harness, traj) == traj.transcript()
+    assert grading_transcript(harness, traj) == session_events(traj)
     assert factor_levels(harness) is None
 
 
@@ -222,7 +223,7 @@ def test_a_stray_session_events_attribute_does_not_reach_graders() -> None:
     task = TASK.model_copy(update={"grader": FunctionGrader(grade)})
     traj = run(run_episode(harness, task, Replies("hi")))
     assert traj.score == 1.0, traj.grade_error
-    assert seen == [traj.transcript()]
+    assert seen == [session_events(traj)]
 
 
 def test_declared_capabilities_are_found() -> None:

@@ -35,6 +35,7 @@ from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import BEHAVIOURS, Task, TaskSuite, task_ids
 from harnessgrid.trajectory import Trajectory
+from harnessgrid.transcripts import session_events
 
 PROBE_SPACE = FactorSpace.from_levels({
     "system_prompt": ["probe"], "tool_interface": ["probe", "probe_text"],
@@ -118,7 +119,7 @@ def test_graders_are_deterministic(registry: Registry) -> None:
         blank = Workspace.create(task.files)
         try:
             traj = asyncio.run(solve(task, ws))
-            transcript = traj.transcript()
+            transcript = session_events(traj)
             first = task.grader.grade(ws.root, transcript)
             assert first == task.grader.grade(ws.root, transcript) == traj.subscores, name
             assert set(first.values()) == {1.0}, (name, first)

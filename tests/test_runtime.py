@@ -32,6 +32,7 @@ from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.space import FactorSpace
 from harnessgrid.tasks import FunctionGrader
 from harnessgrid.trajectory import TrajectoryStore
+from harnessgrid.transcripts import session_events
 
 PROBE_SPACE = FactorSpace.from_levels({
     "system_prompt": ["probe"], "tool_interface": ["probe", "probe_text"],
@@ -245,7 +246,7 @@ def test_concurrent_episodes_and_isolation(registry: Registry, tmp_path: Path) -
 
 def test_transcript_carries_real_tool_names_and_arguments(registry: Registry) -> None:
     traj = run(run_episode(harness(registry, "S0-T1-O0-C0-W0"), UPPER_TASK, ScriptedPolicy()))
-    events = traj.transcript()
+    events = session_events(traj)
     assert events[0]["type"] == "session"
     calls = [p for e in events if e["type"] == "message" and e["message"]["role"] == "assistant"
              for p in e["message"]["content"] if p["type"] == "toolCall"]

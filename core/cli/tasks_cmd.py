@@ -247,11 +247,14 @@ async def _episode(harness: Harness, task: Task, empty: bool,
     return traj, ws
 
 
-async def _regrade(task: Task, ws: Any, traj: Trajectory, timeout_s: float) -> str:
-    """Grade ``ws`` again (on a fresh copy) and describe the outcome like the first grading."""
+async def _regrade(task: Task, harness: Harness, ws: Any, traj: Trajectory,
+                   timeout_s: float) -> str:
+    """Grade ``ws`` again (on a fresh copy, with the transcript the first grading read) and
+    describe the outcome like the first grading."""
     import asyncio
 
     from harnessgrid.engine.grading import grading_copy
+    from harnessgrid.harness import grading_transcript
     from harnessgrid.sandboxing.scratch import scratch_dir
 
     assert task.grader is not None
@@ -259,7 +262,7 @@ async def _regrade(task: Task, ws: Any, traj: Trajectory, timeout_s: float) -> s
         copy = grading_copy(ws, tmp / "ws")  # as the first grading: links out lead nowhere
         try:
             scores = await asyncio.wait_for(asyncio.to_thread(
-                task.grader.grade, copy.root, traj.transcript()), timeout_s)
+                task.grader.grade, copy.root, grading_transcript(harness, traj)), timeout_s)
             return json.dumps(scores, sort_keys=True)
         except Exception as exc:  # noqa: BLE001 - compared, not raised
             return f"error: {exc}"
@@ -305,7 +308,7 @@ async def check_task(harness: Harness, task: Task, limits: EpisodeLimits) -> Tas
         regrade_from = regrade_from or (traj, ws)
         if check.null != "ungraded":
             first = _first(regrade_from[0])
-            again = await _regrade(task, regrade_from[1], regrade_from[0],
+            again = await _regrade(task, harness, regrade_from[1], regrade_from[0],
                                    limits.grader_timeout_s)
             check.deterministic = first == again
             if not check.deterministic:

@@ -1,6 +1,6 @@
 """An episode as an OpenClaw session file: JSONL events as OpenClaw writes them.
 
-The generic exporter (:func:`harnessgrid.trajectory.openclaw_transcript`) serves graders of
+The generic exporter (:func:`harnessgrid.transcripts.session_events`) serves graders of
 any harness. This one is exact for the adapter (pi-coding-agent 0.55.1's ``SessionManager``, as
 OpenClaw 2026.2.26 drives it): a ``session`` header with an ISO timestamp; the two entries a new
 session starts with, ``model_change`` (provider, model id) and ``thinking_level_change``

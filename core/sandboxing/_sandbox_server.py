@@ -819,7 +819,9 @@ def run(req, disk):
 
 
 class Phases:
-    """A command's steps and the seconds each took, for ``phases`` requests."""
+    """A command's steps and the seconds each took, for ``phases`` requests
+    (benchmarks/sandbox_cost.py): when each step ended, so that a millisecond can be traced to
+    where it went. Without ``phases`` in the request nothing is timed (:class:`Untimed`)."""
 
     def __init__(self, start):
         self.last, self.steps = start, []
@@ -830,135 +832,162 @@ class Phases:
         self.last = now
 
 
-def run_with(req, disk, calls):
-    start = time.monotonic()
-    # ``phases`` (benchmarks/sandbox_cost.py): when each step of the command ended, so that a
-    # millisecond can be traced to where it went; nothing is timed otherwise.
-    phases = Phases(start) if req.get("phases") else None
-    deadline = start + req["timeout"]
-    cap = LIM["output_bytes"]
-    floor = disk.floor()
-    oom_before = oom_kills()
-    if phases is not None:
-        phases.end("quota and cgroup baseline")
-    r_out, w_out = os.pipe()
-    r_err, w_err = os.pipe()
-    try:
-        pid = spawn(req, w_out, w_err, None if calls is None else calls.dir)
-    except (OSError, ValueError) as exc:
-        for fd in (r_out, w_out, r_err, w_err):
-            os.close(fd)
-        msg = f"sandbox: cannot start the command: {exc}\n"
-        return {"exit_code": 127, "killed": None, "truncated": False, "notes": []}, b"", msg.encode()
-    os.close(w_out)
-    os.close(w_err)
-    if phases is not None:
-        phases.end("spawn")
-    try:
-        pidfd = os.pidfd_open(pid)  # wakes select() when the command exits (Linux >= 5.3)
-    except (AttributeError, OSError):
-        pidfd = None  # older kernels: poll waitpid instead
-    kept = {r_out: bytearray(), r_err: bytearray()}
-    live = [r_out, r_err]
-    seen, status, killed = 0, None, None
-    next_tick = start + TICK
+class Untimed:
+    steps = None
 
-    def pump(fd):
-        nonlocal seen
+    def end(self, name):
+        pass
+
+
+class Output:
+    """The command's stdout and stderr pipes: what is kept of them (``cap`` bytes in all, the
+    rest read and dropped) and how much was written."""
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.r_out, self.w_out = os.pipe()
+        self.r_err, self.w_err = os.pipe()
+        self.kept = {self.r_out: bytearray(), self.r_err: bytearray()}
+        self.live = [self.r_out, self.r_err]
+        self.seen = 0
+
+    def close(self, fds):
+        for fd in fds:
+            os.close(fd)
+
+    def pump(self, fd):
+        """Read once from ``fd``; False when it had nothing (or is at its end, and closed)."""
         try:
             data = os.read(fd, 65536)
         except BlockingIOError:
             return False
         if not data:
-            live.remove(fd)
+            self.live.remove(fd)
             os.close(fd)
             return False
-        seen += len(data)
-        room = cap - len(kept[r_out]) - len(kept[r_err])
+        self.seen += len(data)
+        room = self.cap - len(self.kept[self.r_out]) - len(self.kept[self.r_err])
         if room > 0:
-            kept[fd] += data[:room]
+            self.kept[fd] += data[:room]
         return True
 
-    while status is None:
-        now = time.monotonic()
-        if now >= deadline:
-            killed = "timeout"
-            break
-        if now >= next_tick:
-            if PIDNS and memory_in_use() > LIM["memory_mb"] * MB:
-                killed = "memory"
-                break
-            if disk.over(floor):
-                killed = "disk_quota"
-                break
-            next_tick = now + TICK
-        wait = max(0.0, min(deadline, next_tick) - now)
-        if pidfd is None:
-            wait = min(wait, 0.001)
-        readers = live + ([] if pidfd is None else [pidfd])
-        if calls is None:
-            ready = select.select(readers, [], [], wait)[0]
-        else:
-            ready, writable, _ = select.select(
-                readers + calls.readers(), calls.writers(), [], wait)
-            calls.serve(ready, writable)
-        for fd in ready:
-            if fd == pidfd:
-                status = os.waitpid(pid, 0)[1]
-            elif fd in live:
-                pump(fd)
-        if pidfd is None:
-            done, code = os.waitpid(pid, os.WNOHANG)
-            status = code if done else None
-        if seen > cap * CFG["discard_factor"]:
-            killed = "output_limit"
-            break
-    if pidfd is not None:
-        os.close(pidfd)
-    if phases is not None:
-        phases.end("command (shell, limits, cgroup entry, the command; polled)")
+    def drain(self):
+        """What the command wrote before it ended (its writers are gone now), then close."""
+        for fd in list(self.live):
+            os.set_blocking(fd, False)
+            while fd in self.live and self.pump(fd):
+                pass
+            if fd in self.live:
+                os.close(fd)
+
+
+def watch(pid, out, disk, floor, calls, deadline, start):
+    """Serve the command until it exits or a limit stops it: ``(wait status or None, why it
+    was stopped or None)``. The memory and disk limits are checked every ``TICK``; the output
+    limit on every read."""
+    try:
+        pidfd = os.pidfd_open(pid)  # wakes select() when the command exits (Linux >= 5.3)
+    except (AttributeError, OSError):
+        pidfd = None  # older kernels: poll waitpid instead
+    status, next_tick = None, start + TICK
+    try:
+        while status is None:
+            now = time.monotonic()
+            if now >= deadline:
+                return None, "timeout"
+            if now >= next_tick:
+                if PIDNS and memory_in_use() > LIM["memory_mb"] * MB:
+                    return None, "memory"
+                if disk.over(floor):
+                    return None, "disk_quota"
+                next_tick = now + TICK
+            wait = max(0.0, min(deadline, next_tick) - now)
+            if pidfd is None:
+                wait = min(wait, 0.001)
+            readers = out.live + ([] if pidfd is None else [pidfd])
+            if calls is None:
+                ready = select.select(readers, [], [], wait)[0]
+            else:
+                ready, writable, _ = select.select(
+                    readers + calls.readers(), calls.writers(), [], wait)
+                calls.serve(ready, writable)
+            for fd in ready:
+                if fd == pidfd:
+                    status = os.waitpid(pid, 0)[1]
+                elif fd in out.live:
+                    out.pump(fd)
+            if pidfd is None:
+                done, code = os.waitpid(pid, os.WNOHANG)
+                status = code if done else None
+            if out.seen > out.cap * CFG["discard_factor"]:
+                return status, "output_limit"
+        return status, None
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def exit_of(status, killed):
+    """``(exit_code, killed)`` from the wait status: a signal's death is reported as the
+    shell reports it (128 + signal) with its reason, also when the shell's child died of it."""
+    if killed is not None or status is None:
+        return None, killed
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return 128 + sig, SIGNAL_REASONS.get(sig)
+    exit_code = os.waitstatus_to_exitcode(status)
+    return exit_code, SIGNAL_REASONS.get(exit_code - 128)
+
+
+def run_with(req, disk, calls):
+    start = time.monotonic()
+    phases = Phases(start) if req.get("phases") else Untimed()
+    floor = disk.floor()  # before the command starts: all it writes counts
+    oom_before = oom_kills()
+    phases.end("quota and cgroup baseline")
+    out = Output(LIM["output_bytes"])
+    try:
+        pid = spawn(req, out.w_out, out.w_err, None if calls is None else calls.dir)
+    except (OSError, ValueError) as exc:
+        out.close((out.r_out, out.w_out, out.r_err, out.w_err))
+        msg = f"sandbox: cannot start the command: {exc}\n"
+        return {"exit_code": 127, "killed": None, "truncated": False, "notes": []}, b"", msg.encode()
+    out.close((out.w_out, out.w_err))
+    phases.end("spawn")
+    status, killed = watch(pid, out, disk, floor, calls, start + req["timeout"], start)
+    phases.end("command (shell, limits, cgroup entry, the command; polled)")
     kill_all(pid, status is not None)
-    if phases is not None:
-        phases.end("kill and reap what is left")
+    phases.end("kill and reap what is left")
     if PIDNS:
         remove_ipc()  # System V objects die with the command that made them, like its processes
-    if phases is not None:
-        phases.end("System V objects removed")
+    phases.end("System V objects removed")
     cgroup_oom = killed is None and oom_before is not None and oom_kills() != oom_before
     if cgroup_oom:
         killed = "memory"  # the cgroup's limit acted before the poll did
-    for fd in list(live):  # what the command wrote before it ended; writers are gone now
-        os.set_blocking(fd, False)
-        while fd in live and pump(fd):
-            pass
-        if fd in live:
-            os.close(fd)
-    exit_code = None
-    if killed is None and status is not None:
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            exit_code = 128 + sig
-            killed = SIGNAL_REASONS.get(sig)
-        else:
-            exit_code = os.waitstatus_to_exitcode(status)
-            killed = SIGNAL_REASONS.get(exit_code - 128)  # the shell's child died of it
-    truncated = seen > cap
-    notes = notes_for(killed, req["timeout"], disk, truncated, cap)
+    out.drain()
+    exit_code, killed = exit_of(status, killed)
+    truncated = out.seen > out.cap
+    notes = notes_for(killed, req["timeout"], disk, truncated, out.cap)
     if cgroup_oom:
         notes[0] = CGROUP_NOTE
+    notes += quota_notes(disk, killed)
+    header = {"exit_code": exit_code, "killed": killed, "truncated": truncated, "notes": notes}
+    phases.end("output, cgroup and quota checks")
+    if phases.steps is not None:
+        header["phases"] = phases.steps
+    return header, bytes(out.kept[out.r_out]), bytes(out.kept[out.r_err])
+
+
+def quota_notes(disk, killed):
+    """The workspace's quota, said when a command that was not stopped for it left the
+    workspace at or over it (counted again first, so that the note is true)."""
     disk.refresh()
     if disk.beyond(*disk.estimate()):
-        disk.walk()  # we may be over the quota: the note below must be true
+        disk.walk()
     if killed is None and disk.beyond(disk.used, disk.files):
-        notes.append(
-            f"the workspace is at or over its quota ({disk.describe()}): writes fail and "
-            "commands that grow it will be killed; delete files"
-        )
-    header = {"exit_code": exit_code, "killed": killed, "truncated": truncated, "notes": notes}
-    if phases is not None:
-        phases.end("output, cgroup and quota checks")
-        header["phases"] = phases.steps
-    return header, bytes(kept[r_out]), bytes(kept[r_err])
+        return [f"the workspace is at or over its quota ({disk.describe()}): writes fail and "
+                "commands that grow it will be killed; delete files"]
+    return []
 
 
 IPC_RMID = 0

@@ -408,6 +408,12 @@ def test_background_exec_and_process_sessions() -> None:
     assert len(rows) == 2
     assert rows[1].startswith(f"{m.group(1)} completed")  # newest first
     assert rows[1].endswith(":: printf 'a\\nb\\nc\\n'")
+    # no runtime column: the episode hides durations (EpisodeLimits.durations)
+    assert rows[1] == f"{m.group(1)} completed :: printf 'a\\nb\\nc\\n'"
+    shown = run(run_episode(OpenClawHarness(), Task(id="t", instruction="x"), Follow(steps),
+                            EpisodeLimits(durations="measured"), episode_id="bg"))
+    listed = results(shown)[2].content.splitlines()
+    assert re.fullmatch(rf"{m.group(1)} completed 0s :: printf 'a\\nb\\nc\\n'", listed[1])
     # an exited session shows its tail each time (OpenClaw's finished-session poll)
     assert poll.content == again.content == "a\nb\nc\n\nProcess exited with code 0."
     assert tail.content == "b\nc"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -63,6 +64,25 @@ def test_run_show_and_save(plugin_env: dict[str, str], tmp_path: Path) -> None:
     (traj,) = hg.TrajectoryStore(save).load()
     assert traj.score == 0.0
     assert traj.policy == "null"
+
+
+def test_run_shows_durations_only_when_asked(tmp_path: Path) -> None:
+    """``harnessgrid run --show-durations`` lets the annotated header carry each command's
+    time; without it the header has none (``EpisodeLimits.durations``: a run repeats)."""
+    headers = {}
+    for flag in ((), ("--show-durations",)):
+        save = tmp_path / f"traj{len(flag)}.jsonl"
+        out = hg_cli(dict(os.environ), "run", "--task", "examples/upper", "--harness",
+                     "S0-T0-O2-C0-W0", "--policy", "scripted", "--save", str(save), *flag)
+        assert out.returncode == 0, out.stderr
+        (traj,) = hg.TrajectoryStore(save).load()
+        headers[bool(flag)] = [m.content.split("\n", 1)[0] for m in traj.history
+                               if m.content.startswith("[ok] ")]
+    timed = re.compile(r" \| \d+\.\d\ds \| ")
+    assert headers[False]
+    assert not any(timed.search(h) for h in headers[False])
+    assert headers[True]
+    assert all(timed.search(h) for h in headers[True])
 
 
 def test_user_mistakes_get_a_message_not_a_traceback(plugin_env: dict[str, str]) -> None:

@@ -285,7 +285,7 @@ def test_run_and_eval_share_their_episode_options_and_the_limits_defaults() -> N
     group = typer.main.get_command(app)
     ctx = click.Context(group)
     shared = ("policy", "policy_opt", "suite_option", "judge", "max_turns", "wall_s",
-              "unsafe_no_sandbox", "env")
+              "unsafe_no_sandbox", "env", "show_durations")
 
     def options(name: str) -> dict[str, tuple[object, ...]]:
         command = group.get_command(ctx, name)  # type: ignore[attr-defined]
@@ -297,3 +297,5 @@ def test_run_and_eval_share_their_episode_options_and_the_limits_defaults() -> N
     assert run == evaluate
     assert run["max_turns"][1] == EpisodeLimits().max_turns
     assert run["wall_s"][1] == EpisodeLimits().wall_s
+    assert run["show_durations"][1] is False  # EpisodeLimits' default: durations hidden
+    assert EpisodeLimits().durations == "hidden"

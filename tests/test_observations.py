@@ -173,6 +173,20 @@ def test_annotated_read_is_line_numbered() -> None:
                     "1| alpha\n2| beta\n3| gamma")
 
 
+def test_annotated_header_leaves_out_a_time_that_is_not_known() -> None:
+    """An episode that hides durations (``EpisodeLimits.durations``, the default) hands the
+    level NaN: the header has no time field rather than a placeholder; a clock's nonsense
+    (negative, infinite) shows as ``?s``."""
+    read = Action.of("read", path="notes.txt")
+    hidden = ANN.format(read, ToolResult(output="alpha\n", duration_s=float("nan")))
+    assert header(hidden) == "[ok] read notes.txt | 6 chars | lines 1-1 of 1"
+    failed = ANN.format(read, ToolResult(error="no such file", duration_s=float("nan")))
+    assert header(failed) == "[failed] read notes.txt"
+    for nonsense in (float("inf"), -1.0):
+        text = ANN.format(read, ToolResult(output="alpha\n", duration_s=nonsense))
+        assert header(text) == "[ok] read notes.txt | ?s | 6 chars | lines 1-1 of 1"
+
+
 def test_annotated_long_read_shows_head_and_tail_and_how_to_see_more() -> None:
     out = "".join(f"row {i}\n" for i in range(1, 1001))
     text = ANN.format(Action.of("read", path="big.csv"), ToolResult(output=out))

@@ -44,6 +44,10 @@ UnsafeNoSandbox = Annotated[bool, typer.Option(
 Env = Annotated[str | None, typer.Option(
     "--env", help="Environment every episode mounts (see `harnessgrid env list`) instead of "
     "each task's own; `none` for none.")]
+ShowDurations = Annotated[bool, typer.Option(
+    "--show-durations", help="Let harnesses show how long each command took (the annotated "
+    "observation's header). Off by default: a wall-clock time in the prompt depends on the "
+    "machine's load, and the run would not repeat.")]
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
     """``["api_base=http://x", "temperature=0.7"]`` → dict; values parsed as JSON when they
@@ -78,7 +82,7 @@ WALL_S = 600.0
 
 
 def episode_limits(max_turns: int, wall_s: float, unsafe_no_sandbox: bool,
-                   env: str | None) -> EpisodeLimits:
+                   env: str | None, show_durations: bool = False) -> EpisodeLimits:
     """The limits the options give; a named environment that is not built is a usage error
     now, not one failed episode per task later."""
     from harnessgrid.engine.limits import EpisodeLimits
@@ -88,4 +92,5 @@ def episode_limits(max_turns: int, wall_s: float, unsafe_no_sandbox: bool,
 
         get_environment(env)
     return EpisodeLimits(max_turns=max_turns, wall_s=wall_s,
-                         unsafe_no_sandbox=unsafe_no_sandbox, environment=env)
+                         unsafe_no_sandbox=unsafe_no_sandbox, environment=env,
+                         durations="measured" if show_durations else "hidden")

@@ -84,6 +84,7 @@ def eval_command(
     wall_s: opts.WallS = opts.WALL_S,
     unsafe_no_sandbox: opts.UnsafeNoSandbox = False,
     env: opts.Env = None,
+    show_durations: opts.ShowDurations = False,
     keep_failures: bool = typer.Option(False, "--keep-failures", help="On resume, keep the "
                                        "episodes stored as infrastructure failures (policy, "
                                        "sandbox or internal errors) instead of running them "
@@ -120,7 +121,7 @@ def eval_command(
         adapters=tuple(split_list(adapters)), holdout_seed=holdout_seed, limit=limit,
         split=split, concurrency=concurrency, workers=workers, ray=ray,
         keep_failures=keep_failures, approver=approve,
-        limits=opts.episode_limits(max_turns, wall_s, unsafe_no_sandbox, env))
+        limits=opts.episode_limits(max_turns, wall_s, unsafe_no_sandbox, env, show_durations))
     try:
         outcome = evaluate(config, out, progress=not quiet)
     except KeyboardInterrupt:

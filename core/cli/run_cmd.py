@@ -109,6 +109,7 @@ def run(
     wall_s: opts.WallS = opts.WALL_S,
     unsafe_no_sandbox: opts.UnsafeNoSandbox = False,
     env: opts.Env = None,
+    show_durations: opts.ShowDurations = False,
     save: Path | None = typer.Option(None, "--save", help="Append the trajectory to this JSONL."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     show: bool = typer.Option(False, "--show", help="Render the conversation as the model saw it."),
@@ -128,7 +129,8 @@ def run(
 
     if (task is None) == (instruction is None):
         raise ConfigError("give either --task SUITE/ID or --instruction TEXT (with --workspace)")
-    limits = opts.episode_limits(max_turns, wall_s, unsafe_no_sandbox, env)
+    limits = opts.episode_limits(max_turns, wall_s, unsafe_no_sandbox, env,
+                                  show_durations)
     options = opts.parse_options(policy_opt)
     if save is not None:  # before the episode: a path that cannot be written fails now
         from harnessgrid.paths import require_output_file

@@ -8,7 +8,7 @@ evaluation's manifest) can name and validate limits without loading the episode 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -44,6 +44,15 @@ class EpisodeLimits(BaseModel):
     environment: str | None = None
     """``--env NAME``: the environment every episode runs in, instead of the task's own;
     ``"none"`` for none. It must be built (:mod:`harnessgrid.sandboxing.environments`)."""
+    durations: Literal["hidden", "measured"] = "hidden"
+    """What the model is told of how long its actions took (a level that shows it, such as
+    the ``annotated`` observation's header). ``hidden`` (the default): nothing, an
+    observation is formatted from a ``ToolResult`` whose ``duration_s`` is NaN (unknown:
+    ``Environment.shown``), so that a run repeats - the same seed, the same prompts - however
+    loaded the machine is. ``measured``: the
+    wall-clock time, as a real shell shows it; the prompts then depend on the machine's load
+    and a run does not repeat exactly. Trajectories and timing reports always have the
+    measured times."""
     stored_reply_bytes: int = Field(default=STORED_REPLY_BYTES, ge=1024)
     """The most bytes a model reply takes in the stored trajectory (each copy of it: the
     turn, the history, the call records) and in ``model_reply`` events, as
@@ -67,7 +76,8 @@ class EpisodeLimits(BaseModel):
 #: Settings added to :class:`EpisodeLimits` after evaluations were stored, with the default
 #: that such evaluations ran with.
 _LATER_DEFAULTS: dict[str, Any] = {"environment": None,
-                                   "stored_reply_bytes": STORED_REPLY_BYTES}
+                                   "stored_reply_bytes": STORED_REPLY_BYTES,
+                                   "durations": "hidden"}
 
 
 def effective_limits(limits: EpisodeLimits, task: Task) -> EpisodeLimits:

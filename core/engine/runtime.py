@@ -157,7 +157,8 @@ async def _play(episode: episode_run.Episode, ws: Workspace, pooled: Sandbox | N
             # The sandbox (host-side id) and which of its episodes this is: a pool's
             # recycling shows in the record, never to the episode's commands.
             traj.meta["sandbox"] = {"id": sb.identity, "episode": sb.episodes}
-            await episode.run(Environment(workspace=ws, sandbox=sb, hooks=hooks))
+            await episode.run(Environment(workspace=ws, sandbox=sb, hooks=hooks,
+                                          show_durations=limits.durations == "measured"))
     except SandboxError as exc:
         traj.termination, traj.error = "sandbox_error", exc.message
     episode.summarize()

@@ -378,7 +378,8 @@ class AsyncSession:
             self._episode = episode
         else:
             episode.follow_up(text)
-        return episode, Environment(workspace=self._ws, sandbox=self._sandbox, hooks=self._hooks)
+        return episode, Environment(workspace=self._ws, sandbox=self._sandbox, hooks=self._hooks,
+                                    show_durations=self.limits.durations == "measured")
 
     def _appended(self, message: Message) -> None:
         """Messages the harness adds, as events (the assistant's are ``model_reply``)."""

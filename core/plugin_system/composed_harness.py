@@ -153,7 +153,7 @@ class ComposedHarness:
                                               read=_readable(ti))
                 if isinstance(checked, Denied):
                     result = denied_result(checked)
-                    state.append(ti.observation_message(call, obs.format(action, result)))
+                    state.append(ti.observation_message(call, obs.format(action, env.shown(result))))
                     continue
                 if isinstance(checked, FormatError):  # the callback's change does not parse
                     outcome.format_error = checked
@@ -164,7 +164,7 @@ class ComposedHarness:
                     call, action = checked, ti.to_action(checked)
                 result = await execute(action, env)
             outcome.executed.append(ExecutedCall(call, action, result))
-            state.append(ti.observation_message(call, obs.format(action, result)))
+            state.append(ti.observation_message(call, obs.format(action, env.shown(result))))
         decision = self.workflow.on_turn(state, outcome)
         state.append(*decision.messages)
         return outcome, decision

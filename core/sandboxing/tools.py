@@ -15,6 +15,7 @@ runs (see :mod:`harnessgrid.sandboxing.tool_hooks`, "Approval in one place").
 
 from __future__ import annotations
 
+import math
 import shlex
 import time
 from collections.abc import Callable, Mapping
@@ -59,10 +60,13 @@ class Environment:
     """
 
     def __init__(self, workspace: Workspace, sandbox: Sandbox,
-                 hooks: ToolHooks | None = None) -> None:
+                 hooks: ToolHooks | None = None, *, show_durations: bool = False) -> None:
         self._workspace = workspace
         self._sandbox = sandbox
         self.hooks = hooks
+        #: Whether the model may be told how long actions took (``EpisodeLimits.durations``;
+        #: see :meth:`shown`).
+        self.show_durations = show_durations
 
     def __repr__(self) -> str:
         return (f"Environment(workspace={self._workspace!r}, sandbox={self._sandbox!r}, "
@@ -79,6 +83,15 @@ class Environment:
         if self.hooks is None:
             return self._sandbox
         return cast(Sandbox, ApprovedSandbox(self._sandbox, self))
+
+    def shown(self, result: ToolResult) -> ToolResult:
+        """``result`` as the model may be told it: what a harness formats into an observation.
+        Its ``duration_s`` is NaN (unknown) unless the episode shows durations: a wall-clock
+        time in the prompt depends on the machine's load, and the run would not repeat. The
+        trajectory keeps the measured result."""
+        if self.show_durations or math.isnan(result.duration_s):
+            return result
+        return result.model_copy(update={"duration_s": math.nan})
 
     def host_tools(self) -> HostTools | None:
         """The product tools as commands inside the sandbox, or None without any."""

@@ -628,8 +628,11 @@ async def _process(args: Mapping[str, Any], env: Environment, state: EpisodeStat
         return text, False, ToolResult(output=text, **update)
 
     if action == "list":
+        # The runtime column only where the episode shows durations (EpisodeLimits.durations):
+        # a measured time in the prompt would keep the run from repeating.
         rows = [f"{sid} {'failed' if s['failed'] else 'completed':<9} "
-                f"{_duration(s['duration_s'])} :: {s['command'].splitlines()[0][:60]}"
+                + (f"{_duration(s['duration_s'])} " if env.show_durations else "")
+                + f":: {s['command'].splitlines()[0][:60]}"
                 for sid, s in reversed(sessions.items())]  # newest first
         return done("\n".join(rows) or "No running or recent sessions.")
     sid = args.get("sessionId")

@@ -65,10 +65,13 @@ def _status(result: ToolResult) -> str:
     return "ok"
 
 
-def _duration(seconds: float) -> str:
-    # Durations come from clocks; anything outside a sane range is shown as unknown rather than
-    # as a 300-digit number.
-    return f"{seconds:.2f}s" if math.isfinite(seconds) and 0 <= seconds < 1e7 else "?s"
+def _timing(seconds: float) -> list[str]:
+    """The header's time field: none when the time is not known (NaN: the episode hides
+    durations, ``EpisodeLimits.durations``); ``?s`` for a clock's nonsense (negative, huge)
+    rather than a 300-digit number."""
+    if math.isnan(seconds):
+        return []
+    return [f"{seconds:.2f}s" if math.isfinite(seconds) and 0 <= seconds < 1e7 else "?s"]
 
 
 def _lines(text: str) -> list[str]:
@@ -151,11 +154,12 @@ class AnnotatedObservation(ObservationLevel):
 
     def format(self, action: Action, result: ToolResult) -> str:
         status, label = _status(result), action_label(action)
-        timing = _duration(result.duration_s)
+        timing = _timing(result.duration_s)
         if result.error is not None:
             error, _, dropped = head_tail(result.error, ERROR_CAP, 0)
             body = f"error: {error}" + (f" ... [+{dropped:,} chars]" if dropped else "")
-            return clean("\n".join([f"[{status}] {label} | {timing}", body, *_hints(result)]))
+            header = " | ".join([f"[{status}] {label}", *timing])
+            return clean("\n".join([header, body, *_hints(result)]))
         out, err = _lines(result.output), _lines(result.stderr)
         size = f"{len(result.output) + len(result.stderr):,} chars"
         h, t = _window(out, MAIN_LINES, MAIN_BUDGET)
@@ -180,7 +184,7 @@ class AnnotatedObservation(ObservationLevel):
         if (h, t) != (len(out), len(out)) and action.kind == "read":
             parts.append(f"[file continues: print other lines with sed -n 'FROM,TOp' "
                          f"{one_line(action.args['path'], 100)}]")
-        header = f"[{status}] {label} | {timing} | {size} | {shown}"
+        header = " | ".join([f"[{status}] {label}", *timing, size, shown])
         return clean("\n".join([header, *parts, *_hints(result)]))
 
     def format_error(self, error: FormatError) -> str:

@@ -474,7 +474,11 @@ def test_warm_start_from_an_sft_checkpoint(sft_run: TrainResult, tiny_model_dir:
 def test_kill_and_resume_redoes_the_same_batch(tiny_model_dir: Path, tmp_path: Path) -> None:
     """kill -9 during a run, then ``--resume``: the steps after the last complete checkpoint are
     redone with the same pairs, episode ids (hence sampling seeds) and token ids as an
-    uninterrupted run, each step is logged once, and the final weights are the same."""
+    uninterrupted run, each step is logged once, and the logprobs and final weights are the
+    same to float32 rounding (``LOGPROB_TOLERANCE``): here they repeat bit for bit, but CI
+    once saw one record's logprobs differ in the last digit after a resume, which 19 kill and
+    resume runs here (idle, under load, 1 and 2 threads, killed at each checkpoint) never
+    showed; a failure says which record and by how much (:func:`record_differences`)."""
     import os
     import signal
     import time
@@ -519,12 +523,19 @@ def test_kill_and_resume_redoes_the_same_batch(tiny_model_dir: Path, tmp_path: P
         compared += sum(len(t.turns) for t in a)
     assert compared
     end_a, end_b = weights(whole / "final"), weights(killed / "final")
-    assert [k for k in end_a if not torch.equal(end_a[k], end_b[k])] == []
+    assert [k for k in end_a
+            if not torch.allclose(end_a[k], end_b[k], rtol=1e-5, atol=1e-7)] == []
+
+
+#: How far two repeats' logprobs of the same ids may be apart: float32 rounding (a logprob is
+#: a float32 log-softmax; one ulp of a value near -10 is about 1e-6).
+LOGPROB_TOLERANCE = 1e-5
 
 
 def record_differences(step: int, a: list[Trajectory], b: list[Trajectory]) -> list[str]:
-    """Where two runs' token records of one step differ (step, episode, turn and what), so
-    that a failure says which record and by how much rather than printing two cut reprs."""
+    """Where two runs' token records of one step differ (step, episode, turn and what): ids
+    exactly, logprobs beyond :data:`LOGPROB_TOLERANCE`. A failure says which record and by
+    how much rather than printing two cut reprs."""
     found = []
     for ta, tb in zip(a, b, strict=True):
         assert len(ta.turns) == len(tb.turns), (step, ta.episode_id)
@@ -537,10 +548,13 @@ def record_differences(step: int, a: list[Trajectory], b: list[Trajectory]) -> l
                              f"{len(y.tokens.prompt_ids)} ids)")
             elif x.tokens.completion_ids != y.tokens.completion_ids:
                 found.append(f"{where}: completion ids differ")
-            elif x.tokens != y.tokens:
-                gap = max(abs(p - q) for p, q in zip(x.tokens.logprobs, y.tokens.logprobs,
-                                                     strict=True))
-                found.append(f"{where}: same ids, logprobs differ by up to {gap:.3g}")
+            elif x.tokens.segment != y.tokens.segment:
+                found.append(f"{where}: segment {x.tokens.segment} vs {y.tokens.segment}")
+            else:
+                gap = max((abs(p - q) for p, q in zip(x.tokens.logprobs, y.tokens.logprobs,
+                                                      strict=True)), default=0.0)
+                if gap > LOGPROB_TOLERANCE:
+                    found.append(f"{where}: same ids, logprobs differ by up to {gap:.3g}")
     return found
 
 

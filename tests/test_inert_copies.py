@@ -130,7 +130,8 @@ def test_regrading_reads_an_inert_copy_whose_links_lead_nowhere(tmp_path: Path) 
     ws = Workspace.open(project, in_place=True)
     traj = hg.Trajectory(episode_id="e", harness="x", task_id="regrade", policy="p",
                          termination="finished")
-    outcome = asyncio.run(_regrade(task, ws, traj, timeout_s=60))
+    harness = hg.resolve_harness("S0-T0-O0-C0-W0")
+    outcome = asyncio.run(_regrade(task, harness, ws, traj, timeout_s=60))
     assert outcome == '{"ran": 1.0}'
     assert seen.pop("link") == DANGLING_TARGET
     assert seen.pop("reaches the host") is False

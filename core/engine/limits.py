@@ -49,10 +49,9 @@ class EpisodeLimits(BaseModel):
     the ``annotated`` observation's header). ``hidden`` (the default): nothing, an
     observation is formatted from a ``ToolResult`` whose ``duration_s`` is NaN (unknown:
     ``Environment.shown``), so that a run repeats - the same seed, the same prompts - however
-    loaded the machine is. ``measured``: the
-    wall-clock time, as a real shell shows it; the prompts then depend on the machine's load
-    and a run does not repeat exactly. Trajectories and timing reports always have the
-    measured times."""
+    loaded the machine is. ``measured``: the wall-clock time, as a real shell shows it; the
+    prompts then depend on the machine's load and a run does not repeat exactly. Trajectories
+    and timing reports always have the measured times."""
     stored_reply_bytes: int = Field(default=STORED_REPLY_BYTES, ge=1024)
     """The most bytes a model reply takes in the stored trajectory (each copy of it: the
     turn, the history, the call records) and in ``model_reply`` events, as

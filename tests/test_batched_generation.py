@@ -181,6 +181,42 @@ def test_a_sequence_samples_the_same_alone_and_in_a_batch_of_8(
     assert len(set(ids(turns))) == 8  # the others really sampled other things
 
 
+def test_a_prompt_shared_by_a_group_is_prefilled_once(loaded: tuple[Any, Any]) -> None:
+    """A GRPO group's rollouts of one (task, harness) pair ask with the same prompt: the batch
+    computes it once and copies its cache row (the prefill's rows are counted, not timed),
+    and each rollout still samples what it samples alone, with the logprobs of a plain
+    forward."""
+    model = loaded[0]
+    rows: list[int] = []
+    forward = model.forward
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        rows.append(int(kwargs["input_ids"].shape[0]))
+        return forward(*args, **kwargs)
+
+    group, other = conversation(3), conversation(1)
+    policy = make(loaded, max_new_tokens=12)
+    model.forward = counting
+    try:
+        turns = asyncio.run(batched(policy, [
+            *(lambda i=i: policy.act(request(State(f"rollout-{i}"), group)) for i in range(4)),
+            lambda: policy.act(request(State("other"), other))]))
+    finally:
+        del model.forward
+    assert rows[1] == 2  # after the plug's batch: one prefill row per distinct prompt
+    assert policy.stats.shared_prefills == 3
+    assert len(set(ids(turns[:4]))) > 1  # the rollouts still sample apart
+    for i, turn in enumerate(turns):
+        alone = make(loaded, max_new_tokens=12)
+        solo = asyncio.run(alone.act(request(State(f"rollout-{i}" if i < 4 else "other"),
+                                             group if i < 4 else other)))
+        assert ids([turn]) == ids([solo])
+        assert turn.tokens is not None
+        assert solo.tokens is not None
+        assert torch.allclose(torch.tensor(turn.tokens.logprobs),
+                              torch.tensor(solo.tokens.logprobs), atol=1e-5, rtol=0)
+
+
 def test_max_batch_size_1_reproduces_the_batched_ids(loaded: tuple[Any, Any]) -> None:
     def play(policy: HFPolicy) -> list[tuple[int, ...]]:
         async def episode(i: int) -> list[ModelTurn]:

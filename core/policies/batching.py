@@ -111,6 +111,9 @@ class GenerationStats:
     tokens: int = 0         #: completion tokens produced
     largest_batch: int = 0  #: the most requests decoded together
     failed_batches: int = 0  #: batches whose backend call raised
+    #: requests whose prompt another request of the same batch shared, so that it was not
+    #: computed again (hf: one prefill row per distinct prompt, copied to the others)
+    shared_prefills: int = 0
 
     @property
     def mean_batch(self) -> float:

@@ -22,8 +22,9 @@ truncated sampling distribution. ``temperature=0`` is greedy decoding and record
 Batching (:mod:`harnessgrid.policies.batching`): the turns of concurrent episodes that are
 pending when the model is free are decoded together, up to ``max_batch_size`` (default 64; 1
 decodes one turn at a time). One batch is a left-padded prefill (attention mask, explicit
-position ids, so every row sees exactly its own prompt at positions ``0..len-1``) and then one
-forward per step with the KV cache; a row that samples a stop id or reaches its own
+position ids, so every row sees exactly its own prompt at positions ``0..len-1``; a prompt
+that several turns share, as a GRPO group's first turns do, is computed once and its cache
+row copied) and then one forward per step with the KV cache; a row that samples a stop id or reaches its own
 ``max_new_tokens`` leaves the batch (its rows of the KV cache are dropped). Padding changes the
 logits only by floating-point rounding, so the recorded logprobs still equal a plain unbatched
 forward of prompt + completion.
@@ -188,35 +189,20 @@ class HFPolicy(TokenPolicy):
         return [g for g in out if g is not None]
 
     def _decode(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        """One left-padded prefill, then one forward per step for the rows still running;
-        a row that stops or reaches its own limit leaves the batch (and the KV cache)."""
+        """One left-padded prefill (:meth:`_prefill`), then one forward per step for the rows
+        still running; a row that stops or reaches its own limit leaves the batch (and the KV
+        cache)."""
         torch, device = self._torch, self.device
-        lengths = [len(r.prompt_ids) for r in requests]
-        width = max(lengths)
-        ids = torch.full((len(requests), width), self._pad_id, dtype=torch.long)
-        mask = torch.zeros((len(requests), width), dtype=torch.long)
-        for row, request in enumerate(requests):
-            ids[row, width - lengths[row]:] = torch.tensor(request.prompt_ids, dtype=torch.long)
-            mask[row, width - lengths[row]:] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        mask = mask.to(device)
-        inputs, positions = ids.to(device), positions.to(device)
+        logits, past, mask, positions = self._prefill(requests)
         generators = [_row_generator(torch, r.seed) for r in requests]
         completions: list[list[int]] = [[] for _ in requests]
         logprobs: list[list[float]] = [[] for _ in requests]
         finish: list[str | None] = [None] * len(requests)
         rows = list(range(len(requests)))  # the request behind each row of the KV cache
-        past: Any = None
-        extra: dict[str, Any] = {"logits_to_keep": 1} if self._logits_to_keep else {}
         while True:
-            result = self.model(input_ids=inputs, attention_mask=mask, position_ids=positions,
-                                past_key_values=past, use_cache=True, **extra)
-            self.stats.forwards += 1
-            extra = {}
-            past = result.past_key_values
             live = [row for row, i in enumerate(rows) if finish[i] is None]
             index = torch.tensor(live, dtype=torch.long, device=device)
-            tokens, token_logprobs = self._pick(result.logits[index, -1].float(),
+            tokens, token_logprobs = self._pick(logits[index, -1].float(),
                                                 [generators[rows[row]] for row in live])
             for row, token, logprob in zip(live, tokens, token_logprobs, strict=True):
                 i = rows[row]
@@ -246,9 +232,49 @@ class HFPolicy(TokenPolicy):
                                      device=device)
             mask = torch.cat([mask, step_mask], dim=1)
             positions = positions[:, -1:] + 1
+            result = self.model(input_ids=inputs, attention_mask=mask, position_ids=positions,
+                                past_key_values=past, use_cache=True)
+            self.stats.forwards += 1
+            logits, past = result.logits, result.past_key_values
         del past
         return [Generation(c, lp, f or "length")
                 for c, lp, f in zip(completions, logprobs, finish, strict=True)]
+
+    def _prefill(self, requests: Sequence[GenerationRequest], share: bool = True,
+                 ) -> tuple[Any, Any, Any, Any]:
+        """The batch's first forward: ``(logits, KV cache, attention mask, positions)``, one
+        row per request. Each distinct prompt is computed once (left-padded, explicit
+        positions, so every row sees exactly its prompt at ``0..len-1``) and its cache row is
+        copied to the requests that share it: a GRPO group's rollouts of one (task, harness)
+        pair all start from the same prompt, and its prefill is most of a turn's cost. A
+        cache that cannot be copied by row (not transformers' dynamic cache) is prefilled
+        again with a row per request (``share=False``)."""
+        torch, device = self._torch, self.device
+        first: dict[tuple[int, ...], int] = {}
+        shared = [first.setdefault(tuple(r.prompt_ids), len(first)) if share else n
+                  for n, r in enumerate(requests)]
+        prompts = list(first) if share else [tuple(r.prompt_ids) for r in requests]
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+            mask[row, width - len(prompt):] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        extra: dict[str, Any] = {"logits_to_keep": 1} if self._logits_to_keep else {}
+        mask, positions = mask.to(device), positions.to(device)
+        result = self.model(input_ids=ids.to(device), attention_mask=mask,
+                            position_ids=positions, use_cache=True, **extra)
+        self.stats.forwards += 1
+        logits, past = result.logits, result.past_key_values
+        if len(prompts) == len(requests):
+            return logits, past, mask, positions
+        if not hasattr(past, "batch_select_indices"):
+            return self._prefill(requests, share=False)
+        index = torch.tensor(shared, dtype=torch.long, device=device)
+        past.batch_select_indices(index)  # each request's row, copied from its prompt's
+        self.stats.shared_prefills += len(requests) - len(prompts)
+        return logits[index], past, mask[index], positions[index]
 
     def _pick(self, logits: Any, generators: Sequence[Any]) -> tuple[list[int], list[float]]:
         """Sample one token per row; return them with ``log_softmax(logits / T)`` at each

@@ -25,6 +25,7 @@ from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
     from harnessgrid.evaluation.results import EvalResult
+    from harnessgrid.evaluation.run import EvalOutcome
 
 
 def eval_command(
@@ -131,11 +132,7 @@ def eval_command(
         # from app() instead of raising it, and the code would be lost.
         raise SystemExit(130) from None
     if not quiet:
-        typer.echo(f"{outcome.ran} episode(s) run, {outcome.skipped} already stored"
-                   + (f", {outcome.recovered} recovered" if outcome.recovered else "")
-                   + (f", {outcome.retried} infrastructure failure(s) retried"
-                      if outcome.retried else "")
-                   + f" ({outcome.seconds:.1f}s)", err=True)
+        _say_outcome(outcome)
     if not no_report:
         _write_and_print(out, plots=not no_plots, as_json=False, quiet=quiet, brief=True)
     failures = outcome.infra_failures
@@ -145,6 +142,15 @@ def eval_command(
                         err=True)
     if failures and len(failures) == outcome.total:
         raise SystemExit(EXIT_ALL_INFRA_FAILURES)
+
+
+def _say_outcome(outcome: EvalOutcome) -> None:
+    """One line on stderr: episodes run, already stored, recovered and retried."""
+    typer.echo(f"{outcome.ran} episode(s) run, {outcome.skipped} already stored"
+               + (f", {outcome.recovered} recovered" if outcome.recovered else "")
+               + (f", {outcome.retried} infrastructure failure(s) retried"
+                  if outcome.retried else "")
+               + f" ({outcome.seconds:.1f}s)", err=True)
 
 
 #: Exit status of ``harnessgrid eval`` when every episode is an infrastructure failure.

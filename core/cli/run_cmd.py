@@ -12,6 +12,7 @@ from harnessgrid.cli import episode_options as opts
 from harnessgrid.errors import ConfigError
 
 if TYPE_CHECKING:
+    from harnessgrid.engine.limits import EpisodeLimits
     from harnessgrid.tasks import Task
     from harnessgrid.trajectory import Trajectory
 
@@ -121,47 +122,71 @@ def run(
     infrastructure failure (policy_error, sandbox_error, internal_error): its error is printed
     on stderr after a one-line summary.
     """
-    import asyncio
-
-    from harnessgrid.engine.api import arun_agent, resolve_harness, resolve_policy
-    from harnessgrid.engine.runtime import run_task_episode
-    from harnessgrid.trajectory import TrajectoryStore
-
     if (task is None) == (instruction is None):
         raise ConfigError("give either --task SUITE/ID or --instruction TEXT (with --workspace)")
-    limits = opts.episode_limits(max_turns, wall_s, unsafe_no_sandbox, env,
-                                  show_durations)
+    limits = opts.episode_limits(max_turns, wall_s, unsafe_no_sandbox, env, show_durations)
     options = opts.parse_options(policy_opt)
     if save is not None:  # before the episode: a path that cannot be written fails now
         from harnessgrid.paths import require_output_file
 
         require_output_file(save, "--save")
     if task is not None:
-        from harnessgrid.policies.scripted import check_policy_fits
-        from harnessgrid.tasks import check_graders_ready
-
-        the_task = find_task(task, suite_option, judge)
-        check_policy_fits(policy, [the_task])  # no plan for the oracle: refused, not a 0
-        check_graders_ready([the_task], judge)  # a judge without its key: now, not after it
-        # Through its sessions when the task has follow-ups (PinchBench multi-session).
-        traj = asyncio.run(run_task_episode(resolve_harness(harness), the_task,
-                                            resolve_policy(policy, options), limits))
+        traj = _task_episode(task, harness, policy, options, limits, suite_option, judge)
     else:
-        if workspace is None:
-            raise ConfigError("--instruction needs --workspace DIR")
-        if not workspace.is_dir():
-            what = "is not a directory" if workspace.exists() else "does not exist"
-            raise ConfigError(f"--workspace {workspace} {what}",
-                              hint="give the directory the agent works on (a copy of it, "
-                                   "unless --in-place); create it first with mkdir -p if it "
-                                   "should start empty")
-        traj = asyncio.run(arun_agent(instruction or "", workspace, harness=harness,
-                                      policy=policy, policy_options=options,
-                                      in_place=in_place, limits=limits))
+        traj = _ad_hoc_episode(instruction or "", workspace, in_place, harness, policy,
+                               options, limits)
     if save is not None:
+        from harnessgrid.trajectory import TrajectoryStore
+
         TrajectoryStore(save).append(traj)
     if show:
         show_conversation(traj)
+    _report(traj, task, harness, as_json)
+
+
+def _task_episode(task: str, harness: str, policy: str, options: dict[str, Any],
+                  limits: EpisodeLimits, suite_option: list[str],
+                  judge: str | None) -> Trajectory:
+    """``--task SUITE/ID``: the task's episode, through its sessions when it has follow-ups
+    (PinchBench multi-session); an oracle without a plan and a judge without its key are
+    refused before it starts."""
+    import asyncio
+
+    from harnessgrid.engine.api import resolve_harness, resolve_policy
+    from harnessgrid.engine.runtime import run_task_episode
+    from harnessgrid.policies.scripted import check_policy_fits
+    from harnessgrid.tasks import check_graders_ready
+
+    the_task = find_task(task, suite_option, judge)
+    check_policy_fits(policy, [the_task])  # no plan for the oracle: refused, not a 0
+    check_graders_ready([the_task], judge)  # a judge without its key: now, not after it
+    return asyncio.run(run_task_episode(resolve_harness(harness), the_task,
+                                        resolve_policy(policy, options), limits))
+
+
+def _ad_hoc_episode(instruction: str, workspace: Path | None, in_place: bool, harness: str,
+                    policy: str, options: dict[str, Any], limits: EpisodeLimits) -> Trajectory:
+    """``--instruction TEXT --workspace DIR``: an ad-hoc task on a copy of the directory
+    (the directory itself with ``--in-place``)."""
+    import asyncio
+
+    from harnessgrid.engine.api import arun_agent
+
+    if workspace is None:
+        raise ConfigError("--instruction needs --workspace DIR")
+    if not workspace.is_dir():
+        what = "is not a directory" if workspace.exists() else "does not exist"
+        raise ConfigError(f"--workspace {workspace} {what}",
+                          hint="give the directory the agent works on (a copy of it, "
+                               "unless --in-place); create it first with mkdir -p if it "
+                               "should start empty")
+    return asyncio.run(arun_agent(instruction, workspace, harness=harness, policy=policy,
+                                  policy_options=options, in_place=in_place, limits=limits))
+
+
+def _report(traj: Trajectory, task: str | None, harness: str, as_json: bool) -> None:
+    """The episode's summary (a table, or one JSON object with its provenance), and the
+    exit status of an infrastructure failure."""
     result = summary(traj, task)
     if as_json:
         from harnessgrid.plugin_system.registry import provenance

@@ -1,7 +1,7 @@
 """Step time of the harness-scaled trainer vs TRL's plain single-turn GRPOTrainer, on the same
 tiny model, per trained token, with the phase split.
 
-    python benchmarks/trainer_overhead.py [--steps 3] [--tasks 4] [--rollouts 4]
+    python benchmarks/trainer_overhead.py [--steps 3] [--tasks 4] [--rollouts 4] [--shared-prefill]
 
 Both sides run GRPO steps with the same group size (tasks x rollouts completions per step),
 learning rate and loss type on the offline tiny model (CPU, fp32):
@@ -98,7 +98,7 @@ def harnessgrid_steps(model_dir: Path, out: Path, args: argparse.Namespace
         "tasks_per_step": args.tasks, "rollouts_per_task": args.rollouts, "steps": args.steps,
         "learning_rate": 1e-5, "limits": {"max_turns": args.turns, "max_context_tokens": 4096},
         "max_new_tokens": args.tokens, "output_dir": str(out), "trl": {"save_strategy": "no"}})
-    result = train(cfg)
+    result = train(cfg, policy_options={"shared_prefill": True} if args.shared_prefill else None)
     steps = []
     for r in result.reports:
         step_s = r["rollout_s"] + r["prepare_s"] + r["train_s"]
@@ -120,6 +120,9 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=4)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--shared-prefill", action="store_true",
+                        help="the hf policy's shared_prefill option: a prompt a step's rollouts "
+                        "share is prefilled once")
     args = parser.parse_args()
     from harnessgrid.policies.tiny_model import build_tiny_model
 

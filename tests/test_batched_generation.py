@@ -182,10 +182,10 @@ def test_a_sequence_samples_the_same_alone_and_in_a_batch_of_8(
 
 
 def test_a_prompt_shared_by_a_group_is_prefilled_once(loaded: tuple[Any, Any]) -> None:
-    """A GRPO group's rollouts of one (task, harness) pair ask with the same prompt: the batch
-    computes it once and copies its cache row (the prefill's rows are counted, not timed),
-    and each rollout still samples what it samples alone, with the logprobs of a plain
-    forward."""
+    """A GRPO group's rollouts of one (task, harness) pair ask with the same prompt: with
+    ``shared_prefill`` the batch computes it once and copies its cache row (the prefill's
+    rows are counted, not timed), and each rollout still samples what it samples alone, with
+    the logprobs of a plain forward. Off (the default), every request has its row."""
     model = loaded[0]
     rows: list[int] = []
     forward = model.forward
@@ -195,7 +195,7 @@ def test_a_prompt_shared_by_a_group_is_prefilled_once(loaded: tuple[Any, Any]) -
         return forward(*args, **kwargs)
 
     group, other = conversation(3), conversation(1)
-    policy = make(loaded, max_new_tokens=12)
+    policy = make(loaded, max_new_tokens=12, shared_prefill=True)
     model.forward = counting
     try:
         turns = asyncio.run(batched(policy, [
@@ -205,6 +205,19 @@ def test_a_prompt_shared_by_a_group_is_prefilled_once(loaded: tuple[Any, Any]) -
         del model.forward
     assert rows[1] == 2  # after the plug's batch: one prefill row per distinct prompt
     assert policy.stats.shared_prefills == 3
+    unshared = make(loaded, max_new_tokens=12)  # the default: a row per request, as before
+    rows.clear()
+    model.forward = counting
+    try:
+        again = asyncio.run(batched(unshared, [
+            *(lambda i=i: unshared.act(request(State(f"rollout-{i}"), group))
+              for i in range(4)),
+            lambda: unshared.act(request(State("other"), other))]))
+    finally:
+        del model.forward
+    assert rows[1] == 5
+    assert unshared.stats.shared_prefills == 0
+    assert ids(again) == ids(turns)
     assert len(set(ids(turns[:4]))) > 1  # the rollouts still sample apart
     for i, turn in enumerate(turns):
         alone = make(loaded, max_new_tokens=12)

@@ -22,9 +22,9 @@ truncated sampling distribution. ``temperature=0`` is greedy decoding and record
 Batching (:mod:`harnessgrid.policies.batching`): the turns of concurrent episodes that are
 pending when the model is free are decoded together, up to ``max_batch_size`` (default 64; 1
 decodes one turn at a time). One batch is a left-padded prefill (attention mask, explicit
-position ids, so every row sees exactly its own prompt at positions ``0..len-1``; a prompt
-that several turns share, as a GRPO group's first turns do, is computed once and its cache
-row copied) and then one forward per step with the KV cache; a row that samples a stop id or reaches its own
+position ids, so every row sees exactly its own prompt at positions ``0..len-1``; with
+``shared_prefill=True`` a prompt that several turns share, as a GRPO group's first turns do,
+is computed once and its cache row copied) and then one forward per step with the KV cache; a row that samples a stop id or reaches its own
 ``max_new_tokens`` leaves the batch (its rows of the KV cache are dropped). Padding changes the
 logits only by floating-point rounding, so the recorded logprobs still equal a plain unbatched
 forward of prompt + completion.
@@ -96,7 +96,8 @@ class HFPolicy(TokenPolicy):
     def __init__(self, name_or_path: str, *, device: str = "cpu", dtype: str = "auto",
                  temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 512,
                  seed: int | None = None, model: Any = None, tokenizer: Any = None,
-                 max_episodes: int = 1024, max_batch_size: int = 64) -> None:
+                 max_episodes: int = 1024, max_batch_size: int = 64,
+                 shared_prefill: bool = False) -> None:
         self.spec = f"hf:{name_or_path}"
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
             raise ConfigError(f"{self.spec}: need temperature >= 0, 0 < top_p <= 1 and "
@@ -104,6 +105,7 @@ class HFPolicy(TokenPolicy):
                               f"{max_new_tokens}")
         self.temperature, self.top_p = float(temperature), float(top_p)
         self.max_new_tokens, self.seed = max_new_tokens, seed
+        self.shared_prefill = bool(shared_prefill)
         try:
             import torch
             import transformers
@@ -193,7 +195,7 @@ class HFPolicy(TokenPolicy):
         still running; a row that stops or reaches its own limit leaves the batch (and the KV
         cache)."""
         torch, device = self._torch, self.device
-        logits, past, mask, positions = self._prefill(requests)
+        logits, past, mask, positions = self._prefill(requests, share=self.shared_prefill)
         generators = [_row_generator(torch, r.seed) for r in requests]
         completions: list[list[int]] = [[] for _ in requests]
         logprobs: list[list[float]] = [[] for _ in requests]
@@ -240,15 +242,17 @@ class HFPolicy(TokenPolicy):
         return [Generation(c, lp, f or "length")
                 for c, lp, f in zip(completions, logprobs, finish, strict=True)]
 
-    def _prefill(self, requests: Sequence[GenerationRequest], share: bool = True,
+    def _prefill(self, requests: Sequence[GenerationRequest], share: bool,
                  ) -> tuple[Any, Any, Any, Any]:
         """The batch's first forward: ``(logits, KV cache, attention mask, positions)``, one
-        row per request. Each distinct prompt is computed once (left-padded, explicit
-        positions, so every row sees exactly its prompt at ``0..len-1``) and its cache row is
-        copied to the requests that share it: a GRPO group's rollouts of one (task, harness)
-        pair all start from the same prompt, and its prefill is most of a turn's cost. A
-        cache that cannot be copied by row (not transformers' dynamic cache) is prefilled
-        again with a row per request (``share=False``)."""
+        row per request, left-padded with explicit positions, so every row sees exactly its
+        prompt at ``0..len-1``. With ``share`` (the ``shared_prefill`` option), each distinct
+        prompt is computed once and its cache row copied to the requests that share it: a
+        GRPO group's rollouts of one (task, harness) pair all start from the same prompt, and
+        its prefill is most of a turn's cost. The batch's shape then differs, so logits differ
+        by float rounding from a run without it (a run with it repeats). A cache that cannot
+        be copied by row (not transformers' dynamic cache) is prefilled again with a row per
+        request."""
         torch, device = self._torch, self.device
         first: dict[tuple[int, ...], int] = {}
         shared = [first.setdefault(tuple(r.prompt_ids), len(first)) if share else n

@@ -2,6 +2,7 @@
 tiny model, per trained token, with the phase split.
 
     python benchmarks/trainer_overhead.py [--steps 3] [--tasks 4] [--rollouts 4] [--shared-prefill]
+        [--prefix-cache-mb 256]
 
 Both sides run GRPO steps with the same group size (tasks x rollouts completions per step),
 learning rate and loss type on the offline tiny model (CPU, fp32):
@@ -33,16 +34,41 @@ from pathlib import Path
 from typing import Any
 
 
-def trl_plain(model_dir: Path, out: Path, args: argparse.Namespace) -> list[dict[str, float]]:
+def instruction_prompts(args: argparse.Namespace) -> list[Any]:
+    """TRL's prompts as the issue defines the comparison: each task's instruction alone."""
+    from harnessgrid.plugin_system.registry import load_suite
+
+    tasks = load_suite("grid").tasks("train")[: args.tasks * args.steps]
+    return [[{"role": "user", "content": t.instruction}] for t in tasks]
+
+
+def first_turn_prompts(run_dir: Path, model_dir: Path) -> list[Any]:
+    """TRL's prompts like for like: the first-turn prompt of each (task, harness) group the
+    harnessgrid run trained on -- system prompt, tool schemas and instruction, the text its
+    token ids decode to -- one per group, in step order."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    prompts: dict[tuple[int, ...], None] = {}
+    for path in sorted((run_dir / "trajectories").glob("step-*.jsonl")):
+        for line in path.read_text().splitlines():
+            turns = json.loads(line)["turns"]
+            if turns and turns[0].get("tokens"):
+                prompts.setdefault(tuple(turns[0]["tokens"]["prompt_ids"]), None)
+    if not prompts:
+        raise SystemExit(f"no first-turn token records under {run_dir / 'trajectories'}")
+    return [tokenizer.decode(list(ids)) for ids in prompts]
+
+
+def trl_plain(model_dir: Path, out: Path, args: argparse.Namespace,
+              prompts: list[Any]) -> list[dict[str, float]]:
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from harnessgrid.plugin_system.registry import load_suite
-
-    tasks = load_suite("grid").tasks("train")[: args.tasks * args.steps]
-    data = datasets.Dataset.from_dict(
-        {"prompt": [[{"role": "user", "content": t.instruction}] for t in tasks]})
+    data = datasets.Dataset.from_dict({"prompt": prompts})
     phases: list[dict[str, float]] = []
     current: dict[str, float] = {}
 
@@ -52,6 +78,7 @@ def trl_plain(model_dir: Path, out: Path, args: argparse.Namespace) -> list[dict
             out = super()._generate_and_score_completions(inputs)
             current["rollout_s"] = time.perf_counter() - t0
             current["tokens"] = float((out["completion_mask"]).sum())
+            current["prompt_tokens"] = float(out["prompt_mask"].sum()) / len(out["prompt_mask"])
             return out
 
         def compute_loss(self, *a: Any, **k: Any) -> Any:
@@ -97,8 +124,14 @@ def harnessgrid_steps(model_dir: Path, out: Path, args: argparse.Namespace
         "model": str(model_dir), "design": "oa", "suite": "grid", "max_tasks": 200,
         "tasks_per_step": args.tasks, "rollouts_per_task": args.rollouts, "steps": args.steps,
         "learning_rate": 1e-5, "limits": {"max_turns": args.turns, "max_context_tokens": 4096},
-        "max_new_tokens": args.tokens, "output_dir": str(out), "trl": {"save_strategy": "no"}})
-    result = train(cfg, policy_options={"shared_prefill": True} if args.shared_prefill else None)
+        "max_new_tokens": args.tokens, "output_dir": str(out), "trl": {"save_strategy": "no"},
+        "save_trajectories": True})  # TRL (b) reads the first-turn prompts from them
+    options: dict[str, Any] = {}
+    if args.shared_prefill:
+        options["shared_prefill"] = True
+    if args.prefix_cache_mb:
+        options["prefix_cache_mb"] = args.prefix_cache_mb
+    result = train(cfg, policy_options=options or None)
     steps = []
     for r in result.reports:
         step_s = r["rollout_s"] + r["prepare_s"] + r["train_s"]
@@ -123,29 +156,42 @@ def main() -> None:
     parser.add_argument("--shared-prefill", action="store_true",
                         help="the hf policy's shared_prefill option: a prompt a step's rollouts "
                         "share is prefilled once")
+    parser.add_argument("--prefix-cache-mb", type=float, default=0,
+                        help="the hf policy's prefix_cache_mb option: an episode's next turn "
+                        "prefills only its new tokens over the kept keys and values")
     args = parser.parse_args()
     from harnessgrid.policies.tiny_model import build_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = build_tiny_model(Path(tmp) / "model")
         ours = harnessgrid_steps(model_dir, Path(tmp) / "hg", args)
-        plain = trl_plain(model_dir, Path(tmp) / "trl", args)
+        plain = trl_plain(model_dir, Path(tmp) / "trl", args, instruction_prompts(args))
+        alike = trl_plain(model_dir, Path(tmp) / "trl-alike", args,
+                          first_turn_prompts(Path(tmp) / "hg", model_dir))
     print(f"GRPO steps of {args.tasks} tasks x {args.rollouts} rollouts; harnessgrid episodes of "
           f"{args.turns} turns x {args.tokens} tokens, TRL completions of {args.tokens} tokens "
-          "(tiny model, CPU; medians over steps 2..N)\n")
-    header = f"{'seconds per 1K trained tokens':34}{'harnessgrid':>12}{'TRL':>10}{'ratio':>8}"
+          "(tiny model, CPU; medians over steps 2..N). TRL (a): prompts are the task "
+          "instructions; TRL (b): the first-turn prompts harnessgrid's episodes had (system "
+          "prompt, tool schemas, instruction)\n")
+    header = (f"{'seconds per 1K trained tokens':30}{'harnessgrid':>12}{'TRL (a)':>9}{'ratio':>7}"
+              f"{'TRL (b)':>9}{'ratio':>7}")
     print(header)
     print("-" * len(header))
     for key, label in (("step_s", "whole step"), ("rollout_s", "rollout / generation"),
                        ("logprobs_s", "old-logprob forward"), ("loss_s", "forward + loss"),
                        ("backward_s", "backward")):
-        a, b = per_1k(ours, key), per_1k(plain, key)
-        ratio = f"{a / b:8.2f}" if b > 0 else "       -"
-        print(f"{label:34}{a:12.3f}{b:10.3f}{ratio}")
-    tokens_a = statistics.median(s["tokens"] for s in ours)
-    tokens_b = statistics.median(s["tokens"] for s in plain)
-    print(f"\ntrained tokens per step: harnessgrid {tokens_a:.0f}, TRL {tokens_b:.0f}; "
-          f"harnessgrid segments per episode: {statistics.median(s['segments'] for s in ours)}")
+        ours_1k = per_1k(ours, key)
+        cells = [f"{label:30}{ours_1k:12.3f}"]
+        for theirs in (plain, alike):
+            b = per_1k(theirs, key)
+            cells.append(f"{b:9.3f}" + (f"{ours_1k / b:7.2f}" if b > 0 else "      -"))
+        print("".join(cells))
+    tokens = [statistics.median(s["tokens"] for s in side) for side in (ours, plain, alike)]
+    prompt = [statistics.median(s["prompt_tokens"] for s in side) for side in (plain, alike)]
+    print(f"\ntrained tokens per step: harnessgrid {tokens[0]:.0f}, TRL (a) {tokens[1]:.0f}, "
+          f"TRL (b) {tokens[2]:.0f}; TRL prompt tokens (mean per row): (a) {prompt[0]:.0f}, "
+          f"(b) {prompt[1]:.0f}; harnessgrid segments per episode: "
+          f"{statistics.median(s['segments'] for s in ours)}")
     sys.stdout.flush()
 
 

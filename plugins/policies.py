@@ -78,6 +78,11 @@ _HF_OPTIONS = {
     **_TOKEN_OPTIONS,
     "device": "cpu, cuda, cuda:N or auto (default cpu)",
     "dtype": "auto (the checkpoint's), float32, bfloat16 or float16",
+    "shared_prefill": "true: a prompt several turns of a batch share is prefilled once "
+                      "(default false; changes the logits' rounding)",
+    "prefix_cache_mb": "keep each episode's KV cache between its turns, up to this many MB, so "
+                       "a turn prefills only its new tokens (default 0 = off; changes the "
+                       "logits' rounding)",
 }
 _VLLM_OPTIONS = {
     **_TOKEN_OPTIONS,

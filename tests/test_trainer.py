@@ -348,6 +348,27 @@ def test_on_policy_through_every_context_level_and_both_shells(tiny_model_dir: P
     assert report["model_tokens"] == sum(r.model_tokens for t in valid for r in t.token_rows())
 
 
+def test_on_policy_with_the_prefill_savings(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The hf policy's ``shared_prefill`` and ``prefix_cache_mb`` in training, through every
+    context level and both shells, over two steps (the weights change in between, which
+    empties the cache): every row's recomputed logprobs equal the sampling ones, the weights
+    move, and the step log counts prompt tokens read from the cache instead of prefilled."""
+    harnesses = ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W1", "S2-T2-O2-C2-W2",
+                 "adapter:claude-code", "adapter:openclaw"]
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", rollouts_per_task=2,
+                      limits={"max_turns": 4, "max_context_tokens": 6000}, max_new_tokens=32)
+    result = train(cfg, reward_funcs=[parity_reward], plan=HandPickedPlan(cfg, harnesses),
+                   policy_options={"shared_prefill": True, "prefix_cache_mb": 64})
+    assert len(result.reports) == 2
+    for report in result.reports:
+        assert report["logp_gap"]["max"] < 1e-4
+        assert report["reused_tokens"] > 0
+        assert report["prefilled_tokens"] > 0
+    assert changed(weights(tiny_model_dir), weights(result.final_model))
+    logged = steps_log(result.output_dir)
+    assert [r["reused_tokens"] for r in logged] == [r["reused_tokens"] for r in result.reports]
+
+
 def test_ppo_two_steps_train_policy_and_critic(tiny_model_dir: Path, tmp_path: Path) -> None:
     cfg = tiny_config(tiny_model_dir, tmp_path / "ppo", algorithm="ppo", rollouts_per_task=1,
                       tasks_per_step=4)

@@ -110,6 +110,9 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
         super().__init__(model=model, reward_funcs=trl_funcs, args=args, train_dataset=steps,
                          processing_class=tokenizer)
         self._policy: Any = None
+        #: this process's prompt tokens prefilled / read from the prefix cache in the last
+        #: rollout (the hf policy's counters; none on Ray, whose workers generate)
+        self._prefill_counts: dict[str, int] = {}
         self._capture: list[Any] | None = None
         self.critic: Any = None
         if experiment.algorithm == "ppo":
@@ -150,10 +153,14 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
             return mine, self._rollout_on_ray(step, mine)
         policy = self.generation_policy()
         sync_generation_weights(self, step)
+        before = policy.stats.snapshot()
         with unwrap_model_for_generation(self.model_wrapped, self.accelerator):
             trajectories = asyncio.run(run_rollouts(
                 mine, self.plan.tasks, policy, self.plan.limits,
                 make_harness=self.plan.make_harness, concurrency=self.experiment.concurrency))
+        after = policy.stats.snapshot()
+        self._prefill_counts = {key: int(after[key] - before[key])
+                                for key in ("prefilled_tokens", "reused_tokens")}
         return mine, trajectories
 
     def _rollout_on_ray(self, step: int, jobs: list[RolloutJob]) -> list[Trajectory]:
@@ -404,6 +411,7 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
                  for j, t, r in zip(jobs, trajectories, rewards, strict=True)]
         episodes = self._gather(local)
         gaps = self._gather([gap])
+        prefill = self._gather([self._prefill_counts])
         if self.experiment.save_trajectories:
             self._save_trajectories(step, trajectories)
         if not self.accelerator.is_main_process:
@@ -412,6 +420,8 @@ class HarnessTrainer(CompleteCheckpoints, GRPOTrainer):
                              logp_gap={"mean": sum(g["mean"] for g in gaps) / len(gaps),
                                        "max": max(g["max"] for g in gaps)},
                              value_loss=value_loss, signal=signal)
+        if any(prefill):  # summed over processes; absent when the rollouts ran on Ray
+            report.update({key: sum(p[key] for p in prefill) for key in prefill[0]})
         if report["signal_tokens"] == 0:
             logger.warning("step %d had no learning signal: no trained token carried a non-zero "
                            "advantage (%s of %d groups without reward spread)", step,

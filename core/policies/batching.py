@@ -114,6 +114,11 @@ class GenerationStats:
     #: requests whose prompt another request of the same batch shared, so that it was not
     #: computed again (hf: one prefill row per distinct prompt, copied to the others)
     shared_prefills: int = 0
+    #: prompt tokens run through the model's prefill (hf; shared prompts counted once)
+    prefilled_tokens: int = 0
+    #: prompt tokens whose keys and values came from the prefix cache instead (hf's
+    #: ``prefix_cache_mb`` option: an episode's earlier turns)
+    reused_tokens: int = 0
 
     @property
     def mean_batch(self) -> float:

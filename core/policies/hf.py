@@ -22,12 +22,19 @@ truncated sampling distribution. ``temperature=0`` is greedy decoding and record
 Batching (:mod:`harnessgrid.policies.batching`): the turns of concurrent episodes that are
 pending when the model is free are decoded together, up to ``max_batch_size`` (default 64; 1
 decodes one turn at a time). One batch is a left-padded prefill (attention mask, explicit
-position ids, so every row sees exactly its own prompt at positions ``0..len-1``; with
-``shared_prefill=True`` a prompt that several turns share, as a GRPO group's first turns do,
-is computed once and its cache row copied) and then one forward per step with the KV cache; a row that samples a stop id or reaches its own
+position ids, so every row sees exactly its own prompt at positions ``0..len-1``) and then one
+forward per step with the KV cache; a row that samples a stop id or reaches its own
 ``max_new_tokens`` leaves the batch (its rows of the KV cache are dropped). Padding changes the
 logits only by floating-point rounding, so the recorded logprobs still equal a plain unbatched
 forward of prompt + completion.
+
+Two opt-in savings on the prefill, both off by default because they change that rounding (a
+run with them repeats, but samples apart from a run without): ``shared_prefill=True``
+computes a prompt that several turns of the batch share (a GRPO group's first turns) once and
+copies its cache row; ``prefix_cache_mb=N`` keeps each finished turn's keys and values (up to
+N MB, :mod:`~harnessgrid.policies.prefix_cache`), so an episode's next turn, whose prompt
+extends the last one, prefills only its new tokens. ``stats.prefilled_tokens`` and
+``stats.reused_tokens`` count what each did.
 
 Seeding: every row draws from its own ``torch.Generator`` seeded with the turn's seed
 (``derive_seed(seed, "episode_id/turn")``), one uniform per step, and takes the token where the
@@ -55,6 +62,7 @@ from __future__ import annotations
 import fnmatch
 import inspect
 import threading
+import warnings
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,6 +70,15 @@ from typing import Any
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.policies.batching import GenerationRequest
+from harnessgrid.policies.prefix_cache import (
+    PrefixCache,
+    StoredTurn,
+    is_plain,
+    merge_rows,
+    row_layers,
+    stack_turns,
+    weights_stamp,
+)
 from harnessgrid.policies.token import Generation, TokenPolicy
 
 #: What a local checkpoint needs, for the tokenizer or the model: (what, for, file patterns).
@@ -97,7 +114,7 @@ class HFPolicy(TokenPolicy):
                  temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 512,
                  seed: int | None = None, model: Any = None, tokenizer: Any = None,
                  max_episodes: int = 1024, max_batch_size: int = 64,
-                 shared_prefill: bool = False) -> None:
+                 shared_prefill: bool = False, prefix_cache_mb: float = 0) -> None:
         self.spec = f"hf:{name_or_path}"
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
             raise ConfigError(f"{self.spec}: need temperature >= 0, 0 < top_p <= 1 and "
@@ -106,13 +123,18 @@ class HFPolicy(TokenPolicy):
         self.temperature, self.top_p = float(temperature), float(top_p)
         self.max_new_tokens, self.seed = max_new_tokens, seed
         self.shared_prefill = bool(shared_prefill)
+        if isinstance(prefix_cache_mb, bool) or not isinstance(prefix_cache_mb, int | float) \
+                or not prefix_cache_mb >= 0:
+            raise ConfigError(f"{self.spec}: prefix_cache_mb must be a number of MB >= 0, got "
+                              f"{prefix_cache_mb!r}", hint="e.g. prefix_cache_mb=1024; 0 turns "
+                              "the cache off")
         try:
             import torch
             import transformers
         except ImportError as exc:
             raise ConfigError(f"{self.spec} needs torch and transformers ({exc.name} is "
                               "missing)", hint="pip install 'harnessgrid[hf]'") from None
-        self._torch = torch
+        self._torch, self._transformers = torch, transformers
         hf: Any = transformers  # partially typed upstream; only used at this boundary
         if model is None or tokenizer is None:
             self._check_local_path(name_or_path, tokenizer is None, model is None)
@@ -137,6 +159,9 @@ class HFPolicy(TokenPolicy):
                 model.forward).parameters
         except (TypeError, ValueError):
             self._logits_to_keep = False
+        self._prefix_cache = (PrefixCache(int(prefix_cache_mb * 2**20),
+                                          lambda: weights_stamp(self.model))
+                              if prefix_cache_mb > 0 else None)
 
     # -- loading --------------------------------------------------------------------------
 
@@ -193,9 +218,9 @@ class HFPolicy(TokenPolicy):
     def _decode(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         """One left-padded prefill (:meth:`_prefill`), then one forward per step for the rows
         still running; a row that stops or reaches its own limit leaves the batch (and the KV
-        cache)."""
+        cache), its turn kept in the prefix cache first when there is one."""
         torch, device = self._torch, self.device
-        logits, past, mask, positions = self._prefill(requests, share=self.shared_prefill)
+        logits, past, mask, positions, used = self._prefill(requests)
         generators = [_row_generator(torch, r.seed) for r in requests]
         completions: list[list[int]] = [[] for _ in requests]
         logprobs: list[list[float]] = [[] for _ in requests]
@@ -217,6 +242,9 @@ class HFPolicy(TokenPolicy):
                     finish[i] = "stop"
                 elif len(completions[i]) >= requests[i].max_new_tokens:
                     finish[i] = "length"
+                if finish[i] is not None:
+                    self._keep_turn(past, mask, row, [*requests[i].prompt_ids,
+                                                      *completions[i][:-1]])
             keep = [row for row in live if finish[rows[row]] is None]
             if not keep:
                 break
@@ -239,13 +267,68 @@ class HFPolicy(TokenPolicy):
             self.stats.forwards += 1
             logits, past = result.logits, result.past_key_values
         del past
+        if self._prefix_cache is not None:
+            for entry in used:  # those episodes have moved on: their new turns are kept
+                self._prefix_cache.discard(entry)
         return [Generation(c, lp, f or "length")
                 for c, lp, f in zip(completions, logprobs, finish, strict=True)]
 
-    def _prefill(self, requests: Sequence[GenerationRequest], share: bool,
-                 ) -> tuple[Any, Any, Any, Any]:
-        """The batch's first forward: ``(logits, KV cache, attention mask, positions)``, one
-        row per request, left-padded with explicit positions, so every row sees exactly its
+    def _prefill(self, requests: Sequence[GenerationRequest],
+                 ) -> tuple[Any, Any, Any, Any, list[StoredTurn]]:
+        """The batch's first forwards: ``(logits, KV cache, attention mask, positions, the
+        prefix-cache entries used)``, one row per request. Requests whose prompt extends a
+        kept turn (the ``prefix_cache_mb`` option, :mod:`~harnessgrid.policies.prefix_cache`)
+        prefill only their new tokens over its keys and values (:meth:`_extend`); the others
+        their whole prompt (:meth:`_prefill_whole`); the two groups' caches are then merged,
+        left-padded to one width, into the batch."""
+        cache = self._prefix_cache
+        if cache is not None:
+            cache.check_weights()
+        found = [cache.longest(r.prompt_ids) if cache is not None else None for r in requests]
+        reused = [i for i, entry in enumerate(found) if entry is not None]
+        if not reused:
+            return (*self._prefill_whole(requests, self.shared_prefill), [])
+        turns = [e for e in found if e is not None]
+        parts = [(reused, *self._extend([requests[i] for i in reused], turns))]
+        whole = [i for i, entry in enumerate(found) if entry is None]
+        if whole:
+            parts.append((whole, *self._prefill_whole([requests[i] for i in whole],
+                                                      self.shared_prefill)))
+        return (*merge_rows(self._torch, self._dynamic_cache, parts), turns)
+
+    def _extend(self, requests: Sequence[GenerationRequest], turns: Sequence[StoredTurn],
+                ) -> tuple[Any, Any, Any, Any]:
+        """Prefill each request's tokens after its kept turn, over that turn's keys and values
+        (right-aligned in one left-padded cache): row ``r`` reads ``[pad, turn, pad, new]``
+        with the pads masked and the new tokens at positions ``len(turn)..len(prompt)-1``."""
+        torch, device = self._torch, self.device
+        past_width = max(len(t.tokens) for t in turns)
+        new = [r.prompt_ids[len(t.tokens):] for r, t in zip(requests, turns, strict=True)]
+        width = max(len(n) for n in new)
+        ids = torch.full((len(requests), width), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((len(requests), past_width + width), dtype=torch.long)
+        positions = torch.zeros((len(requests), width), dtype=torch.long)
+        for row, (turn, tokens) in enumerate(zip(turns, new, strict=True)):
+            done = len(turn.tokens)
+            mask[row, past_width - done:past_width] = 1
+            mask[row, past_width + width - len(tokens):] = 1
+            ids[row, width - len(tokens):] = torch.tensor(tokens, dtype=torch.long)
+            positions[row, width - len(tokens):] = torch.arange(done, done + len(tokens))
+        past = self._dynamic_cache(stack_turns(torch, turns, past_width, device))
+        extra: dict[str, Any] = {"logits_to_keep": 1} if self._logits_to_keep else {}
+        mask, positions = mask.to(device), positions.to(device)
+        result = self.model(input_ids=ids.to(device), attention_mask=mask,
+                            position_ids=positions, past_key_values=past, use_cache=True,
+                            **extra)
+        self.stats.forwards += 1
+        self.stats.prefilled_tokens += sum(len(n) for n in new)
+        self.stats.reused_tokens += sum(len(t.tokens) for t in turns)
+        return result.logits, result.past_key_values, mask, positions
+
+    def _prefill_whole(self, requests: Sequence[GenerationRequest], share: bool,
+                       ) -> tuple[Any, Any, Any, Any]:
+        """Whole prompts: ``(logits, KV cache, attention mask, positions)``, one row per
+        request, left-padded with explicit positions, so every row sees exactly its
         prompt at ``0..len-1``. With ``share`` (the ``shared_prefill`` option), each distinct
         prompt is computed once and its cache row copied to the requests that share it: a
         GRPO group's rollouts of one (task, harness) pair all start from the same prompt, and
@@ -270,15 +353,39 @@ class HFPolicy(TokenPolicy):
         result = self.model(input_ids=ids.to(device), attention_mask=mask,
                             position_ids=positions, use_cache=True, **extra)
         self.stats.forwards += 1
+        self.stats.prefilled_tokens += sum(len(p) for p in prompts)
         logits, past = result.logits, result.past_key_values
         if len(prompts) == len(requests):
             return logits, past, mask, positions
         if not hasattr(past, "batch_select_indices"):
-            return self._prefill(requests, share=False)
+            return self._prefill_whole(requests, share=False)
         index = torch.tensor(shared, dtype=torch.long, device=device)
         past.batch_select_indices(index)  # each request's row, copied from its prompt's
         self.stats.shared_prefills += len(requests) - len(prompts)
         return logits[index], past, mask[index], positions[index]
+
+    def _keep_turn(self, past: Any, mask: Any, row: int, tokens: list[int]) -> None:
+        """Keep row ``row``'s finished turn (``tokens``: its prompt and completion less the
+        last token) in the prefix cache, if there is one. A cache of another kind than
+        transformers' plain dynamic one (sliding windows, quantised, offloaded) turns the
+        prefix cache off, with a warning, since its rows cannot be copied out and back."""
+        cache = self._prefix_cache
+        if cache is None:
+            return
+        if not is_plain(past):
+            self._prefix_cache = None
+            warnings.warn(f"{self.spec}: prefix_cache_mb is ignored: the model's KV cache "
+                          f"({type(past).__name__}) is not a plain dynamic cache whose rows "
+                          "can be kept", RuntimeWarning, stacklevel=2)
+            return
+        layers = row_layers(past, mask, row)
+        if layers[0][0].shape[1] != len(tokens):
+            raise RuntimeError(f"{self.spec}: a finished turn has {len(tokens)} tokens but "
+                               f"{layers[0][0].shape[1]} cached positions (a bug)")
+        cache.put(tokens, layers)
+
+    def _dynamic_cache(self, layers: list[tuple[Any, Any]]) -> Any:
+        return self._transformers.DynamicCache(ddp_cache_data=layers)
 
     def _pick(self, logits: Any, generators: Sequence[Any]) -> tuple[list[int], list[float]]:
         """Sample one token per row; return them with ``log_softmax(logits / T)`` at each

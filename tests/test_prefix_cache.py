@@ -186,3 +186,50 @@ def test_the_options_are_accepted_where_users_give_them(tiny_model_dir: Path) ->
                                                   "shared_prefill": True})
     assert policy.shared_prefill is True  # type: ignore[attr-defined]
     assert policy._prefix_cache.budget_bytes == 256 * 2**20  # type: ignore[attr-defined]
+
+
+# -- the growing cache (harnessgrid.policies.kv_cache) ---------------------------------------
+
+
+def _multi_head_copy(model: Any) -> Any:
+    """The tiny model's architecture with as many key/value heads as query heads (no grouped
+    attention, so attention reads the cache's views directly), random weights."""
+    config = copy.deepcopy(model.config)
+    config.num_key_value_heads = config.num_attention_heads
+    torch.manual_seed(0)
+    return type(model)(config).eval()
+
+
+@pytest.mark.parametrize("attention", ["grouped", "multi-head"])
+def test_the_growing_cache_samples_bit_for_bit_what_transformers_cache_does(
+        loaded: tuple[Any, Any], attention: str) -> None:  # noqa: F811 - the fixture
+    """Decoding into buffers with room (written in place) instead of transformers' cache
+    (``torch.cat`` per step) gives the same ids and the same logprobs, bit for bit, through
+    rows that stop early and leave the batch, prompts shared by a group, and the prefix
+    cache's merged batches; only the cache's type differs."""
+    model = loaded[0] if attention == "grouped" else _multi_head_copy(loaded[0])
+    runs = []
+    for growing in (True, False):
+        policy = make((model, loaded[1]), shared_prefill=True, prefix_cache_mb=64)
+        assert policy._growing is True  # a plain full-attention model
+        policy._growing = growing
+        runs.append(play(policy, 3, 3))
+    for a, b in zip(*runs, strict=True):
+        assert [(r.prompt_ids, r.completion_ids, r.logprobs) for r in a] == \
+            [(r.prompt_ids, r.completion_ids, r.logprobs) for r in b]
+
+
+def test_a_sliding_window_model_keeps_transformers_cache(
+        loaded: tuple[Any, Any]) -> None:  # noqa: F811 - the fixture
+    """A model whose own cache has sliding-window layers is not given growing full layers
+    (they would hold, and attend over, more than its window)."""
+    from harnessgrid.policies.kv_cache import growing_cache_fits
+
+    config = copy.deepcopy(loaded[0].config)
+    config.layer_types = ["sliding_attention"] * config.num_hidden_layers
+    config.sliding_window = 64
+    config.use_sliding_window = True
+    sliding = type(loaded[0])(config).eval()
+    assert growing_cache_fits(loaded[0]) is True
+    assert growing_cache_fits(sliding) is False
+    assert make((sliding, loaded[1]))._growing is False

@@ -70,15 +70,15 @@ from typing import Any
 
 from harnessgrid.errors import ConfigError
 from harnessgrid.policies.batching import GenerationRequest
-from harnessgrid.policies.prefix_cache import (
-    PrefixCache,
-    StoredTurn,
+from harnessgrid.policies.kv_cache import (
+    growing_cache_fits,
     is_plain,
     merge_rows,
+    new_cache,
     row_layers,
     stack_turns,
-    weights_stamp,
 )
+from harnessgrid.policies.prefix_cache import PrefixCache, StoredTurn, weights_stamp
 from harnessgrid.policies.token import Generation, TokenPolicy
 
 #: What a local checkpoint needs, for the tokenizer or the model: (what, for, file patterns).
@@ -159,6 +159,7 @@ class HFPolicy(TokenPolicy):
                 model.forward).parameters
         except (TypeError, ValueError):
             self._logits_to_keep = False
+        self._growing = growing_cache_fits(model)  # see kv_cache: the same logits, less copying
         self._prefix_cache = (PrefixCache(int(prefix_cache_mb * 2**20),
                                           lambda: weights_stamp(self.model))
                               if prefix_cache_mb > 0 else None)
@@ -220,7 +221,8 @@ class HFPolicy(TokenPolicy):
         still running; a row that stops or reaches its own limit leaves the batch (and the KV
         cache), its turn kept in the prefix cache first when there is one."""
         torch, device = self._torch, self.device
-        logits, past, mask, positions, used = self._prefill(requests)
+        reserve = max(r.max_new_tokens for r in requests)  # columns the decode may add
+        logits, past, mask, positions, used = self._prefill(requests, reserve)
         generators = [_row_generator(torch, r.seed) for r in requests]
         completions: list[list[int]] = [[] for _ in requests]
         logprobs: list[list[float]] = [[] for _ in requests]
@@ -273,31 +275,33 @@ class HFPolicy(TokenPolicy):
         return [Generation(c, lp, f or "length")
                 for c, lp, f in zip(completions, logprobs, finish, strict=True)]
 
-    def _prefill(self, requests: Sequence[GenerationRequest],
+    def _prefill(self, requests: Sequence[GenerationRequest], reserve: int,
                  ) -> tuple[Any, Any, Any, Any, list[StoredTurn]]:
         """The batch's first forwards: ``(logits, KV cache, attention mask, positions, the
         prefix-cache entries used)``, one row per request. Requests whose prompt extends a
         kept turn (the ``prefix_cache_mb`` option, :mod:`~harnessgrid.policies.prefix_cache`)
         prefill only their new tokens over its keys and values (:meth:`_extend`); the others
         their whole prompt (:meth:`_prefill_whole`); the two groups' caches are then merged,
-        left-padded to one width, into the batch."""
+        left-padded to one width, into the batch. ``reserve``: the columns the decode may add
+        (room a growing cache keeps, :mod:`~harnessgrid.policies.kv_cache`)."""
         cache = self._prefix_cache
         if cache is not None:
             cache.check_weights()
         found = [cache.longest(r.prompt_ids) if cache is not None else None for r in requests]
         reused = [i for i, entry in enumerate(found) if entry is not None]
         if not reused:
-            return (*self._prefill_whole(requests, self.shared_prefill), [])
+            return (*self._prefill_whole(requests, self.shared_prefill, reserve), [])
         turns = [e for e in found if e is not None]
-        parts = [(reused, *self._extend([requests[i] for i in reused], turns))]
+        parts = [(reused, *self._extend([requests[i] for i in reused], turns, reserve))]
         whole = [i for i, entry in enumerate(found) if entry is None]
         if whole:
             parts.append((whole, *self._prefill_whole([requests[i] for i in whole],
-                                                      self.shared_prefill)))
-        return (*merge_rows(self._torch, self._dynamic_cache, parts), turns)
+                                                      self.shared_prefill, reserve)))
+        return (*merge_rows(self._torch, lambda layers: self._cache(reserve, layers), parts),
+                turns)
 
     def _extend(self, requests: Sequence[GenerationRequest], turns: Sequence[StoredTurn],
-                ) -> tuple[Any, Any, Any, Any]:
+                reserve: int) -> tuple[Any, Any, Any, Any]:
         """Prefill each request's tokens after its kept turn, over that turn's keys and values
         (right-aligned in one left-padded cache): row ``r`` reads ``[pad, turn, pad, new]``
         with the pads masked and the new tokens at positions ``len(turn)..len(prompt)-1``."""
@@ -314,7 +318,7 @@ class HFPolicy(TokenPolicy):
             mask[row, past_width + width - len(tokens):] = 1
             ids[row, width - len(tokens):] = torch.tensor(tokens, dtype=torch.long)
             positions[row, width - len(tokens):] = torch.arange(done, done + len(tokens))
-        past = self._dynamic_cache(stack_turns(torch, turns, past_width, device))
+        past = self._cache(width + reserve, stack_turns(torch, turns, past_width, device))
         extra: dict[str, Any] = {"logits_to_keep": 1} if self._logits_to_keep else {}
         mask, positions = mask.to(device), positions.to(device)
         result = self.model(input_ids=ids.to(device), attention_mask=mask,
@@ -326,7 +330,7 @@ class HFPolicy(TokenPolicy):
         return result.logits, result.past_key_values, mask, positions
 
     def _prefill_whole(self, requests: Sequence[GenerationRequest], share: bool,
-                       ) -> tuple[Any, Any, Any, Any]:
+                       reserve: int) -> tuple[Any, Any, Any, Any]:
         """Whole prompts: ``(logits, KV cache, attention mask, positions)``, one row per
         request, left-padded with explicit positions, so every row sees exactly its
         prompt at ``0..len-1``. With ``share`` (the ``shared_prefill`` option), each distinct
@@ -351,14 +355,16 @@ class HFPolicy(TokenPolicy):
         extra: dict[str, Any] = {"logits_to_keep": 1} if self._logits_to_keep else {}
         mask, positions = mask.to(device), positions.to(device)
         result = self.model(input_ids=ids.to(device), attention_mask=mask,
-                            position_ids=positions, use_cache=True, **extra)
+                            position_ids=positions, use_cache=True,
+                            past_key_values=self._cache(reserve) if self._growing else None,
+                            **extra)
         self.stats.forwards += 1
         self.stats.prefilled_tokens += sum(len(p) for p in prompts)
         logits, past = result.logits, result.past_key_values
         if len(prompts) == len(requests):
             return logits, past, mask, positions
         if not hasattr(past, "batch_select_indices"):
-            return self._prefill_whole(requests, share=False)
+            return self._prefill_whole(requests, False, reserve)
         index = torch.tensor(shared, dtype=torch.long, device=device)
         past.batch_select_indices(index)  # each request's row, copied from its prompt's
         self.stats.shared_prefills += len(requests) - len(prompts)
@@ -384,8 +390,12 @@ class HFPolicy(TokenPolicy):
                                f"{layers[0][0].shape[1]} cached positions (a bug)")
         cache.put(tokens, layers)
 
-    def _dynamic_cache(self, layers: list[tuple[Any, Any]]) -> Any:
-        return self._transformers.DynamicCache(ddp_cache_data=layers)
+    def _cache(self, reserve: int, layers: Sequence[tuple[Any, Any]] = ()) -> Any:
+        """A cache holding ``layers``: growing (room for ``reserve`` more columns) when the
+        model's own would be plain dynamic layers, else transformers' dynamic cache."""
+        if self._growing:
+            return new_cache(reserve, layers)
+        return self._transformers.DynamicCache(ddp_cache_data=list(layers))
 
     def _pick(self, logits: Any, generators: Sequence[Any]) -> tuple[list[int], list[float]]:
         """Sample one token per row; return them with ``log_softmax(logits / T)`` at each

@@ -28,8 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PrefixCache", "StoredTurn", "is_plain", "merge_rows", "row_layers", "stack_turns",
-           "weights_stamp"]
+__all__ = ["PrefixCache", "StoredTurn", "weights_stamp"]
 
 #: How many of an entry's last tokens index it. A candidate found through them is compared
 #: whole, so this only trades index size against false candidates.
@@ -116,67 +115,3 @@ class PrefixCache:
             del self._lengths[len(entry.tokens)]
         self.nbytes -= entry.nbytes
 
-
-# -- moving rows between a batch's cache and the kept turns ----------------------------------
-
-
-def is_plain(past: Any) -> bool:
-    """Whether ``past`` is transformers' plain dynamic cache (full layers, no sliding window,
-    quantisation or offloading), whose rows can be copied out and back."""
-    from transformers.cache_utils import DynamicCache, DynamicLayer
-
-    return type(past) is DynamicCache and all(type(x) is DynamicLayer for x in past.layers)
-
-
-def row_layers(past: Any, mask: Any, row: int) -> list[tuple[Any, Any]]:
-    """Row ``row``'s keys and values at the positions its attention mask keeps (the padding
-    left out), per layer ``[kv_heads, kept, head_dim]``, as copies."""
-    columns = mask[row].nonzero().squeeze(-1)
-    return [(layer.keys[row].index_select(1, columns), layer.values[row].index_select(1, columns))
-            for layer in past.layers]
-
-
-def stack_turns(torch: Any, turns: Sequence[StoredTurn], width: int, device: Any,
-                ) -> list[tuple[Any, Any]]:
-    """The turns' keys and values as one batch, per layer ``[len(turns), kv_heads, width,
-    head_dim]``, each row right-aligned (zeros on the left, which the mask hides)."""
-    layers = []
-    for n in range(len(turns[0].layers)):
-        keys, values = turns[0].layers[n]
-        shape = (len(turns), keys.shape[0], width, keys.shape[2])
-        batch_keys = torch.zeros(shape, dtype=keys.dtype, device=device)
-        batch_values = torch.zeros(shape, dtype=values.dtype, device=device)
-        for row, turn in enumerate(turns):
-            k, v = turn.layers[n]
-            batch_keys[row, :, width - k.shape[1]:] = k
-            batch_values[row, :, width - v.shape[1]:] = v
-        layers.append((batch_keys, batch_values))
-    return layers
-
-
-def merge_rows(torch: Any, make_cache: Callable[[list[tuple[Any, Any]]], Any],
-               parts: Sequence[tuple[Sequence[int], Any, Any, Any, Any]],
-               ) -> tuple[Any, Any, Any, Any]:
-    """One batch from several forwards' ``(request indices, logits, cache, mask, positions)``:
-    each part left-padded to the widest (masked), rows put back in request order; the logits
-    and positions of each row's last position only (all the decode loop reads)."""
-    functional = torch.nn.functional
-    width = max(part[3].shape[1] for part in parts)
-    order = torch.argsort(torch.tensor([i for part in parts for i in part[0]]))
-    order = order.to(parts[0][3].device)
-
-    def joined(pieces: list[Any]) -> Any:
-        return torch.cat(pieces)[order]
-
-    logits = joined([part[1][:, -1:] for part in parts])
-    mask = joined([functional.pad(part[3], (width - part[3].shape[1], 0)) for part in parts])
-    positions = joined([part[4][:, -1:] for part in parts])
-    layers = []
-    for n in range(len(parts[0][2].layers)):
-        pads = [(0, 0, width - part[3].shape[1], 0) for part in parts]
-        keys = joined([functional.pad(part[2].layers[n].keys, pad)
-                       for part, pad in zip(parts, pads, strict=True)])
-        values = joined([functional.pad(part[2].layers[n].values, pad)
-                         for part, pad in zip(parts, pads, strict=True)])
-        layers.append((keys, values))
-    return logits, make_cache(layers), mask, positions

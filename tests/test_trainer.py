@@ -369,6 +369,24 @@ def test_on_policy_with_the_prefill_savings(tiny_model_dir: Path, tmp_path: Path
     assert [r["reused_tokens"] for r in logged] == [r["reused_tokens"] for r in result.reports]
 
 
+def test_rollout_policy_options_the_trainer_cannot_pass_on_are_refused_before_loading(
+        tmp_path: Path) -> None:
+    """Before, an option the hf policy does not take, or one the config sets (temperature),
+    reached ``HFPolicy(**options)`` at the first step, after the model loaded: a TypeError
+    traceback. Now each is a ConfigError naming it and the fix, before anything loads (the
+    model path does not even exist here); SFT, which rolls out no policy, says so."""
+    cfg = tiny_config(tmp_path / "no-model", tmp_path / "run")
+    with pytest.raises(ConfigError, match=r"unknown rollout policy option\(s\) for "
+                       r"generation: hf: top_k") as unknown:
+        train(cfg, policy_options={"top_k": 5})
+    assert "prefix_cache_mb" in (unknown.value.hint or "")
+    with pytest.raises(ConfigError, match=r"max_new_tokens=\.\.\. is set by the training config"):
+        train(cfg, policy_options={"max_new_tokens": 5})
+    with pytest.raises(ConfigError, match="sft rolls out no policy of its own"):
+        train(tiny_config(tmp_path / "no-model", tmp_path / "sft", algorithm="sft"),
+              policy_options={"shared_prefill": True})
+
+
 def test_ppo_two_steps_train_policy_and_critic(tiny_model_dir: Path, tmp_path: Path) -> None:
     cfg = tiny_config(tiny_model_dir, tmp_path / "ppo", algorithm="ppo", rollouts_per_task=1,
                       tasks_per_step=4)
@@ -390,9 +408,12 @@ def test_cli_train_runs_an_example_and_reports_bad_configs(tiny_model_dir: Path,
     ok = subprocess.run([*env_cmd, str(ROOT / "examples" / "tiny-grpo.yaml"),
                          "--set", f"model={tiny_model_dir}", "--set", f"output_dir={out}",
                          "--set", "steps=1", "--set", "tasks_per_step=1",
-                         "--set", "rollouts_per_task=2", "--set", "limits.max_turns=2"],
+                         "--set", "rollouts_per_task=2", "--set", "limits.max_turns=2",
+                         "--policy-opt", "shared_prefill=true",
+                         "--policy-opt", "prefix_cache_mb=64"],  # as docs/training.md shows
                         capture_output=True, text=True, timeout=300, check=False)
     assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "prefilled_tokens" in json.loads((out / "steps.jsonl").read_text().splitlines()[0])
     assert "step 1/1" in ok.stderr
     assert "reward" in ok.stderr
     # A randomly initialised model fails every rollout alike: the line and the end say so.
@@ -403,6 +424,14 @@ def test_cli_train_runs_an_example_and_reports_bad_configs(tiny_model_dir: Path,
                           "--set", "stepz=3"], capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 2
     assert "unknown key 'stepz'" in bad.stderr
+    owned = subprocess.run([*env_cmd, str(ROOT / "examples" / "tiny-grpo.yaml"),
+                            "--set", f"output_dir={tmp_path / 'owned'}",
+                            "--policy-opt", "temperature=0.5"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert owned.returncode == 2
+    assert "--policy-opt temperature=... is set by the training config" in owned.stderr
+    assert "--set temperature=0.5" in owned.stderr
+    assert "Traceback" not in owned.stderr
     assert "Traceback" not in bad.stderr
 
 

@@ -21,7 +21,7 @@ building, token bookkeeping) are tested with fake engines (tests/test_trainer_ge
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harnessgrid.errors import ConfigError
@@ -74,6 +74,31 @@ class TRLServerPolicy(TokenPolicy):
                 finish = "stop" if ids and ids[-1] in self.book.stop_ids else "length"
                 out[i] = Generation(ids, [float(step[0]) for step in lps], finish)
         return [g for g in out if g is not None]
+
+
+#: What ``--policy-opt`` may set on the rollouts' policy, per ``generation`` (the config owns
+#: the model, temperature, max_new_tokens and seed; the trainer owns the device and dtype).
+TRAINING_POLICY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "hf": ("max_batch_size", "max_episodes", "shared_prefill", "prefix_cache_mb"),
+    "vllm": ("max_batch_size", "max_episodes"),
+}
+_CONFIG_OWNED = {"temperature": "temperature", "max_new_tokens": "max_new_tokens",
+                 "seed": "seed", "device": "device", "dtype": "dtype"}
+
+
+def check_policy_options(options: Mapping[str, Any], generation: str) -> None:
+    """Refuse, before any model loads, a rollout policy option the trainer cannot pass on:
+    one the training config sets (named with its key) or one this generation does not take."""
+    for key in options:
+        if key in _CONFIG_OWNED:
+            raise ConfigError(f"--policy-opt {key}=... is set by the training config",
+                              hint=f"--set {_CONFIG_OWNED[key]}={options[key]}")
+    allowed = TRAINING_POLICY_OPTIONS.get(generation, ())
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigError(f"unknown rollout policy option(s) for generation: {generation}: "
+                          f"{', '.join(unknown)}",
+                          hint="--policy-opt takes " + (", ".join(allowed) or "nothing here"))
 
 
 def generation_policy(trainer: Any) -> TokenPolicy:

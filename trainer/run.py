@@ -284,7 +284,15 @@ def train(config: ExperimentConfig, *, resume: bool = False,
     if config.algorithm == "sft":
         from harnessgrid.trainer.sft import train_sft
 
+        if policy_options:
+            raise ConfigError("algorithm: sft rolls out no policy of its own: --policy-opt "
+                              f"{', '.join(sorted(policy_options))} would be ignored",
+                              hint="drop --policy-opt (the teacher is sft.teacher)")
+
         return train_sft(config, resume=resume, on_log=on_log)
+    from harnessgrid.trainer.generation import check_policy_options
+
+    check_policy_options(policy_options or {}, config.generation)  # before TRL is imported
     from harnessgrid.engine.limits import require_sandbox
     from harnessgrid.trainer.grpo import HarnessTrainer
     from harnessgrid.trainer.plan import TrainingPlan

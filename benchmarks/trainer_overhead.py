@@ -1,22 +1,26 @@
 """Step time of the harness-scaled trainer vs TRL's plain single-turn GRPOTrainer, on the same
-tiny model, per trained token, with the phase split.
+model, per trained token, with the phase split.
 
-    python benchmarks/trainer_overhead.py [--steps 3] [--tasks 4] [--rollouts 4] [--shared-prefill]
-        [--prefix-cache-mb 256]
+    python benchmarks/trainer_overhead.py [--steps 4] [--tasks 4] [--rollouts 4] [--shared-prefill]
+        [--prefix-cache-mb 256] [--config examples/tiny-grpo.yaml]
 
 Both sides run GRPO steps with the same group size (tasks x rollouts completions per step),
-learning rate and loss type on the offline tiny model (CPU, fp32):
+completion length, learning rate and loss type on the same model (CPU, fp32): by default the
+offline random tiny model on ``grid`` tasks; with ``--config`` the config's model, suite, space,
+limits and reward (``examples/tiny-grpo.yaml``: the micro warm start, whose groups have reward
+spread, so the harnessgrid steps are learning steps).
 
-- **TRL**: ``trl.GRPOTrainer`` on single-turn prompts (the task instructions as user
-  messages), completions of ``--tokens`` tokens (the tiny model rarely stops early), a constant
-  reward. Its phases are timed by wrapping ``_generate_and_score_completions`` (generation +
-  TRL's old/ref logprob forwards when it needs them) and ``compute_loss`` (forward + loss);
-  backward = step - both.
-- **harnessgrid**: :class:`~harnessgrid.trainer.grpo.HarnessTrainer` on ``grid`` tasks through
-  the 18-run design, ``--turns`` turns of ``--tokens`` tokens per episode in the bubblewrap
-  sandbox. Its phases are the step report's: rollout (episodes: generation, harness, sandbox,
-  grading), logprobs (none: the recorded sampling logprobs are the old logprobs), forward +
-  loss, backward.
+- **TRL (a)**: ``trl.GRPOTrainer`` on single-turn prompts, the task instructions as user
+  messages; **TRL (b)**: the same on the first-turn prompts harnessgrid's episodes had (system
+  prompt, tool schemas, instruction: the text their token ids decode to, read from the run's
+  trajectories). A constant reward. Its phases are timed by wrapping
+  ``_generate_and_score_completions`` (generation + TRL's old/ref logprob forwards when it
+  needs them) and ``compute_loss`` (forward + loss); backward = step - both.
+- **harnessgrid**: :class:`~harnessgrid.trainer.grpo.HarnessTrainer` through the 18-run design,
+  episodes of up to ``--turns`` turns of ``--tokens`` tokens (or the config's limits) in the
+  bubblewrap sandbox. Its phases are the step report's: rollout (episodes: generation,
+  harness, sandbox, grading), logprobs (none: the recorded sampling logprobs are the old
+  logprobs), forward + loss, backward.
 
 "Equal trained tokens" is handled by normalising: the figure compared is seconds per 1,000
 model tokens that carry loss, medians over the steps after the first (warm-up). The ratio is
@@ -34,11 +38,11 @@ from pathlib import Path
 from typing import Any
 
 
-def instruction_prompts(args: argparse.Namespace) -> list[Any]:
+def instruction_prompts(args: argparse.Namespace, cfg: Any) -> list[Any]:
     """TRL's prompts as the issue defines the comparison: each task's instruction alone."""
     from harnessgrid.plugin_system.registry import load_suite
 
-    tasks = load_suite("grid").tasks("train")[: args.tasks * args.steps]
+    tasks = load_suite(cfg.suite).tasks(cfg.split)[: args.tasks * args.steps]
     return [[{"role": "user", "content": t.instruction}] for t in tasks]
 
 
@@ -62,8 +66,10 @@ def first_turn_prompts(run_dir: Path, model_dir: Path) -> list[Any]:
     return [tokenizer.decode(list(ids)) for ids in prompts]
 
 
-def trl_plain(model_dir: Path, out: Path, args: argparse.Namespace,
+def trl_plain(model_dir: Path, out: Path, args: argparse.Namespace, cfg: Any,
               prompts: list[Any]) -> list[dict[str, float]]:
+    """TRL's plain GRPOTrainer on ``prompts``, with the harnessgrid run's model, batch,
+    completion length and learning rate."""
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -99,9 +105,10 @@ def trl_plain(model_dir: Path, out: Path, args: argparse.Namespace,
         return [0.0] * len(completions)
 
     n = args.tasks * args.rollouts
-    config = GRPOConfig(output_dir=str(out), max_steps=args.steps, learning_rate=1e-5,
+    config = GRPOConfig(output_dir=str(out), max_steps=args.steps,
+                        learning_rate=cfg.learning_rate,
                         num_generations=args.rollouts, per_device_train_batch_size=n,
-                        gradient_accumulation_steps=1, max_completion_length=args.tokens,
+                        gradient_accumulation_steps=1, max_completion_length=cfg.max_new_tokens,
                         loss_type="dapo", use_cpu=True, bf16=False, report_to=[],
                         save_strategy="no", logging_steps=1000, disable_tqdm=True,
                         gradient_checkpointing=False, seed=0)
@@ -115,17 +122,26 @@ def trl_plain(model_dir: Path, out: Path, args: argparse.Namespace,
     return phases
 
 
-def harnessgrid_steps(model_dir: Path, out: Path, args: argparse.Namespace
-                      ) -> list[dict[str, float]]:
-    from harnessgrid.trainer.config import config_from_mapping
+def experiment(model_dir: Path | None, out: Path, args: argparse.Namespace) -> Any:
+    """The harnessgrid side's run: ``--config``'s (its model, suite, space, limits, reward and
+    format bonus) or the grid suite's on the random tiny model, with this script's batch."""
+    from harnessgrid.trainer.config import config_from_mapping, load_config
+
+    # save_trajectories: TRL (b) reads the first-turn prompts from them
+    batch = {"tasks_per_step": args.tasks, "rollouts_per_task": args.rollouts,
+             "steps": args.steps, "output_dir": str(out), "save_trajectories": True}
+    if args.config:
+        sets = [f"{key}={value}" for key, value in batch.items()]
+        return load_config(args.config, [*sets, "trl.save_strategy='no'"])
+    return config_from_mapping({
+        "model": str(model_dir), "design": "oa", "suite": "grid", "max_tasks": 200,
+        "learning_rate": 1e-5, "limits": {"max_turns": args.turns, "max_context_tokens": 4096},
+        "max_new_tokens": args.tokens, "trl": {"save_strategy": "no"}, **batch})
+
+
+def harnessgrid_steps(cfg: Any, args: argparse.Namespace) -> list[dict[str, float]]:
     from harnessgrid.trainer.run import train
 
-    cfg = config_from_mapping({
-        "model": str(model_dir), "design": "oa", "suite": "grid", "max_tasks": 200,
-        "tasks_per_step": args.tasks, "rollouts_per_task": args.rollouts, "steps": args.steps,
-        "learning_rate": 1e-5, "limits": {"max_turns": args.turns, "max_context_tokens": 4096},
-        "max_new_tokens": args.tokens, "output_dir": str(out), "trl": {"save_strategy": "no"},
-        "save_trajectories": True})  # TRL (b) reads the first-turn prompts from them
     options: dict[str, Any] = {}
     if args.shared_prefill:
         options["shared_prefill"] = True
@@ -138,6 +154,7 @@ def harnessgrid_steps(model_dir: Path, out: Path, args: argparse.Namespace
         steps.append({"step_s": step_s, "rollout_s": r["rollout_s"], "logprobs_s": 0.0,
                       "loss_s": r["loss_s"], "backward_s": r["backward_s"],
                       "tokens": float(r["model_tokens"]),
+                      "signal": float(r.get("signal_tokens") or 0),
                       "segments": float(r["segments_per_episode"] or 0)})
     return steps
 
@@ -159,18 +176,28 @@ def main() -> None:
     parser.add_argument("--prefix-cache-mb", type=float, default=0,
                         help="the hf policy's prefix_cache_mb option: an episode's next turn "
                         "prefills only its new tokens over the kept keys and values")
+    parser.add_argument("--config", type=Path,
+                        help="a training config (e.g. examples/tiny-grpo.yaml: the micro warm "
+                        "start, whose groups have reward spread) whose model, suite, space, "
+                        "limits and reward the harnessgrid side takes; --turns and --tokens "
+                        "then come from it")
     args = parser.parse_args()
     from harnessgrid.policies.tiny_model import build_tiny_model
+    from harnessgrid.trainer.run import resolve_model_path
 
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = build_tiny_model(Path(tmp) / "model")
-        ours = harnessgrid_steps(model_dir, Path(tmp) / "hg", args)
-        plain = trl_plain(model_dir, Path(tmp) / "trl", args, instruction_prompts(args))
-        alike = trl_plain(model_dir, Path(tmp) / "trl-alike", args,
+        built = None if args.config else build_tiny_model(Path(tmp) / "model")
+        cfg = experiment(built, Path(tmp) / "hg", args)
+        model_dir = built or Path(resolve_model_path(cfg.model))
+        ours = harnessgrid_steps(cfg, args)
+        plain = trl_plain(model_dir, Path(tmp) / "trl", args, cfg,
+                          instruction_prompts(args, cfg))
+        alike = trl_plain(model_dir, Path(tmp) / "trl-alike", args, cfg,
                           first_turn_prompts(Path(tmp) / "hg", model_dir))
-    print(f"GRPO steps of {args.tasks} tasks x {args.rollouts} rollouts; harnessgrid episodes of "
-          f"{args.turns} turns x {args.tokens} tokens, TRL completions of {args.tokens} tokens "
-          "(tiny model, CPU; medians over steps 2..N). TRL (a): prompts are the task "
+    print(f"GRPO steps of {args.tasks} tasks x {args.rollouts} rollouts on {cfg.model} "
+          f"({cfg.suite}); harnessgrid episodes of up to {cfg.limits.max_turns} turns x "
+          f"{cfg.max_new_tokens} tokens, TRL completions of {cfg.max_new_tokens} tokens "
+          "(CPU; medians over steps 2..N). TRL (a): prompts are the task "
           "instructions; TRL (b): the first-turn prompts harnessgrid's episodes had (system "
           "prompt, tool schemas, instruction)\n")
     header = (f"{'seconds per 1K trained tokens':30}{'harnessgrid':>12}{'TRL (a)':>9}{'ratio':>7}"
@@ -192,6 +219,9 @@ def main() -> None:
           f"TRL (b) {tokens[2]:.0f}; TRL prompt tokens (mean per row): (a) {prompt[0]:.0f}, "
           f"(b) {prompt[1]:.0f}; harnessgrid segments per episode: "
           f"{statistics.median(s['segments'] for s in ours)}")
+    learning = sum(1 for s in ours if s["signal"] > 0)
+    print(f"harnessgrid steps with a learning signal (groups with reward spread): {learning} "
+          f"of {len(ours)}; TRL's reward is a constant")
     sys.stdout.flush()
 
 

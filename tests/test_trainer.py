@@ -100,6 +100,26 @@ def test_config_errors_name_the_bad_value(tmp_path: Path) -> None:
         load_config(bad)
 
 
+def test_a_word_yaml_read_as_a_boolean_is_named_with_the_quoting(tmp_path: Path) -> None:
+    """Found: ``--set trl.save_strategy=no`` (TRL's own word) reached GRPOConfig as False -
+    YAML 1.1 reads no/yes/on/off as booleans - and the error said only "False is not a valid
+    SaveStrategy". The hint now names the key and how to keep the word; quoted, it is TRL's."""
+    from harnessgrid.trainer.run import grpo_args
+
+    path = tmp_path / "c.yaml"
+    path.write_text(f"model: m\noutput_dir: {tmp_path / 'out'}\n")
+    cfg = load_config(path, ["trl.save_strategy=no"])
+    assert cfg.trl == {"save_strategy": False}
+    with pytest.raises(ConfigError, match="False is not a valid SaveStrategy") as refused:
+        grpo_args(cfg, "cpu")
+    assert "--set trl.save_strategy=\"'no'\"" in (refused.value.hint or "")
+    quoted = load_config(path, ["trl.save_strategy='no'"])
+    assert str(grpo_args(quoted, "cpu").save_strategy) in ("no", "SaveStrategy.NO")
+    with pytest.raises(ConfigError) as other:  # a message naming no boolean: the plain hint
+        grpo_args(load_config(path, ["trl.logging_steps=[1]"]), "cpu")
+    assert other.value.hint == "fix or remove the key under trl:"
+
+
 def test_set_overrides_nested_values(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("model: m\nppo: {gamma: 0.9}\n")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -187,8 +187,26 @@ def grpo_args(config: ExperimentConfig, device: str) -> Any:
             gradient_accumulation_steps=1, steps_per_generation=1,
             max_completion_length=config.max_new_tokens, **trl_options)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"trl options rejected by GRPOConfig: {exc}",
-                          hint="fix or remove the key under trl:") from None
+        raise trl_rejected("GRPOConfig", exc, config.trl) from None
+
+
+def trl_rejected(config_class: str, exc: Exception, given: Mapping[str, Any]) -> ConfigError:
+    """The error for ``trl:`` options TRL's config class refused. YAML reads an unquoted
+    ``no``, ``yes``, ``on`` or ``off`` as a boolean, so ``save_strategy: no`` reaches TRL as
+    False ("False is not a valid SaveStrategy"): a boolean the message points at is named,
+    with the quoting that keeps the word."""
+    text = str(exc)
+    squeezed = text.lower().replace(" ", "").replace("_", "")
+    suspects = [key for key, value in given.items()
+                if isinstance(value, bool) and str(value) in text
+                and key.lower().replace("_", "") in squeezed]
+    hint = "fix or remove the key under trl:"
+    if suspects:
+        key = suspects[0]
+        word = "no" if given[key] is False else "yes"
+        hint = (f"YAML reads an unquoted no/yes/on/off as a boolean: quote the word, "
+                f"trl: {{{key}: '{word}'}} in the file or --set trl.{key}=\"'{word}'\"")
+    return ConfigError(f"trl options rejected by {config_class}: {text}", hint=hint)
 
 
 def check_trl_keys(config_class: Any, options: dict[str, Any]) -> None:

@@ -198,7 +198,7 @@ def sft_args(config: ExperimentConfig, device: str) -> Any:
     from trl import SFTConfig  # type: ignore[attr-defined]
 
     from harnessgrid.errors import ConfigError
-    from harnessgrid.trainer.run import check_trl_keys
+    from harnessgrid.trainer.run import check_trl_keys, trl_rejected
 
     defaults: dict[str, Any] = {"report_to": [], "logging_steps": 1, "save_strategy": "steps",
                                 "save_steps": max(1, min(50, config.steps)),
@@ -230,8 +230,7 @@ def sft_args(config: ExperimentConfig, device: str) -> Any:
                          gradient_accumulation_steps=micro, max_length=config.sft.max_length,
                          **options)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"trl options rejected by SFTConfig: {exc}",
-                          hint="fix or remove the key under trl:") from None
+        raise trl_rejected("SFTConfig", exc, config.trl) from None
 
 
 def train_sft(config: ExperimentConfig, *, resume: bool = False,

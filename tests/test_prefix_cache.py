@@ -222,7 +222,8 @@ def test_the_growing_cache_samples_bit_for_bit_what_transformers_cache_does(
 def test_a_sliding_window_model_keeps_transformers_cache(
         loaded: tuple[Any, Any]) -> None:  # noqa: F811 - the fixture
     """A model whose own cache has sliding-window layers is not given growing full layers
-    (they would hold, and attend over, more than its window)."""
+    (they would hold, and attend over, more than its window), and the prefix cache turns
+    itself off, saying so, rather than copy rows of a cache it does not know."""
     from harnessgrid.policies.kv_cache import growing_cache_fits
 
     config = copy.deepcopy(loaded[0].config)
@@ -233,3 +234,9 @@ def test_a_sliding_window_model_keeps_transformers_cache(
     assert growing_cache_fits(loaded[0]) is True
     assert growing_cache_fits(sliding) is False
     assert make((sliding, loaded[1]))._growing is False
+    policy = make((sliding, loaded[1]), prefix_cache_mb=64)  # its rows cannot be kept either
+    with pytest.warns(RuntimeWarning, match="prefix_cache_mb is ignored"):
+        turns = play(policy, 1, 2)
+    assert policy._prefix_cache is None
+    assert policy.stats.reused_tokens == 0
+    assert_on_policy(sliding, turns[0])

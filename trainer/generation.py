@@ -82,8 +82,8 @@ TRAINING_POLICY_OPTIONS: dict[str, tuple[str, ...]] = {
     "hf": ("max_batch_size", "max_episodes", "shared_prefill", "prefix_cache_mb"),
     "vllm": ("max_batch_size", "max_episodes"),
 }
-_CONFIG_OWNED = {"temperature": "temperature", "max_new_tokens": "max_new_tokens",
-                 "seed": "seed", "device": "device", "dtype": "dtype"}
+#: Policy options that are training config keys of the same name.
+_CONFIG_OWNED = ("temperature", "max_new_tokens", "seed", "device", "dtype")
 
 
 def check_policy_options(options: Mapping[str, Any], generation: str) -> None:
@@ -92,7 +92,7 @@ def check_policy_options(options: Mapping[str, Any], generation: str) -> None:
     for key in options:
         if key in _CONFIG_OWNED:
             raise ConfigError(f"--policy-opt {key}=... is set by the training config",
-                              hint=f"--set {_CONFIG_OWNED[key]}={options[key]}")
+                              hint=f"--set {key}={options[key]}")
     allowed = TRAINING_POLICY_OPTIONS.get(generation, ())
     unknown = sorted(set(options) - set(allowed))
     if unknown:

@@ -23,7 +23,8 @@ Batching (:mod:`harnessgrid.policies.batching`): the turns of concurrent episode
 pending when the model is free are decoded together, up to ``max_batch_size`` (default 64; 1
 decodes one turn at a time). One batch is a left-padded prefill (attention mask, explicit
 position ids, so every row sees exactly its own prompt at positions ``0..len-1``) and then one
-forward per step with the KV cache; a row that samples a stop id or reaches its own
+forward per step with the KV cache (written in place, :mod:`~harnessgrid.policies.kv_cache`:
+the same logits as transformers' own cache, without its copy per step); a row that samples a stop id or reaches its own
 ``max_new_tokens`` leaves the batch (its rows of the KV cache are dropped). Padding changes the
 logits only by floating-point rounding, so the recorded logprobs still equal a plain unbatched
 forward of prompt + completion.
@@ -223,6 +224,7 @@ class HFPolicy(TokenPolicy):
         torch, device = self._torch, self.device
         reserve = max(r.max_new_tokens for r in requests)  # columns the decode may add
         logits, past, mask, positions, used = self._prefill(requests, reserve)
+        self._check_keepable(past)
         generators = [_row_generator(torch, r.seed) for r in requests]
         completions: list[list[int]] = [[] for _ in requests]
         logprobs: list[list[float]] = [[] for _ in requests]
@@ -370,19 +372,21 @@ class HFPolicy(TokenPolicy):
         self.stats.shared_prefills += len(requests) - len(prompts)
         return logits[index], past, mask[index], positions[index]
 
-    def _keep_turn(self, past: Any, mask: Any, row: int, tokens: list[int]) -> None:
-        """Keep row ``row``'s finished turn (``tokens``: its prompt and completion less the
-        last token) in the prefix cache, if there is one. A cache of another kind than
-        transformers' plain dynamic one (sliding windows, quantised, offloaded) turns the
-        prefix cache off, with a warning, since its rows cannot be copied out and back."""
-        cache = self._prefix_cache
-        if cache is None:
-            return
-        if not is_plain(past):
+    def _check_keepable(self, past: Any) -> None:
+        """Turn the prefix cache off, with a warning, when the batch's KV cache is of another
+        kind than transformers' plain dynamic one (sliding windows, quantised, offloaded):
+        its rows cannot be copied out and back."""
+        if self._prefix_cache is not None and not is_plain(past):
             self._prefix_cache = None
             warnings.warn(f"{self.spec}: prefix_cache_mb is ignored: the model's KV cache "
                           f"({type(past).__name__}) is not a plain dynamic cache whose rows "
-                          "can be kept", RuntimeWarning, stacklevel=2)
+                          "can be kept", RuntimeWarning, stacklevel=3)
+
+    def _keep_turn(self, past: Any, mask: Any, row: int, tokens: list[int]) -> None:
+        """Keep row ``row``'s finished turn (``tokens``: its prompt and completion less the
+        last token) in the prefix cache, if there is one."""
+        cache = self._prefix_cache
+        if cache is None:
             return
         layers = row_layers(past, mask, row)
         if layers[0][0].shape[1] != len(tokens):

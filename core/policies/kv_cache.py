@@ -9,8 +9,8 @@ attention reads are the same, so the logits are bit for bit those of the dynamic
 on CPU, grouped-query and plain multi-head attention alike: ``tests/test_prefix_cache.py``), and
 the peak memory is lower (``cat`` holds the old and the new cache at once).
 
-Only models whose own cache would be all plain dynamic layers get one (:func:`new_cache`
-returns None for sliding-window, hybrid or linear-attention models, which then keep
+Only models whose own cache would be all plain dynamic layers get one
+(:func:`growing_cache_fits`; sliding-window, hybrid and linear-attention models keep
 transformers' cache); the prefix cache (:mod:`~harnessgrid.policies.prefix_cache`) copies rows
 in and out of exactly these caches (:func:`row_layers`, :func:`stack_turns`,
 :func:`merge_rows`).

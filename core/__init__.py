@@ -21,7 +21,7 @@ import pluggy
 
 from harnessgrid._lazy import lazy_exports
 
-__version__ = "0.2.4"
+__version__ = "0.2.5"
 
 #: Decorator for plugin hook implementations (``@hg.hookimpl``). Typed: a decorated function
 #: keeps its signature for type checkers (pluggy's marker returns what it is given).

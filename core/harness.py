@@ -61,7 +61,15 @@ class Harness(Protocol):
 
     Optional capabilities are declared by implementing the small protocols below
     (:class:`LeveledHarness`, :class:`TranscriptHarness`, :class:`ProductToolHarness`,
-    :class:`InterruptibleHarness`); the runtime checks them with :func:`provides`.
+    :class:`InterruptibleHarness`, :class:`EpisodeToolsHarness`); the runtime checks them with
+    :func:`provides`.
+
+    **Tools per episode.** :meth:`tools` is every tool the harness has. A harness whose offer
+    changes during an episode (a shell that loads tools on demand, like Claude Code 2.x's
+    ToolSearch) also implements :class:`EpisodeToolsHarness`: the runtime then sends each turn
+    ``episode_tools(state)`` and counts those in the context budget; ``harness show`` lists
+    all of :meth:`tools` and marks the ones a new episode is not offered ``deferred``.
+    Harnesses without it are offered :meth:`tools` every turn, as before.
     """
 
     name: str
@@ -119,6 +127,22 @@ class InterruptibleHarness(Protocol):
     the messages answering the calls of the last reply that were still ``pending``."""
 
     def interrupted_messages(self, pending: Sequence[ToolCall]) -> list[Message]: ...
+
+
+@runtime_checkable
+class EpisodeToolsHarness(Protocol):
+    """A harness that offers, at each turn of an episode, a subset of :meth:`Harness.tools`
+    that depends on the episode (see "Tools per episode" in :class:`Harness`)."""
+
+    def episode_tools(self, state: EpisodeState) -> list[ToolSpec]: ...
+
+
+def offered_tools(harness: Harness, state: EpisodeState) -> list[ToolSpec]:
+    """The tools ``harness`` offers in ``state``'s next turn: its :meth:`episode_tools
+    <EpisodeToolsHarness.episode_tools>` when it has them, else all its tools."""
+    if provides(harness, EpisodeToolsHarness) and isinstance(harness, EpisodeToolsHarness):
+        return harness.episode_tools(state)
+    return harness.tools()
 
 
 def provides(obj: object, capability: type) -> bool:

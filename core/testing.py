@@ -392,7 +392,7 @@ def check_adapter(adapter: str | Callable[[], Harness], *,
                   limits: EpisodeLimits | None = None) -> list[str]:
     """What is wrong with an adapter, as a list of problems (``[]``: none found).
 
-    ``adapter`` is a registered name (``"gemini-cli"``, ``"adapter:gemini-cli@0.61.0"``) or a
+    ``adapter`` is a registered name (``"qwen-code"``, ``"adapter:qwen-code@0.24.4"``) or a
     function giving a fresh harness (``lambda: MyHarness(max_chars=2000)``). Through real
     episodes in real sandboxes (``limits``, default :class:`~harnessgrid.engine.runtime.
     EpisodeLimits`), it checks that:

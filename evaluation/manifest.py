@@ -129,10 +129,14 @@ def incompatibilities(old: Manifest, new: Manifest) -> list[str]:
     for name in sorted(set(old.adapters) & set(new.adapters)):
         was, now_ = old.adapters[name].version, new.adapters[name].version
         if was != now_:
+            # The stored results are keyed by the name they ran under, so a pinned name
+            # (``NAME@VERSION``) is a different column, not a continuation of this one.
             problems.append(f"adapter {name}: the stored episodes ran it emulating version "
                             f"{was or '(none)'}, it now emulates {now_ or '(none)'}"
-                            + (f" (pin the stored one: --adapters {name}@{was}, if it is "
-                               "still emulated)" if was and "@" not in name else ""))
+                            + (f" (finish this directory with the harnessgrid release that "
+                               f"emulated {was} as {name}; to measure {was} again, start a "
+                               f"fresh --out with --adapters {name}@{was}, if it is still "
+                               "emulated)" if was and "@" not in name else ""))
     for setting in sorted(set(old.settings) & set(new.settings)):
         if old.settings[setting] != new.settings[setting]:
             problems.append(f"{setting} harnesses: stored {_short(old.settings[setting])}, "

@@ -21,6 +21,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "harnessgrid.plugins.tasks.pinchbench",
     "harnessgrid.plugins.adapters.claude_code",
     "harnessgrid.plugins.adapters.openclaw",
+    "harnessgrid.plugins.adapters.gemini_cli",
     "harnessgrid.plugins.adapters.mini_bash",
     *(f"harnessgrid.plugins.factors.{factor}.{level}"
       for factor, levels in _LEVELS.items() for level in levels),

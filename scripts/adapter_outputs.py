@@ -1,29 +1,32 @@
 """Record what the real shells answer to a fixed set of tool calls (maintenance only).
 
-    python scripts/adapter_outputs.py             # both
-    python scripts/adapter_outputs.py --claude-code | --openclaw
+    python scripts/adapter_outputs.py             # all
+    python scripts/adapter_outputs.py --claude-code [--version V] | --openclaw
 
-Claude Code: ``npm pack @anthropic-ai/claude-code@1.0.98``, then ``cli.js -p`` against a local
-stand-in for the Anthropic API that answers each turn with the next call of :data:`CC_CALLS`
-(streamed as the API streams) and keeps the requests. From the last request come the
-tool results (text and ``is_error``) and the shape of the first user message. OpenClaw: the
-write tool of ``@mariozechner/pi-coding-agent`` (the version OpenClaw 2026.2.26 ships) run by
-node on :data:`OC_WRITES`. Facts only are kept: the working directory becomes ``{cwd}``, the
+Claude Code (each version of :data:`CC_VERSIONS`, or ``--version``): the CLI of the npm package
+(1.x ``cli.js``; 2.x the native binary, see ``adapter_schemas.claude_command``) runs ``-p``
+against a local stand-in for the Anthropic API that answers each turn with the next call of
+:data:`CC_CALLS` (streamed as the API streams) and keeps the requests, in a session allowed
+only the workspace tools (:data:`ALLOWED`, ``--permission-mode acceptEdits``). Each call's
+result (text or, for 2.x's ToolSearch, its blocks; ``is_error``) is taken from the first
+request that carries it; 2.x also keeps the text blocks the CLI adds after a result
+(``after_result``); 1.0.98 the shape of the first user message. OpenClaw: the write tool of
+``@mariozechner/pi-coding-agent`` (the version OpenClaw 2026.2.26 ships) run by node on
+:data:`OC_WRITES`. Facts only are kept: the working directory becomes ``{cwd}``, the
 ``<system-reminder>`` prose the CLI appends to results (malware and TodoWrite notes) is cut,
-and of the first message only its layout. ``tests/test_adapter_outputs.py`` replays the
-same calls through the emulations and compares. Needs ``npm`` and ``node`` (>= 18).
+and of the first message only its layout. ``tests/test_adapter_outputs.py`` (1.0.98) and
+``tests/test_adapter_claude_code_2.py`` (2.1.332) replay the same calls through the emulations
+and compare. Needs ``npm`` and ``node`` (>= 18).
 """
 
 from __future__ import annotations
 
 import argparse
-import http.server
+import functools
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,21 +35,24 @@ from adapter_schemas import (
     OPENCLAW,
     PI_CODING_AGENT,
     ROOT,
+    _other_recorder,
     _pack,
+    claude_command,
+    is_main_loop,
     node_json,
     openclaw_header,
     openclaw_typebox,
+    run_claude,
 )
 
-CC_VERSION = "1.0.98"
-CC_OUT = ROOT / "tests" / "fixtures" / "claude_code" / f"outputs-{CC_VERSION}.json"
+CC_VERSIONS = ("1.0.98", "2.1.332")
+CC_FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
 OC_OUT = ROOT / "tests" / "fixtures" / "openclaw" / f"outputs-{OPENCLAW[1]}.json"
-PROMPT = "hello there"
 CWD = "{cwd}"
 CLAUDE_MD = "Use tabs.\n"
 _LONG = "".join(f"l{i}\n" for i in range(1, 21))
 #: The calls, in order, in one session whose directory holds only CLAUDE.md.
-CC_CALLS: list[tuple[str, dict[str, Any]]] = [
+CC1_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("Write", {"file_path": f"{CWD}/notes.txt", "content": "alpha\nbeta\n"}),
     ("Read", {"file_path": f"{CWD}/notes.txt"}),
     ("Edit", {"file_path": f"{CWD}/notes.txt", "old_string": "beta", "new_string": "gamma"}),
@@ -72,6 +78,73 @@ CC_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("Bash", {"command": "echo out; echo err >&2; exit 3"}),
     ("Bash", {"command": "echo $0"}),
 ]
+_EVERY_DEFERRED = ("select:CronCreate,CronDelete,CronList,EnterWorktree,ExitWorktree,Monitor,"
+                   "NotebookEdit,SendMessage,TaskStop,WebFetch,WebSearch")
+#: 2.x: the workspace tools (no Glob/Grep: listing and searching go through Bash), a deferred
+#: tool called before and after ToolSearch loads it, ToolSearch's answers, and each tool that
+#: needs what a sandboxed task lacks (network, other agents, schedules, worktrees, skills).
+CC2_CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("Write", {"file_path": f"{CWD}/notes.txt", "content": "alpha\nbeta\n"}),
+    ("Read", {"file_path": f"{CWD}/notes.txt"}),
+    ("Edit", {"file_path": f"{CWD}/notes.txt", "old_string": "beta", "new_string": "gamma"}),
+    ("Edit", {"file_path": f"{CWD}/notes.txt", "old_string": "zzz", "new_string": "y"}),
+    ("Write", {"file_path": f"{CWD}/notes.txt", "content": "one\ntwo\none\n"}),
+    ("Edit", {"file_path": f"{CWD}/notes.txt", "old_string": "one", "new_string": "uno"}),
+    ("Edit", {"file_path": f"{CWD}/notes.txt", "old_string": "one", "new_string": "uno",
+              "replace_all": True}),
+    ("Edit", {"file_path": f"{CWD}/notes.txt", "old_string": "two", "new_string": "two"}),
+    ("Write", {"file_path": f"{CWD}/long.txt", "content": _LONG}),
+    ("Read", {"file_path": f"{CWD}/long.txt", "offset": 2, "limit": 2}),
+    ("Read", {"file_path": f"{CWD}/long.txt", "offset": 40}),
+    ("Write", {"file_path": f"{CWD}/empty.txt", "content": ""}),
+    ("Read", {"file_path": f"{CWD}/empty.txt"}),
+    ("Read", {"file_path": f"{CWD}/missing.txt"}),
+    ("Read", {"file_path": CWD}),
+    ("Read", {"file_path": f"{CWD}/notes.txt", "offset": 1}),
+    ("Read", {"file_path": f"{CWD}/notes.txt", "pages": "1"}),
+    ("Read", {"file_path": f"{CWD}/notes.txt", "bogus": 1}),
+    ("Read", {"offset": "x"}),
+    ("Write", {"file_path": f"{CWD}/CLAUDE.md", "content": "x"}),
+    ("Edit", {"file_path": f"{CWD}/CLAUDE.md", "old_string": "tabs", "new_string": "spaces"}),
+    ("Bash", {"command": "echo out; echo err >&2"}),
+    ("Bash", {"command": "echo out; echo err >&2; exit 3"}),
+    ("Bash", {"command": "nonexistent_cmd_xyz"}),
+    ("Bash", {"command": "ls"}),
+    ("Bash", {"command": "grep -rn two ."}),
+    ("Bash", {"command": "grep -rn zzz ."}),
+    ("WebFetch", {"url": "https://example.com/", "prompt": "Give the title."}),
+    ("ToolSearch", {"query": _EVERY_DEFERRED}),
+    ("ToolSearch", {"query": "web"}),
+    ("ToolSearch", {"query": "select:NoSuchTool"}),
+    ("WebFetch", {"url": "https://example.com/", "prompt": "Give the title."}),
+    ("WebSearch", {"query": "harnessgrid"}),
+    ("CronList", {}),
+    ("CronCreate", {"cron": "*/5 * * * *", "prompt": "check the build"}),
+    ("CronList", {}),
+    ("CronDelete", {"id": "nope"}),
+    ("EnterWorktree", {}),
+    ("ExitWorktree", {"action": "keep"}),
+    ("TaskStop", {"task_id": "nope"}),
+    ("SendMessage", {"to": "nobody", "message": "hi"}),
+    ("NotebookEdit", {"notebook_path": f"{CWD}/nb.ipynb", "new_source": "x = 1"}),
+    ("Skill", {"skill": "nope"}),
+    ("ListAgents", {}),
+    ("ReportFindings", {"findings": []}),
+    ("Workflow", {"name": "nope"}),
+    ("DeferredToolPlaceholder", {}),
+    ("Agent", {"description": "List files", "prompt": "List the files.",
+               "subagent_type": "general-purpose"}),
+    ("Monitor", {"description": "watch", "timeout_ms": 1000, "command": "echo hi"}),
+    ("ScheduleWakeup", {"delaySeconds": 60, "reason": "wait", "prompt": "go on"}),
+]
+CC_CALLS = {"1.0.98": CC1_CALLS, "2.1.332": CC2_CALLS}
+#: 2.x tools whose answer is advice to the model around a generated id (a launched agent, a
+#: monitor, a wakeup, the session's name, a schedule): only its size and first words are kept,
+#: the emulation refusing these tools instead (the prose is not ours to copy).
+PROSE_RESULTS = frozenset({"Agent", "Monitor", "ScheduleWakeup", "ListAgents", "CronCreate"})
+#: The tools the recording session allows without asking (``--allowedTools``).
+ALLOWED = {"1.0.98": ("Bash", "Read", "Edit", "Write", "MultiEdit"),
+           "2.1.332": ("Bash", "Read", "Edit", "Write")}
 #: ``write`` contents (ASCII; accents, CJK and emoji); the path is ``out.txt``. Not empty:
 #: OpenClaw refuses empty content before pi's tool runs (``CLAUDE_PARAM_GROUPS``).
 OC_WRITES = ["hello\n", "héllo 😀\n", "日本語 🎉🎉\n"]
@@ -88,106 +161,84 @@ def strip_reminders(text: str) -> str:
     return text
 
 
-def _sse(message: dict[str, Any]) -> bytes:
-    """``message`` as the Messages API streams it."""
-    events: list[dict[str, Any]] = [
-        {"type": "message_start", "message": {**message, "content": [], "stop_reason": None}}]
-    for index, block in enumerate(message["content"]):
-        if block["type"] == "tool_use":
-            start = {**block, "input": {}}
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-        else:
-            start, delta = {"type": "text", "text": ""}, {"type": "text_delta",
-                                                          "text": block["text"]}
-        events += [{"type": "content_block_start", "index": index, "content_block": start},
-                   {"type": "content_block_delta", "index": index, "delta": delta},
-                   {"type": "content_block_stop", "index": index}]
-    events += [{"type": "message_delta", "delta": {"stop_reason": message["stop_reason"],
-                                                   "stop_sequence": None},
-                "usage": {"output_tokens": 1}}, {"type": "message_stop"}]
-    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
-
-
-def _server(calls: list[tuple[str, dict[str, Any]]], seen: list[dict[str, Any]]) -> Any:
-    class Script(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # http.server's name
-            body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
-            seen.append(body)
-            turn = sum(1 for b in seen if len(b.get("tools") or []) > 5)
-            if len(body.get("tools") or []) > 5 and turn <= len(calls):  # the agent loop
-                name, args = calls[turn - 1]
-                content = [{"type": "tool_use", "id": f"toolu_{turn:03d}", "name": name,
-                            "input": args}]
-                stop = "tool_use"
-            else:  # the last turn, and side requests (command prefixes, titles)
-                content, stop = [{"type": "text", "text": "done"}], "end_turn"
-            message = {"id": "msg_rec", "type": "message", "role": "assistant",
-                       "model": body.get("model", "m"), "content": content,
-                       "stop_reason": stop, "stop_sequence": None,
-                       "usage": {"input_tokens": 1, "output_tokens": 1}}
-            data = _sse(message) if body.get("stream") else json.dumps(message).encode()
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream" if body.get("stream")
-                             else "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            pass
-
-    return http.server.HTTPServer(("127.0.0.1", 0), Script)
-
-
-def record_claude_code(work: Path) -> dict[str, Any]:
-    cli = _pack("@anthropic-ai/claude-code", CC_VERSION, work) / "cli.js"
+def record_claude_code(version: str, work: Path) -> dict[str, Any]:
+    calls = CC_CALLS[version]
+    command = claude_command(version, work)
     home, cwd = work / "home", work / "proj"
     home.mkdir()
     cwd.mkdir()
     (cwd / "CLAUDE.md").write_text(CLAUDE_MD)
-    real = json.loads(json.dumps(CC_CALLS).replace(CWD, str(cwd)))
-    seen: list[dict[str, Any]] = []
-    server = _server(real, seen)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "ANTHROPIC_API_KEY": "sk-rec",
-           "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{server.server_port}",
-           "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
-    try:
-        subprocess.run(["node", str(cli), "-p", PROMPT, "--max-turns", str(len(real) + 2),
-                        "--permission-mode", "acceptEdits", "--allowedTools", "Bash", "Read",
-                        "Edit", "Write", "MultiEdit"], cwd=cwd, env=env, timeout=600,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    finally:
-        server.shutdown()
-    if os.environ.get("HG_RECORD_DUMP"):  # the raw requests, to check what was cut
-        Path(os.environ["HG_RECORD_DUMP"]).write_text(json.dumps(seen))
-    messages = [b for b in seen if len(b.get("tools") or []) > 5][-1]["messages"]
-    results = [block for m in messages if m["role"] == "user" and isinstance(m["content"], list)
-               for block in m["content"] if block.get("type") == "tool_result"]
-    if len(results) != len(CC_CALLS):
-        raise SystemExit(f"expected {len(CC_CALLS)} tool results, got {len(results)}")
-    first = messages[0]["content"]
-    context = first[0]["text"]
-    return {
-        "package": f"@anthropic-ai/claude-code@{CC_VERSION}",
+    real = json.loads(json.dumps(calls).replace(CWD, str(cwd)))
+
+    def answer(body: dict[str, Any], turn: int) -> list[dict[str, Any]] | None:
+        if turn > len(real):
+            return None
+        name, args = real[turn - 1]
+        return [{"type": "tool_use", "id": f"toolu_{turn:03d}", "name": name, "input": args}]
+
+    seen = run_claude(command, answer, cwd, home, "--permission-mode", "acceptEdits",
+                      "--allowedTools", *ALLOWED[version], max_turns=len(real) + 2)
+    turns = [b for b in seen if is_main_loop(b)]
+    messages = turns[-1]["messages"]
+    answers: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    for turn in turns:  # each result as it first came back, with the message around it
+        for message in turn["messages"]:
+            if message["role"] == "user" and isinstance(message["content"], list):
+                for block in message["content"]:
+                    if block.get("type") == "tool_result":
+                        answers.setdefault(block["tool_use_id"], (block, message["content"]))
+    if len(answers) != len(calls):
+        raise SystemExit(f"expected {len(calls)} tool results, got {len(answers)}")
+    out: dict[str, Any] = {
+        "package": f"@anthropic-ai/claude-code@{version}",
         "generated_by": "scripts/adapter_outputs.py --claude-code",
-        "note": ("Tool results of cli.js for the calls below, in one session ({cwd}: its "
-                 "directory, holding CLAUDE.md); trailing <system-reminder> prose cut. "
-                 "Regenerate with the script; do not edit by hand."),
-        "first_message": {
+        "note": ("Tool results of the CLI for the calls below, in one session ({cwd}: its "
+                 "directory, holding CLAUDE.md; `claude -p --permission-mode acceptEdits "
+                 f"--allowedTools {' '.join(ALLOWED[version])}`); trailing <system-reminder> "
+                 "prose cut. Regenerate with the script; do not edit by hand."),
+    }
+    if version == "1.0.98":  # 2.x's first message is in its schema fixture's ``prompt``
+        first = messages[0]["content"]
+        context = first[0]["text"]
+        out["first_message"] = {
             "blocks": len(first), "user_text": first[-1]["text"],
             "context_opens": context.startswith("<system-reminder>\n"),
             "context_ends": context.endswith("</system-reminder>\n"),
             "sections": [line for line in context.split("\n") if line.startswith("# ")],
             "memory_line": next(line for line in context.split("\n")
-                                if line.startswith("Contents of ")).replace(str(cwd), CWD)},
-        "calls": [{"tool": name, "input": args,
-                   "result": strip_reminders(str(r["content"])).replace(str(cwd), CWD),
-                   "is_error": bool(r.get("is_error")),
-                   # a TodoWrite reminder merged into a result trims its start (cli.js)
-                   "reminder_merged": "TodoWrite" in str(r["content"])}
-                  for (name, args), r in zip(CC_CALLS, results, strict=True)],
-    }
+                                if line.startswith("Contents of ")).replace(str(cwd), CWD)}
+    out["calls"] = []
+    texts_before: list[str] = []
+    for turn, (name, args) in enumerate(calls, 1):
+        result, message = answers[f"toolu_{turn:03d}"]
+        # 2.x sends the results of a session as one growing message, text blocks after them:
+        # a call's own texts are the ones its message has beyond the previous call's
+        texts = [b["text"] for b in message if b.get("type") == "text"
+                 and not b["text"].startswith("<system-reminder>")]
+        facts = _facts(result.get("content", ""), str(cwd))
+        if name in PROSE_RESULTS and version != "1.0.98" and isinstance(facts, str):
+            facts = {"chars": len(facts), "opens": " ".join(facts.split()[:3])}
+        entry = {"tool": name, "input": args, "result": facts,
+                 "is_error": bool(result.get("is_error"))}
+        if version == "1.0.98":
+            # a TodoWrite reminder merged into a result trims its start (cli.js)
+            entry["reminder_merged"] = "TodoWrite" in str(result["content"])
+        else:  # text blocks the CLI adds after the result in the same message
+            entry["after_result"] = texts[len(texts_before):]
+            texts_before = texts
+        out["calls"].append(entry)
+    return out
+
+
+def _facts(content: Any, cwd: str) -> Any:
+    """A tool result's content with the directory as ``{cwd}`` and reminder prose cut; block
+    lists (2.x ToolSearch) keep their blocks without cache markers."""
+    if isinstance(content, list):
+        if all(b.get("type") == "text" for b in content):
+            return _facts("".join(b["text"] for b in content), cwd)
+        return [json.loads(json.dumps({k: v for k, v in b.items() if k != "cache_control"})
+                           .replace(cwd, CWD)) for b in content]
+    return strip_reminders(str(content)).replace(cwd, CWD)
 
 
 def record_openclaw(work: Path) -> dict[str, Any]:
@@ -219,17 +270,33 @@ def record_openclaw(work: Path) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="Record the real shells' tool results.")
     parser.add_argument("--claude-code", action="store_true")
-    parser.add_argument("--openclaw", action="store_true")
+    parser.add_argument("--openclaw", nargs="?", const=OPENCLAW[1], metavar="VERSION",
+                        help=f"default {OPENCLAW[1]}; a later release through "
+                        "scripts/openclaw_recording.py (tools and outputs together)")
+    parser.add_argument("--gemini", nargs="?", const="0.61.0", metavar="VERSION",
+                        help="a Gemini CLI release (scripts/gemini_recording.py)")
+    parser.add_argument("--version", action="append",
+                        help=f"Claude Code version to record (default: {' '.join(CC_VERSIONS)})")
     args = parser.parse_args(argv)
+    other = _other_recorder(args.openclaw, args.gemini)
+    if other is not None:
+        return other
     both = not (args.claude_code or args.openclaw)
-    for wanted, out, record in ((args.claude_code or both, CC_OUT, record_claude_code),
-                                (args.openclaw or both, OC_OUT, record_openclaw)):
-        if wanted:
-            with tempfile.TemporaryDirectory(prefix="hg-outputs-") as tmp:
-                data = record(Path(tmp))
-            # ASCII escapes: the CLI can cut a surrogate pair in half, which UTF-8 cannot hold
-            out.write_text(json.dumps(data, indent=2) + "\n")
-            print(f"{out.relative_to(ROOT)}: {len(data['calls'])} calls")
+    jobs: list[tuple[Path, Callable[[Path], dict[str, Any]]]] = []
+    if args.claude_code or both:
+        for version in args.version or CC_VERSIONS:
+            if version not in CC_CALLS:
+                raise SystemExit(f"no call list for Claude Code {version}: add one to CC_CALLS")
+            jobs.append((CC_FIXTURES / f"outputs-{version}.json",
+                         functools.partial(record_claude_code, version)))
+    if args.openclaw or both:
+        jobs.append((OC_OUT, record_openclaw))
+    for out, record in jobs:
+        with tempfile.TemporaryDirectory(prefix="hg-outputs-") as tmp:
+            data = record(Path(tmp))
+        # ASCII escapes: the CLI can cut a surrogate pair in half, which UTF-8 cannot hold
+        out.write_text(json.dumps(data, indent=2) + "\n")
+        print(f"{out.relative_to(ROOT)}: {len(data['calls'])} calls")
     return 0
 
 

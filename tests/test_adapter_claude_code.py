@@ -40,6 +40,7 @@ from harnessgrid.transcripts import session_events
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 W = "/workspace"
+OLD = "1.0.98"  # the 1.x release these tests pin; ``adapter:claude-code`` is now 2.1.332
 
 
 class Episode:
@@ -53,7 +54,8 @@ class Episode:
         self.ws = Workspace.create(files or {}, mount_path=mount_path)
         self.sandbox = Sandbox(self.ws)
         self.env = Environment(workspace=self.ws, sandbox=self.sandbox)
-        self.harness = harness or ClaudeCodeHarness(**options)
+        # 1.0.98 unless asked: these tests pin its behaviour (2.x has its own test files)
+        self.harness = harness or ClaudeCodeHarness(**{"version": OLD, **options})
         self.task = Task(id="t", instruction="Do the thing.", files=dict(files or {}),
                          mount_path=mount_path)
         self.state = self.harness.start(self.task, "ep")
@@ -201,8 +203,9 @@ def test_versions_are_addressable() -> None:
     assert pinned.version == "1.0.96"
     assert "LS" in [t.name for t in pinned.tools()]
     newest = registry.adapter("claude-code").create()
-    assert newest.version == "1.0.98"
+    assert newest.version == "2.1.332"
     assert "LS" not in [t.name for t in newest.tools()]
+    assert "LS" not in [t.name for t in registry.adapter("claude-code@1.0.98").create().tools()]
     assert registry.adapter("claude-code@1.0.98").create().name == "adapter:claude-code@1.0.98"
     with pytest.raises(ConfigError) as info:
         registry.adapter("claude-code@1.0.97")
@@ -210,7 +213,7 @@ def test_versions_are_addressable() -> None:
     assert "1.0.96" in (info.value.hint or "")
     with pytest.raises(ConfigError) as info:
         ClaudeCodeHarness(version="1.0.97")
-    assert "1.0.98, 1.0.96" in (info.value.hint or "")
+    assert "2.1.332, 1.0.98, 1.0.96" in (info.value.hint or "")
 
 
 def test_plugins_list_shows_each_emulated_version() -> None:
@@ -221,11 +224,13 @@ def test_plugins_list_shows_each_emulated_version() -> None:
     registry = PluginManager(builtins=[*BUILTIN_PLUGINS, "harnessgrid.plugins.adapters.claude_code"],
                              load_external=False).registry()
     shown = {name: text for kind, name, text, _, _ in _rows(registry) if kind == "adapter"}
-    assert shown["adapter:claude-code"].startswith("v1.0.98: Claude Code 1.0.98 emulated: ")
-    assert shown["adapter:claude-code@1.0.98"] == shown["adapter:claude-code"]
+    assert shown["adapter:claude-code"].startswith("v2.1.332: Claude Code 2.1.332 emulated: ")
+    assert shown["adapter:claude-code@2.1.332"] == shown["adapter:claude-code"]
+    assert shown["adapter:claude-code@1.0.98"].startswith("v1.0.98: Claude Code 1.0.98 ")
     assert shown["adapter:claude-code@1.0.96"].startswith("v1.0.96: Claude Code 1.0.96 ")
     assert "/LS/" in shown["adapter:claude-code@1.0.96"]
-    assert "LS" not in shown["adapter:claude-code"].split()[5].split("/")
+    assert "LS" not in shown["adapter:claude-code@1.0.98"].split()[5].split("/")
+    assert "ToolSearch" in shown["adapter:claude-code"].split()[5].split("/")
 
 
 def test_1_0_98_has_no_ls_and_its_texts_do_not_point_to_it() -> None:
@@ -243,7 +248,7 @@ def test_1_0_98_has_no_ls_and_its_texts_do_not_point_to_it() -> None:
 
 
 def test_tools_in_anthropic_and_chat_template_forms() -> None:
-    harness = ClaudeCodeHarness()
+    harness = ClaudeCodeHarness(version=OLD)
     anthropic = harness.anthropic_tools()
     assert [set(t) for t in anthropic] == [{"name", "description", "input_schema"}] * 8
     assert anthropic[0]["name"] == "Bash"  # the real order
@@ -258,7 +263,7 @@ def test_harness_show_describes_it() -> None:
     """What ``harnessgrid harness show adapter:claude-code`` prints, once registered."""
     from harnessgrid.cli.harness_cmd import describe
 
-    info = describe(ClaudeCodeHarness(), None)  # type: ignore[arg-type]  # a Harness passes
+    info = describe(ClaudeCodeHarness(version=OLD), None)  # type: ignore[arg-type]
     assert info["harness"] == "adapter:claude-code"
     assert info["native_tools"]
     assert [t["name"] for t in info["tools"]][:3] == ["Bash", "Glob", "Grep"]
@@ -269,12 +274,12 @@ def test_harness_show_describes_it() -> None:
 def test_registered_through_the_adapter_hook() -> None:
     registry = PluginManager(builtins=[*BUILTIN_PLUGINS, "harnessgrid.plugins.adapters.claude_code"],
                              load_external=False).registry()
-    spec = registry.adapter("claude-code")
+    spec = registry.adapter("claude-code@1.0.98")
     assert spec.version == "1.0.98"
     harness = spec.create(date="2030-01-01")
     assert isinstance(harness, ClaudeCodeHarness)
     assert isinstance(harness, Harness)
-    assert harness.name == "adapter:claude-code"
+    assert harness.name == "adapter:claude-code@1.0.98"
     state = harness.start(UPPER_TASK, "e")
     assert "Today's date: 2030-01-01" in state.history[0].content
 
@@ -283,7 +288,7 @@ def test_registered_through_the_adapter_hook() -> None:
 
 
 def test_system_prompt_structure_and_env_block() -> None:
-    state = ClaudeCodeHarness().start(UPPER_TASK, "e")
+    state = ClaudeCodeHarness(version=OLD).start(UPPER_TASK, "e")
     system = state.history[0]
     assert system.role == "system"
     order = [system.content.index(s) for s in ("You are Claude Code", "# Tone and style",
@@ -295,13 +300,14 @@ def test_system_prompt_structure_and_env_block() -> None:
                  "Platform: linux", "Today's date: 2025-09-01"):
         assert line in env
     git = Task(id="g", instruction="x", files={".git/HEAD": "ref: refs/heads/main\n"})
-    assert "Is directory a git repo: Yes" in ClaudeCodeHarness().start(git, "e").history[0].content
+    assert "Is directory a git repo: Yes" in ClaudeCodeHarness(version=OLD).start(
+        git, "e").history[0].content
 
 
 def test_claude_md_arrives_as_system_reminder_in_first_user_message() -> None:
     memory = "Always answer in French.\nRun `make check` before finishing.\n"
     task = Task(id="m", instruction="Fix the bug.", files={"CLAUDE.md": memory, "a.py": "x\n"})
-    state = ClaudeCodeHarness().start(task, "e")
+    state = ClaudeCodeHarness(version=OLD).start(task, "e")
     system, first = state.history[0], state.history[1]
     assert "Always answer in French" not in system.content
     assert first.role == "user"
@@ -313,7 +319,7 @@ def test_claude_md_arrives_as_system_reminder_in_first_user_message() -> None:
     assert memory.strip() in reminder
     assert first.content.index("Fix the bug.") > first.content.index("</system-reminder>")
     assert first.content.endswith("</system-reminder>\nFix the bug.")  # nothing after the text
-    plain = ClaudeCodeHarness().start(UPPER_TASK, "e").history[1]  # the reminders still lead
+    plain = ClaudeCodeHarness(version=OLD).start(UPPER_TASK, "e").history[1]  # the reminders still lead
     assert plain.content.startswith("<system-reminder>")
     assert "# claudeMd" not in plain.content
     assert plain.content.endswith("</system-reminder>\n" + UPPER_TASK.instruction)
@@ -764,7 +770,7 @@ def test_a_chat_policy_can_write_the_summary() -> None:
 
 
 def test_episode_with_small_window_compacts_and_still_passes() -> None:
-    harness = ClaudeCodeHarness()
+    harness = ClaudeCodeHarness(version=OLD)
     fixed = estimate_tokens(harness.start(EDIT_TASK, "e").history, harness.tools())
     traj = asyncio.run(run_episode(harness, EDIT_TASK, ScriptedPolicy(),
                                    EpisodeLimits(max_context_tokens=fixed + 500)))
@@ -888,7 +894,7 @@ def test_after_a_compaction_the_turns_append_on_grid_long() -> None:
     adapter compacted again on every turn (19 token segments in 20 turns at 1,536 tokens).
     Now the turns append to the summary until the window fills again: every new segment is
     one compaction, and there are at most half as many segments as turns."""
-    harness = ClaudeCodeHarness()
+    harness = ClaudeCodeHarness(version=OLD)
     compacted = 0
     for task in load_suite("grid-long").tasks("eval")[:3]:
         traj = asyncio.run(run_episode(harness, task, ScriptedPolicy(),

@@ -90,7 +90,8 @@ def test_replay_plays_its_turns_and_records_what_the_harness_sent() -> None:
                                       policy))
     assert traj.passed, (traj.termination, traj.error)
     assert (len(policy.requests), policy.remaining) == (2, 0)
-    assert policy.requests[0].messages[-1].kind == "task"
+    # the task is the last message but the system ones (2.x adds a system-role listing after it)
+    assert [m.kind for m in policy.requests[0].messages if m.role != "system"] == ["task"]
     assert policy.requests[1].messages[-1].role == "tool"  # the Bash result it was shown
     assert [t.assistant.content for t in traj.turns][-1] == "Done: out.txt holds it."
 
@@ -218,6 +219,32 @@ def test_the_checker_runs_inside_an_event_loop() -> None:
 
 # ----------------------------------------------------------------------------- NAME@VERSION
 
+def test_a_create_annotated_any_is_not_mistaken_for_its_class() -> None:
+    """``typing.Any`` is a class since Python 3.11: a factory annotated ``-> Any`` used to be
+    refused as making "Any, which is not a harness"; it proves nothing, so it registers. A
+    factory that names its class is checked against the harness contract."""
+    from harnessgrid.plugin_system.registry import _check_adapter
+    from harnessgrid.plugins.adapters.mini_bash import MiniBashHarness
+    from harnessgrid.registrations import AdapterSpec
+
+    def loose(**options: Any) -> Any:
+        return MiniBashHarness(**options)
+
+    def wrong(**options: Any) -> Path:
+        return Path()
+
+    assert _check_adapter(AdapterSpec(name="loose", description="d", create=loose)) == (
+        "loose", "loose")
+    with pytest.raises(TypeError, match="gives Path, which is not a harness"):
+        _check_adapter(AdapterSpec(name="wrong", description="d", create=wrong))
+    # the built-in shells' factories say which class they make (checked at registration)
+    from harnessgrid.plugin_system.registry import _declared_harness_class
+    from harnessgrid.plugins.adapters.gemini_cli import GeminiCliHarness
+
+    made = harnessgrid.get_registry().adapter("gemini-cli@0.61.0").create
+    assert _declared_harness_class(made) is GeminiCliHarness
+
+
 def test_a_pinned_name_comes_from_the_adapters_version(
         kit: Path, on_sys_path: AddPath) -> None:
     """The plugin registers only ``kit-shell`` with version 2.5.0; ``kit-shell@2.5.0`` names
@@ -254,7 +281,8 @@ def test_built_in_pinned_names_and_their_errors() -> None:
     assert wrong.value.hint == "emulated versions: 1 (adapter:mini-bash is 1)"
     with pytest.raises(ConfigError) as old:
         reg.adapter("claude-code@0.9")
-    assert old.value.hint == (f"emulated versions: {', '.join(VERSIONS)} "
+    listed = dict.fromkeys([VERSIONS[0], *sorted(VERSIONS)])  # the default, then the others
+    assert old.value.hint == (f"emulated versions: {', '.join(listed)} "
                               f"(adapter:claude-code is {VERSIONS[0]})")
 
 
@@ -276,7 +304,8 @@ def test_eval_all_adapters_records_where_each_came_from(kit: Path, tmp_path: Pat
                     "--no-plots", "-q", site=kit, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
-    everyone = [f"adapter:{n}" for n in ("claude-code", ADAPTER, "mini-bash", "openclaw")]
+    everyone = [f"adapter:{n}" for n in ("claude-code", "gemini-cli", ADAPTER, "mini-bash",
+                                          "openclaw")]
     assert manifest["settings"]["out-of-space"] == everyone
     assert manifest["harnessgrid_version"] == harnessgrid.__version__
     assert {"entry_point": "hg_kit", "distribution": DIST, "version": DIST_VERSION} in (
@@ -284,6 +313,7 @@ def test_eval_all_adapters_records_where_each_came_from(kit: Path, tmp_path: Pat
     assert {"entry_point": "micro", "distribution": "harnessgrid",
             "version": harnessgrid.__version__} in manifest["plugins"]
     from harnessgrid.plugins.adapters.claude_code import VERSION as CLAUDE_CODE
+    from harnessgrid.plugins.adapters.gemini_cli import VERSION as GEMINI_CLI
     from harnessgrid.plugins.adapters.openclaw import VERSION as OPENCLAW
 
     assert manifest["adapters"][ADAPTER] == {"version": EMULATES, "plugin": "hg_kit",
@@ -293,6 +323,8 @@ def test_eval_all_adapters_records_where_each_came_from(kit: Path, tmp_path: Pat
         "version": CLAUDE_CODE, "plugin": "harnessgrid.plugins.adapters.claude_code",
         "distribution": "harnessgrid", "distribution_version": harnessgrid.__version__}
     assert manifest["adapters"]["openclaw"]["version"] == OPENCLAW
+    # the third shell, which neither the paper nor any training design has seen
+    assert manifest["adapters"]["gemini-cli"]["version"] == GEMINI_CLI
     assert manifest["adapters"]["mini-bash"]["version"] == "1"
     report = json.loads((out / "report.json").read_text())
     assert report["harnessgrid_version"] == harnessgrid.__version__
@@ -303,6 +335,7 @@ def test_eval_all_adapters_records_where_each_came_from(kit: Path, tmp_path: Pat
     markdown = (out / "report.md").read_text()
     assert f"{DIST} {DIST_VERSION}" in markdown
     assert f"{ADAPTER} (emulates {EMULATES}; from {DIST} {DIST_VERSION})" in markdown
+    assert f"gemini-cli (emulates {GEMINI_CLI}; from harnessgrid" in markdown
     assert "harnessgrid " + harnessgrid.__version__ in (out / "report.html").read_text()
 
 
@@ -311,7 +344,7 @@ def test_the_default_adapters_are_the_papers_two_and_all_stands_alone() -> None:
 
     assert resolve_settings(["out-of-space"])["out-of-space"] == [
         "adapter:claude-code", "adapter:openclaw"]
-    assert check_adapters(["all"]) == ["claude-code", "mini-bash", "openclaw"]
+    assert check_adapters(["all"]) == ["claude-code", "gemini-cli", "mini-bash", "openclaw"]
     assert check_adapters(["mini-bash@1"]) == ["mini-bash@1"]
     with pytest.raises(ConfigError, match="`all` already names every registered adapter"):
         check_adapters(["all", "openclaw"])
@@ -329,8 +362,9 @@ def test_a_resume_that_would_mix_adapter_releases_is_refused() -> None:
     assert incompatibilities(manifest("2.5.0"), manifest("2.5.0")) == []
     assert incompatibilities(manifest("2.5.0"), manifest("2.6.0")) == [
         "adapter kit-shell: the stored episodes ran it emulating version 2.5.0, it now "
-        "emulates 2.6.0 (pin the stored one: --adapters kit-shell@2.5.0, if it is still "
-        "emulated)"]
+        "emulates 2.6.0 (finish this directory with the harnessgrid release that emulated "
+        "2.5.0 as kit-shell; to measure 2.5.0 again, start a fresh --out with --adapters "
+        "kit-shell@2.5.0, if it is still emulated)"]
     older = Manifest(policy="scripted", settings={"out-of-space": ["adapter:kit-shell"]})
     assert incompatibilities(older, manifest("2.6.0")) == []  # written before 0.2.0
 
@@ -414,12 +448,12 @@ def test_plugins_new_adapter_passes_its_tests_and_mypy_strict(tmp_path: Path) ->
     against the installed entry point, and ``mypy --strict src`` passes, which needs mypy to
     see harnessgrid through the editable install (scripts/typing_tree.sh) and a typed
     ``hookimpl``; ruff is clean under the rules it declares."""
-    root = _new_adapter_package(tmp_path / "pkg", "hg_gemini", "gemini-cli")
+    root = _new_adapter_package(tmp_path / "pkg", "hg_qwen", "qwen-code")
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) == [
-        "README.md", "pyproject.toml", "src/hg_gemini/__init__.py", "src/hg_gemini/adapter.py",
-        "src/hg_gemini/py.typed", "tests/fixtures/tool_schemas.json", "tests/test_adapter.py"]
+        "README.md", "pyproject.toml", "src/hg_qwen/__init__.py", "src/hg_qwen/adapter.py",
+        "src/hg_qwen/py.typed", "tests/fixtures/tool_schemas.json", "tests/test_adapter.py"]
     pyproject = (root / "pyproject.toml").read_text()
-    assert '[project.entry-points.harnessgrid]\nhg_gemini = "hg_gemini.adapter"' in pyproject
+    assert '[project.entry-points.harnessgrid]\nhg_qwen = "hg_qwen.adapter"' in pyproject
     site = tmp_path / "site"
     _pip_target(root, site)
     tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -446,11 +480,11 @@ def test_plugins_new_adapter_rejects_bad_and_taken_names(tmp_path: Path) -> None
 
     with pytest.raises(ConfigError, match="is taken: adapter:openclaw is already registered"):
         check_adapter_name("openclaw")
-    with pytest.raises(ConfigError, match="'Gemini CLI' is not valid") as bad:
-        check_adapter_name("Gemini CLI")
-    assert "gemini-cli" in (bad.value.hint or "")
+    with pytest.raises(ConfigError, match="'Qwen Code' is not valid") as bad:
+        check_adapter_name("Qwen Code")
+    assert "qwen-code" in (bad.value.hint or "")
     with pytest.raises(ConfigError, match="not valid"):
-        check_adapter_name("gemini@0.61.0")
+        check_adapter_name("qwen@0.24.4")
     refused = subprocess.run([sys.executable, "-m", "harnessgrid", "plugins", "new", "hg_x",
                               "--adapter", "mini-bash", "--dir", str(tmp_path / "x")],
                              env=_env(), capture_output=True, text=True)

@@ -1,7 +1,7 @@
-"""``adapter:openclaw`` (OpenClaw v2026.2.26 emulation): tool schemas against a fixture, result
+"""``adapter:openclaw@2026.2.26`` (the OpenClaw v2026.2.26 emulation): tool schemas against a fixture, result
 formats, exec/process semantics, bootstrap files, pruning and compaction at their documented
 thresholds, session-file format, and the scripted oracle through it. Episodes run in real
-sandboxes."""
+sandboxes. 2026.9.6, the newest (``adapter:openclaw``): ``test_adapter_openclaw_2026_9.py``."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from harnessgrid.plugins.adapters._openclaw_context import (
     SummaryRequest,
     prune,
 )
-from harnessgrid.plugins.adapters.openclaw import VERSION, OpenClawHarness
+from harnessgrid.plugins.adapters.openclaw import VERSIONS, OpenClawHarness
 from harnessgrid.plugins.tasks.examples import EDIT_TASK, UPPER_TASK
 from harnessgrid.policies import PolicyRequest
 from harnessgrid.policies.scripted import ScriptedPolicy
@@ -41,6 +41,11 @@ FIXTURES = Path(__file__).parent / "fixtures" / "openclaw"
 ADAPTERS = ["harnessgrid.plugins.adapters.openclaw", "harnessgrid.plugins.adapters.mini_bash"]
 
 T = TypeVar("T")
+VERSION = "2026.2.26"  # the release this file tests
+
+
+def _legacy(**options: Any) -> OpenClawHarness:
+    return OpenClawHarness(version=VERSION, **options)
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -69,7 +74,7 @@ _ids = iter(range(10**6))
 def play(turns: list[ModelTurn], files: Mapping[str, str | bytes] | None = None,
          harness: OpenClawHarness | None = None, **limits: Any) -> Trajectory:
     task = Task(id="t", instruction="Do the thing.", files=dict(files or {}))
-    return run(run_episode(harness or OpenClawHarness(), task, Script(turns),
+    return run(run_episode(harness or _legacy(), task, Script(turns),
                            EpisodeLimits(**limits)))
 
 
@@ -91,7 +96,8 @@ def test_registered_with_version_and_options() -> None:
     registry = PluginManager(builtins=[*BUILTIN_PLUGINS, *ADAPTERS],
                              load_external=False).registry()
     spec = registry.adapter("openclaw")
-    assert spec.version == VERSION == "2026.2.26"
+    assert spec.version == VERSIONS[0] == "2026.9.6"  # the newest emulated release
+    assert VERSION in VERSIONS
     harness = spec.create(model="m1")
     assert isinstance(harness, OpenClawHarness)
     assert harness.native_tools
@@ -123,7 +129,7 @@ def test_tool_schemas_match_the_fixture() -> None:
     fixture = json.loads((FIXTURES / f"tool_schemas-{VERSION}.json").read_text())
     assert fixture["package"] == f"openclaw@{VERSION}"
     assert fixture["pi_coding_agent"] == "@mariozechner/pi-coding-agent@0.55.1"
-    specs = OpenClawHarness().tools()
+    specs = _legacy().tools()
     assert [s.name for s in specs] == fixture["tool_order"]
     for spec in specs:
         params = spec.parameters
@@ -138,7 +144,7 @@ def test_tool_schemas_match_the_fixture() -> None:
 
 
 def test_render_action_maps_the_oracle_onto_openclaw_tools() -> None:
-    h = OpenClawHarness()
+    h = _legacy()
     cases = [
         (Action.of("read", path="a.txt"), "read", {"path": "a.txt"}),
         (Action.of("write", path="a", content="x"), "write", {"path": "a", "content": "x"}),
@@ -200,7 +206,7 @@ def test_read_without_limit_is_capped_by_the_context_window() -> None:
     rest = results(play([call("read", path="wide.txt", offset=int(page.group(2)))],
                         {"wide.txt": text}))[0].content
     assert page.group(1) + "\n" + rest == text  # nothing lost between the calls
-    state = OpenClawHarness().start(Task(id="t", instruction="x"), "e")
+    state = _legacy().start(Task(id="t", instruction="x"), "e")
     from harnessgrid.plugins.adapters._openclaw_tools import WINDOW_KEY, _read_cap
 
     assert _read_cap(state) == 50 * 1024
@@ -395,7 +401,7 @@ def test_background_exec_and_process_sessions() -> None:
              process("log", offset=0, limit=1), process("kill"),
              call("process", action="poll", sessionId="no-such"),
              call("process", action="poll")]
-    traj = run(run_episode(OpenClawHarness(), Task(id="t", instruction="x"), Follow(steps),
+    traj = run(run_episode(_legacy(), Task(id="t", instruction="x"), Follow(steps),
                            episode_id="bg"))
     started, quick, listing, poll, again, tail, head, kill, unknown, anonymous = results(traj)
     m = re.fullmatch(r"Command still running \(session ([a-z]+-[a-z]+), pid (\d+)\)\. "
@@ -410,7 +416,7 @@ def test_background_exec_and_process_sessions() -> None:
     assert rows[1].endswith(":: printf 'a\\nb\\nc\\n'")
     # no runtime column: the episode hides durations (EpisodeLimits.durations)
     assert rows[1] == f"{m.group(1)} completed :: printf 'a\\nb\\nc\\n'"
-    shown = run(run_episode(OpenClawHarness(), Task(id="t", instruction="x"), Follow(steps),
+    shown = run(run_episode(_legacy(), Task(id="t", instruction="x"), Follow(steps),
                             EpisodeLimits(durations="measured"), episode_id="bg"))
     listed = results(shown)[2].content.splitlines()
     assert re.fullmatch(rf"{m.group(1)} completed 0s :: printf 'a\\nb\\nc\\n'", listed[1])
@@ -424,7 +430,7 @@ def test_background_exec_and_process_sessions() -> None:
     assert {kill.kind, unknown.kind, anonymous.kind} == {"observation"}  # not isError
     assert [c.action.args["command"] for c in traj.turns[3].calls] == [
         f": process poll {m.group(1)}"]
-    again_traj = run(run_episode(OpenClawHarness(), Task(id="t", instruction="x"),
+    again_traj = run(run_episode(_legacy(), Task(id="t", instruction="x"),
                                  Follow(steps[:1]), episode_id="bg"))
     assert results(again_traj)[0].content == started.content  # ids are deterministic
 
@@ -446,7 +452,7 @@ def test_process_accepts_every_openclaw_action() -> None:
              process("submit"), process("paste", text="hi", bracketed=False),
              process("log"), process("dance"), process("clear"), process("remove"),
              process("poll"), call("exec", command="true", background=True)]
-    traj = run(run_episode(OpenClawHarness(), Task(id="t", instruction="x"), Follow(steps),
+    traj = run(run_episode(_legacy(), Task(id="t", instruction="x"), Follow(steps),
                            episode_id="acts"))
     out = [m.content for m in results(traj)]
     name = sid(traj.history)
@@ -501,7 +507,7 @@ def test_exec_yield_ms_is_clamped_and_output_interleaved() -> None:
 
 def _prompt(files: dict[str, str | bytes], **options: Any) -> str:
     task = Task(id="p", instruction="x", files=files)
-    return OpenClawHarness(**options).start(task, "e").history[0].content
+    return _legacy(**options).start(task, "e").history[0].content
 
 
 def test_system_prompt_sections_in_order() -> None:
@@ -546,7 +552,7 @@ def test_bootstrap_files_markers_caps_and_persona() -> None:
 def test_bootstrap_total_budget_and_source_dir(tmp_path: Path) -> None:
     (tmp_path / "AGENTS.md").write_text("from the folder\n")
     task = Task(id="p", instruction="x", source_dir=tmp_path, files={"/workspace/USER.md": "hi"})
-    prompt = OpenClawHarness().start(task, "e").history[0].content
+    prompt = _legacy().start(task, "e").history[0].content
     assert "from the folder" in prompt
     assert "## /workspace/USER.md\nhi" in prompt
     small = _prompt({"AGENTS.md": "a" * 500, "SOUL.md": "b" * 500},
@@ -619,7 +625,7 @@ def test_hard_clear_oldest_first_until_below_half() -> None:
 
 
 def test_pruning_changes_the_view_not_the_history() -> None:
-    h = OpenClawHarness()
+    h = _legacy()
     state = h.start(Task(id="t", instruction="task"), "e")
     state.append(*_tool_turns([6000] * 6)[1:])
     before = list(state.history)
@@ -647,7 +653,7 @@ def _long_state(h: OpenClawHarness, turns: int = 20) -> EpisodeState:
 
 
 def test_compaction_triggers_at_window_minus_reserve_and_writes_a_checkpoint() -> None:
-    h = OpenClawHarness(pruning=PruningSettings(mode="off"))
+    h = _legacy(pruning=PruningSettings(mode="off"))
     settings = CompactionSettings()
     assert settings.trigger(200_000) == 200_000 - 16_384
     assert settings.keep(200_000) == 20_000
@@ -688,7 +694,7 @@ def test_compaction_summarizer_hook_and_repeated_compaction() -> None:
         seen.append(request)
         return f"## Goal\ncustom summary {len(seen)}"
 
-    h = OpenClawHarness(summarizer=summarize, pruning=PruningSettings(mode="off"))
+    h = _legacy(summarizer=summarize, pruning=PruningSettings(mode="off"))
     budget = ContextBudget(max_tokens=8_000)
     state = _long_state(h)
     h.view(state, budget)
@@ -818,7 +824,7 @@ def test_a_transcript_grader_counting_tool_calls_works() -> None:
                 "mentions_file": float("out.txt" in str(transcript))}
 
     task = UPPER_TASK.model_copy(update={"grader": FunctionGrader(count_calls)})
-    traj = run(run_episode(OpenClawHarness(), task, ScriptedPolicy()))
+    traj = run(run_episode(_legacy(), task, ScriptedPolicy()))
     assert traj.subscores == {"read_twice": 1.0, "exec_once": 1.0, "mentions_file": 1.0}
     assert count_calls(Path("."), OpenClawHarness.session_events(traj)) == traj.subscores
 
@@ -828,11 +834,11 @@ def test_a_transcript_grader_counting_tool_calls_works() -> None:
 
 @pytest.mark.parametrize("task", [UPPER_TASK, EDIT_TASK], ids=lambda t: t.id)
 def test_oracle_scores_one_through_the_adapter(task: Task) -> None:
-    traj = run(run_episode(OpenClawHarness(), task, ScriptedPolicy()))
+    traj = run(run_episode(_legacy(), task, ScriptedPolicy()))
     assert traj.termination == "finished", (traj.error, traj.subscores)
     assert traj.score == 1.0, (traj.error, traj.subscores)
     assert traj.harness == "adapter:openclaw"
-    null = run(run_episode(OpenClawHarness(), task, ScriptedPolicy(empty=True)))
+    null = run(run_episode(_legacy(), task, ScriptedPolicy(empty=True)))
     # null sends nothing: OpenClaw nudges each empty reply until the run of them ends it
     assert null.termination == "format_errors"
     assert null.score is not None
@@ -847,7 +853,7 @@ def _grid_bench() -> Any:
 
 def test_oracle_scores_one_on_a_grid_bench_sample() -> None:
     tasks = list(_grid_bench().tasks())[::8]
-    trajs = run(run_episodes([(OpenClawHarness(), t) for t in tasks], ScriptedPolicy(),
+    trajs = run(run_episodes([(_legacy(), t) for t in tasks], ScriptedPolicy(),
                              concurrency=8))
     failed = [(t.task_id, t.termination, t.score, t.error or t.grade_error) for t in trajs
               if t.score != 1.0]
@@ -864,8 +870,8 @@ def test_harness_show_describes_the_adapter(monkeypatch: pytest.MonkeyPatch) -> 
     registry = PluginManager(builtins=[*BUILTIN_PLUGINS, *ADAPTERS],
                              load_external=False).registry()
     monkeypatch.setattr(harnessgrid.plugin_system.registry, "get_registry", lambda: registry)
-    info = describe("adapter:openclaw", None)
-    assert info["harness"] == "adapter:openclaw"
+    info = describe(f"adapter:openclaw@{VERSION}", None)
+    assert info["harness"] == f"adapter:openclaw@{VERSION}"
     assert info["native_tools"]
     assert [t["name"] for t in info["tools"]] == ["read", "write", "edit", "exec", "process"]
     assert info["system_prompt"].startswith("You are a personal assistant running inside")
@@ -912,7 +918,7 @@ def test_compactions_and_pruning_append_on_grid_long() -> None:
 
     compacted = 0
     for task in load_suite("grid-long").tasks("eval")[:4]:
-        traj = run(run_episode(OpenClawHarness(), task, ScriptedPolicy(),
+        traj = run(run_episode(_legacy(), task, ScriptedPolicy(),
                                EpisodeLimits(max_context_tokens=3072)))
         assert traj.passed, (task.id, traj.termination, traj.error)
         checkpoints = [m for m in traj.history if m.kind == "compaction"]

@@ -1,7 +1,8 @@
 """The emulated shells answer as the real ones: recorded outputs of the published packages
 (``scripts/adapter_outputs.py``: Claude Code 1.0.98's ``cli.js``, OpenClaw's pi-coding-agent
 write tool) for a fixed set of calls, replayed through the emulations and compared; and the
-smaller facts of issue 30 item 9 (schemas' descriptions, the approval hook's merge)."""
+smaller facts of issue 30 item 9 (schemas' descriptions, the approval hook's merge). Claude
+Code 2.1.332's recorded outputs are replayed in ``test_adapter_claude_code_2.py``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from harnessgrid.models import ModelTurn, ToolCall
 from harnessgrid.plugins.adapters._claude_code_prompt import context_reminder
 from harnessgrid.plugins.adapters._js import js_len, js_prefix, js_suffix
 from harnessgrid.plugins.adapters.claude_code import ClaudeCodeHarness
-from harnessgrid.plugins.adapters.openclaw import VERSION as OC_VERSION
 from harnessgrid.plugins.adapters.openclaw import OpenClawHarness
 from harnessgrid.sandboxing.sandbox import Sandbox
 from harnessgrid.sandboxing.tools import Environment
@@ -25,6 +25,7 @@ from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import Task
 
 FIXTURES = Path(__file__).parent / "fixtures"
+OC_VERSION = "2026.2.26"  # pi-coding-agent's write records cover this release (2026.9.6: its own file)
 CC = json.loads((FIXTURES / "claude_code" / "outputs-1.0.98.json").read_text())
 OC = json.loads((FIXTURES / "openclaw" / f"outputs-{OC_VERSION}.json").read_text())
 OC_SCHEMAS = json.loads((FIXTURES / "openclaw" / f"tool_schemas-{OC_VERSION}.json").read_text())
@@ -116,7 +117,7 @@ def test_claude_code_first_message_opens_with_the_context_block(
 def test_openclaw_write_counts_as_javascript(index: int) -> None:
     """pi's write reports ``content.length``: UTF-16 units ("héllo 😀\\n" is 9, not 8)."""
     recorded = OC["calls"][index]
-    _, answers = _replay(OpenClawHarness(), {}, [(recorded["tool"], recorded["input"])])
+    _, answers = _replay(OpenClawHarness(version=OC_VERSION), {}, [(recorded["tool"], recorded["input"])])
     assert answers[0][0] == recorded["result"]
 
 
@@ -124,7 +125,7 @@ def test_openclaw_schemas_describe_what_the_real_ones_describe() -> None:
     """Aliases are their original's schema, description included
     (``patchToolSchemaForClaudeCompatibility`` copies it); ``process``'s send-keys, paste and
     poll options carry descriptions; ``env`` has none."""
-    specs = {s.name: s.parameters for s in OpenClawHarness().tools()}
+    specs = {s.name: s.parameters for s in OpenClawHarness(version=OC_VERSION).tools()}
     for tool, described in OC_SCHEMAS["described"].items():
         props = specs[tool]["properties"]
         assert [k for k, v in props.items() if "description" in v] == described, tool
@@ -141,7 +142,7 @@ def test_openclaw_modified_call_merges_over_the_original() -> None:
     def only_path(request: ToolCallRequest) -> Approval:
         return modify(request.call.model_copy(update={"arguments": {"path": "safe.txt"}}))
 
-    harness = OpenClawHarness()
+    harness = OpenClawHarness(version=OC_VERSION)
     loop = asyncio.new_event_loop()
     ws = Workspace.create({})
     sandbox = Sandbox(ws)

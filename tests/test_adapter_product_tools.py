@@ -236,10 +236,10 @@ def test_claude_code_render_action_is_the_mcp_call() -> None:
 
 
 def test_openclaw_presents_product_tools_as_plugin_tools(rig: Callable[..., Rig]) -> None:
-    plain = OpenClawHarness()
+    plain = OpenClawHarness(version="2026.2.26")
     assert plain.tools() == oc_tool_specs()
     task = Task(id="t", instruction="x")
-    r = rig(OpenClawHarness())
+    r = rig(OpenClawHarness(version="2026.2.26"))
     spec = shop([]).spec()
     assert r.harness.tools() == [*oc_tool_specs(), spec]
     prompt = r.state.history[0].content
@@ -249,11 +249,11 @@ def test_openclaw_presents_product_tools_as_plugin_tools(rig: Callable[..., Rig]
     assert "lookup_order" not in plain.system_prompt_text(task)
     for name in ("exec", "Read", "bash"):
         with pytest.raises(ConfigError, match="OpenClaw's own tools"):
-            OpenClawHarness().add_product_tools([spec.model_copy(update={"name": name})])
+            OpenClawHarness(version="2026.2.26").add_product_tools([spec.model_copy(update={"name": name})])
 
 
 def test_openclaw_runs_plugin_tools_and_shows_their_errors(rig: Callable[..., Rig]) -> None:
-    r = rig(OpenClawHarness())
+    r = rig(OpenClawHarness(version="2026.2.26"))
     msg = r.call("lookup_order", order_id="A17")
     assert (msg.content, msg.kind) == (ORDER, "observation")
     assert r.outcome.executed[0].action == Action.of("tool", name="lookup_order",
@@ -270,7 +270,7 @@ def test_openclaw_runs_plugin_tools_and_shows_their_errors(rig: Callable[..., Ri
 
 
 def test_openclaw_denials_are_blocked_calls(rig: Callable[..., Rig]) -> None:
-    r = rig(OpenClawHarness(), approve=deny_writes)
+    r = rig(OpenClawHarness(version="2026.2.26"), approve=deny_writes)
     blocked = r.call("write", path="notes.md", content="hi")
     assert blocked.kind == "observation"  # a blocked call throws: a normal JSON result
     assert blocked.content == ('{\n  "status": "error",\n  "tool": "write",\n  "error": "'
@@ -295,7 +295,7 @@ def test_openclaw_runs_the_modified_call_and_exec_reaches_products(
                 **request.arguments, "path": "safe/notes.md"}}))
         return allow()
 
-    r = rig(OpenClawHarness(), approve=redirect)
+    r = rig(OpenClawHarness(version="2026.2.26"), approve=redirect)
     msg = r.call("write", path="notes.md", content="hi")
     assert msg.content == "Successfully wrote 2 bytes to safe/notes.md"
     assert (r.ws.root / "safe/notes.md").read_text() == "hi"
@@ -307,7 +307,7 @@ def test_openclaw_runs_the_modified_call_and_exec_reaches_products(
 
 
 def test_openclaw_render_action_is_the_plugin_call() -> None:
-    h = OpenClawHarness()
+    h = OpenClawHarness(version="2026.2.26")
     action = Action.of("tool", name="lookup_order", arguments='{"order_id": "A17", "name": "x"}')
     assert h.render_action(action, "c1").tool_calls == (
         ToolCall(id="c1", name="lookup_order", arguments={"order_id": "A17", "name": "x"}),)

@@ -25,7 +25,7 @@ from harnessgrid.tasks import Task
 from harnessgrid.trajectory import Trajectory
 
 HARNESSES = ["S0-T0-O0-C0-W0", "S0-T0-O1-C0-W0", "S0-T1-O2-C0-W0", "S0-T2-O2-C0-W0",
-             "adapter:claude-code", "adapter:openclaw", "adapter:mini-bash"]
+             "adapter:claude-code", "adapter:openclaw", "adapter:gemini-cli", "adapter:mini-bash"]
 
 
 def played(harness: str, sleep_s: str, limits: EpisodeLimits) -> Trajectory:

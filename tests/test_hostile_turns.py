@@ -147,7 +147,8 @@ def _codes(n: int = 12) -> list[str]:
     return out
 
 
-SPECS = [*_codes(), "adapter:claude-code", "adapter:openclaw", "adapter:mini-bash"]
+SPECS = [*_codes(), "adapter:claude-code", "adapter:openclaw", "adapter:gemini-cli",
+         "adapter:mini-bash"]
 
 
 def test_the_sample_covers_every_level() -> None:
@@ -272,7 +273,8 @@ def test_surrogates_and_deep_nesting_in_a_write_are_a_format_error(spec: str) ->
     harness = resolve_harness(spec)
     if harness.native_tools:
         name = _write_tool(spec)
-        keys = ("file_path" if spec == "adapter:claude-code" else "path", "content")
+        keys = ("file_path" if spec in ("adapter:claude-code", "adapter:gemini-cli") else "path",
+                "content")
         turns = [ModelTurn(tool_calls=(ToolCall(id="s", name=name, arguments=dict(
                      zip(keys, ("s.txt", SURROGATES), strict=True))),)),
                  ModelTurn(tool_calls=(ToolCall(id="d", name=name, arguments=dict(
@@ -302,9 +304,9 @@ def test_verify_recover_records_a_failed_call_with_surrogates() -> None:
 @pytest.mark.parametrize(("spec", "name", "arguments"), [
     ("adapter:openclaw", "read", {"path": "notes.txt", "offset": float("inf")}),
     ("adapter:openclaw", "read", {"path": "notes.txt", "limit": float("nan")}),
-    ("adapter:claude-code", "Grep", {"pattern": "x", "-A": float("inf")}),
-    ("adapter:claude-code", "Grep", {"pattern": "x", "-B": float("nan")}),
-    ("adapter:claude-code", "Grep", {"pattern": "x", "head_limit": float("-inf")}),
+    ("adapter:claude-code@1.0.98", "Grep", {"pattern": "x", "-A": float("inf")}),
+    ("adapter:claude-code@1.0.98", "Grep", {"pattern": "x", "-B": float("nan")}),
+    ("adapter:claude-code@1.0.98", "Grep", {"pattern": "x", "head_limit": float("-inf")}),
 ])
 def test_non_finite_numbers_are_a_format_error(spec: str, name: str,
                                                arguments: dict[str, Any]) -> None:
@@ -315,8 +317,8 @@ def test_non_finite_numbers_are_a_format_error(spec: str, name: str,
 
 @pytest.mark.parametrize(("spec", "name", "arguments"), [
     ("adapter:openclaw", "read", {"path": "notes.txt", "offset": 1e308, "limit": -1e308}),
-    ("adapter:claude-code", "Grep", {"pattern": "x", "-A": 1e308, "-B": 10**40,
-                                     "head_limit": -1e308, "output_mode": "content"}),
+    ("adapter:claude-code@1.0.98", "Grep", {"pattern": "x", "-A": 1e308, "-B": 10**40,
+                                            "head_limit": -1e308, "output_mode": "content"}),
     ("adapter:openclaw", "exec", {"command": "pwd", "workdir": "d/" * 2500}),
     ("adapter:openclaw", "exec", {"command": "pwd", "workdir": "x" * 5000}),
     ("adapter:claude-code", "Read", {"file_path": "/workspace/" + "d/" * 2500}),
@@ -358,11 +360,11 @@ def test_an_evaluation_of_hostile_replies_stores_and_reports_every_episode(
     out = tmp_path / "run"
     config = EvalConfig(policy="hostile-replies", suites=("examples",),
                         settings=("original", "out-of-space"),
-                        adapters=("claude-code", "openclaw", "mini-bash"),
+                        adapters=("claude-code", "openclaw", "gemini-cli", "mini-bash"),
                         original="S0-T0-O0-C0-W0", runs=1, limits=EpisodeLimits(max_turns=8))
     outcome = evaluate(config, out, policy=HostileReplies())
     results = read_results(out)
-    assert outcome.ran == outcome.total == len(results) == 8  # 2 tasks x (original + 3 adapters)
+    assert outcome.ran == outcome.total == len(results) == 10  # 2 tasks x (original + 4 adapters)
     assert all(r.termination != "internal_error" and not r.infra_failure for r in results)
     for result in results:
         traj = load_trajectory(out, result)

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 import harnessgrid as hg
 from harnessgrid.engine.executor import run_episodes
 from harnessgrid.episode import ContextBudget, estimate_tokens
+from harnessgrid.harness import offered_tools
 from harnessgrid.levels import FACTOR_BASES
 from harnessgrid.models import (
     ACTION_ARGS,
@@ -51,6 +52,7 @@ from harnessgrid.plugins.micro import (
     micro_harness,
 )
 from harnessgrid.plugins.micro.contexts import MicroDigest, MicroWindow
+from harnessgrid.plugins.micro.corpus import ADAPTERS
 from harnessgrid.plugins.micro.tasks import EVAL_SIZE, TRAIN_PER_FAMILY, WORDS, micro_suite
 from harnessgrid.policies.scripted import ScriptedPolicy
 from harnessgrid.tasks import Task
@@ -158,7 +160,7 @@ def test_oracle_passes_and_null_fails_through_the_adapters() -> None:
     """Out-of-space evaluation runs micro tasks through the emulated shells."""
     registry = get_registry()
     jobs = [(registry.adapter(name).create(), EVAL[f][0])
-            for name in ("claude-code", "openclaw") for f in FAMILIES]
+            for name in ("claude-code", "openclaw", "gemini-cli") for f in FAMILIES]
     assert _failures(asyncio.run(run_episodes(jobs, ScriptedPolicy(), concurrency=4))) == []
     idle = asyncio.run(run_episodes(jobs, ScriptedPolicy(empty=True), concurrency=4))
     assert all(t.score is not None and t.score < 1.0 for t in idle)
@@ -363,7 +365,8 @@ def test_corpus_covers_levels_adapters_and_tasks() -> None:
     for needle in ('"name": "rd"', "<w p=", "/put ", '{"ok":true', "# read ", "(empty)",
                    "earlier turns hidden]", "Earlier steps:", "Plan kept:", "Not yet: check",
                    "You are Kit", "Claude Code", "OpenClaw", '"name": "TodoWrite"', "→",
-                   '"name": "exec"'):
+                   '"name": "exec"', '"name": "ToolSearch"', '"name": "apply_patch"',
+                   '"name": "run_shell_command"'):
         assert needle in text, needle
     wrapped = {c.removeprefix("<|im_start|>user\n").removesuffix("<|im_end|>\n")
                for c in corpus}
@@ -376,7 +379,8 @@ def test_corpus_covers_levels_adapters_and_tasks() -> None:
 
 def _first_prompt_len(tokenizer: Any, harness: Any, task: Task) -> int:
     state = harness.start(task, "probe")
-    tools = [t.openai() for t in harness.tools()] if harness.native_tools else None
+    tools = ([t.openai() for t in offered_tools(harness, state)] if harness.native_tools
+             else None)
     ids = tokenizer.apply_chat_template([m.openai() for m in state.history], tools=tools,
                                         add_generation_prompt=True, tokenize=True,
                                         return_dict=False)
@@ -386,9 +390,12 @@ def _first_prompt_len(tokenizer: Any, harness: Any, task: Task) -> int:
 def test_micro_model_on_the_corpus_keeps_prompts_short(tmp_path: Path) -> None:
     """Measured (vocabulary 3072, 599,856 parameters, 4096 positions, ``words``
     pre-tokenizer): the first prompt of a micro configuration, for the longest eval task, is
-    119-545 tokens (median 182); adapter:claude-code 2588, adapter:openclaw 1684 (its real
-    exec/process schemas: 12 properties each). (With Qwen's pre-tokenizer, before the schemas
-    were completed: 110-523, median 153; 2364 and 1289.)"""
+    119-545 tokens (median 182); adapter:claude-code@1.0.98 2618, adapter:openclaw@2026.2.26
+    1879 (its real exec/process schemas: 12 properties each); today's releases
+    (2026-12-06): claude-code 2.1.332 3105 (its 12 tools offered before ToolSearch), gemini-cli
+    0.61.0 3286, openclaw 2026.9.6 19173 (54 tool schemas: more than the model's positions).
+    (With Qwen's pre-tokenizer, before the schemas were completed: 110-523, median 153; 2364
+    and 1289.)"""
     transformers = pytest.importorskip("transformers")
     from typer.testing import CliRunner
 
@@ -409,11 +416,16 @@ def test_micro_model_on_the_corpus_keeps_prompts_short(tmp_path: Path) -> None:
     assert max(lengths) <= 600
     assert statistics.median(lengths) <= 200
     registry = get_registry()
-    claude = _first_prompt_len(tokenizer, registry.adapter("claude-code").create(), longest)
-    openclaw = _first_prompt_len(tokenizer, registry.adapter("openclaw").create(), longest)
-    assert claude <= 2_700
-    assert openclaw <= 1_900
-    assert max(claude, openclaw) + 1_000 <= positions
+    shells = {name: _first_prompt_len(tokenizer, registry.adapter(name).create(), longest)
+              for name in ADAPTERS}
+    assert shells["claude-code@1.0.98"] <= 2_700
+    assert shells["openclaw@2026.2.26"] <= 1_900
+    # the previous releases leave room for the turns that follow
+    assert max(shells["claude-code@1.0.98"], shells["openclaw@2026.2.26"]) + 1_000 <= positions
+    # today's Claude Code and Gemini CLI fit with less room; today's OpenClaw does not fit
+    assert shells["claude-code"] <= 3_200
+    assert shells["gemini-cli"] <= 3_400
+    assert shells["openclaw"] > positions
     # the cache key holds the corpus: the same call reuses the build, a default build does not
     info = json.loads((path / "harnessgrid_tiny_model.json").read_text())
     assert info["size"] == "micro"

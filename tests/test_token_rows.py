@@ -21,8 +21,11 @@ from harnessgrid.policies.hf import HFPolicy
 from harnessgrid.token_rows import TokenRow
 from harnessgrid.trajectory import Trajectory
 
+# The shells' earlier releases: today's Claude Code and OpenClaw prompts are 26,000 tokens and
+# more in the tiny model's tokenizer, past its 4096 positions (the episode would end before a
+# token is generated).
 HARNESSES = ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W1", "S2-T2-O2-C2-W2", "S0-T0-O2-C2-W0",
-             "adapter:claude-code", "adapter:openclaw"]
+             "adapter:claude-code@1.0.98", "adapter:openclaw@2026.2.26"]
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ from harnessgrid.sandboxing.sandbox import sandbox_available
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap")
 
 DENIABLE = ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W0", "adapter:claude-code", "adapter:openclaw",
-            "adapter:mini-bash"]
+            "adapter:gemini-cli", "adapter:mini-bash"]
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_a_product_tool_that_raised_is_not_ok(project: Path, harness: str) -> No
 
 
 @pytest.mark.parametrize("harness", ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W0", "adapter:mini-bash",
-                                     "adapter:openclaw"])
+                                     "adapter:openclaw", "adapter:gemini-cli"])
 def test_a_failed_read_and_a_failing_command_are_not_ok(project: Path, harness: str) -> None:
     policy = PlanPolicy([Action.of("read", path="notes.txt"),
                          Action.of("read", path="no-such-file.txt"),

@@ -230,8 +230,8 @@ def test_jobs_follow_the_schedule_with_stable_episode_ids(tmp_path: Path) -> Non
             (i.task_id, i.config.code) for i in items for _ in range(cfg.group_size)]
         assert jobs == TrainingPlan(cfg).jobs(step)  # recomputed from scratch: identical
         assert len({j.episode_id for j in jobs}) == len(jobs)
-    adapter = TrainingPlan(tiny_config(Path("m"), tmp_path, design="adapter:openclaw"))
-    assert {j.harness for j in adapter.jobs(0)} == {"adapter:openclaw"}
+    adapter = TrainingPlan(tiny_config(Path("m"), tmp_path, design="adapter:openclaw@2026.2.26"))
+    assert {j.harness for j in adapter.jobs(0)} == {"adapter:openclaw@2026.2.26"}
 
 
 def test_unknown_adapter_is_named(tmp_path: Path) -> None:
@@ -346,8 +346,9 @@ def test_on_policy_through_every_context_level_and_both_shells(tiny_model_dir: P
                                                               tmp_path: Path) -> None:
     """Recomputed logprobs equal the sampling logprobs (1e-4, fp32) on every row, including
     rows that start after a history rewrite and rows of the emulated shells."""
+    # the shells' earlier releases: today's prompts outgrow the tiny model's 4096 positions
     harnesses = ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W1", "S2-T2-O2-C2-W2",
-                 "adapter:claude-code", "adapter:openclaw", "broken"]
+                 "adapter:claude-code@1.0.98", "adapter:openclaw@2026.2.26", "broken"]
     cfg = tiny_config(tiny_model_dir, tmp_path / "run", steps=1, rollouts_per_task=2,
                       limits={"max_turns": 6, "max_context_tokens": 6000},
                       max_new_tokens=48)
@@ -374,7 +375,7 @@ def test_on_policy_with_the_prefill_savings(tiny_model_dir: Path, tmp_path: Path
     empties the cache): every row's recomputed logprobs equal the sampling ones, the weights
     move, and the step log counts prompt tokens read from the cache instead of prefilled."""
     harnesses = ["S0-T0-O0-C0-W0", "S1-T1-O1-C1-W1", "S2-T2-O2-C2-W2",
-                 "adapter:claude-code", "adapter:openclaw"]
+                 "adapter:claude-code@1.0.98", "adapter:openclaw@2026.2.26"]
     cfg = tiny_config(tiny_model_dir, tmp_path / "run", rollouts_per_task=2,
                       limits={"max_turns": 4, "max_context_tokens": 6000}, max_new_tokens=32)
     result = train(cfg, reward_funcs=[parity_reward], plan=HandPickedPlan(cfg, harnesses),
@@ -461,7 +462,7 @@ def test_cli_train_runs_an_example_and_reports_bad_configs(tiny_model_dir: Path,
 def sft_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> TrainResult:
     """Black-box SFT: scripted-oracle demonstrations through the emulated OpenClaw shell."""
     out = tmp_path_factory.mktemp("sft") / "run"
-    cfg = tiny_config(tiny_model_dir, out, algorithm="sft", design="adapter:openclaw",
+    cfg = tiny_config(tiny_model_dir, out, algorithm="sft", design="adapter:openclaw@2026.2.26",
                       limits={"max_turns": 30, "max_context_tokens": 16000},
                       learning_rate=1e-3,
                       sft={"episodes": 6, "batch_size": 4}, trl={"logging_steps": 1})
@@ -479,7 +480,7 @@ def test_sft_from_oracle_demonstrations_changes_the_weights(sft_run: TrainResult
     trajectories = [Trajectory.model_validate_json(line)
                     for line in (demos / "trajectories.jsonl").read_text().splitlines()]
     assert len(trajectories) == 6
-    assert {t.harness for t in trajectories} == {"adapter:openclaw"}
+    assert {t.harness for t in trajectories} == {"adapter:openclaw@2026.2.26"}
     assert all(t.passed for t in trajectories)  # the oracle solves every task
     # every logged step reached the caller's on_log and the result, with its loss
     losses = [r for r in sft_run.reports if "loss" in r]
@@ -723,7 +724,7 @@ def test_the_teacher_keeps_to_the_students_length(tiny_model_dir: Path, tmp_path
     from harnessgrid.trainer.sft import long_rows_warning, teacher_policy
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
-    cfg = tiny_config(tiny_model_dir, tmp_path, algorithm="sft", design="adapter:openclaw",
+    cfg = tiny_config(tiny_model_dir, tmp_path, algorithm="sft", design="adapter:openclaw@2026.2.26",
                       limits={"max_turns": 3, "max_context_tokens": 16000},
                       max_new_tokens=100)
     teacher = teacher_policy(cfg, tokenizer, 4096)
@@ -835,7 +836,7 @@ def test_ctrl_c_during_sft_exits_130_with_the_resume_hint(tiny_model_dir: Path,
     from harnessgrid.trainer.checkpoints import STATE_FILE
 
     out = tmp_path / "run"
-    data = tiny_config(tiny_model_dir, out, algorithm="sft", design="adapter:openclaw",
+    data = tiny_config(tiny_model_dir, out, algorithm="sft", design="adapter:openclaw@2026.2.26",
                        steps=50, sft={"episodes": 4, "batch_size": 2},
                        trl={"save_steps": 1}).model_dump(mode="json")
     (tmp_path / "sft.yaml").write_text(yaml.safe_dump(data))

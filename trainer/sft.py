@@ -3,7 +3,8 @@
 1. **Collect**: a teacher policy (``sft.teacher``: any policy spec; the scripted oracle by
    default) plays the schedule's (task, harness) pairs, one rollout each, until
    ``sft.episodes`` episodes ran. ``design: adapter:openclaw`` makes this the paper's
-   black-box SFT baseline (every demonstration through the emulated shell).
+   black-box SFT baseline (every demonstration through the emulated shell; a model with a
+   short context takes ``adapter:openclaw@2026.2.26``, whose five tools fit it).
 2. **Keep** the episodes whose score reaches ``sft.min_score`` (infrastructure failures never).
 3. **Rows**: each kept episode's append-only segments, from exact token ids -- the teacher's
    own when it is a token policy with the student's tokenizer, otherwise the teacher's turns

@@ -69,7 +69,7 @@ def describe(spec: str, task_ref: str | None) -> dict[str, Any]:
     observations of a harness."""
     from harnessgrid.cli.run_cmd import find_task
     from harnessgrid.engine.api import resolve_harness
-    from harnessgrid.harness import factor_levels
+    from harnessgrid.harness import EpisodeToolsHarness, factor_levels, offered_tools, provides
     from harnessgrid.models import Action
     from harnessgrid.tasks import Task
 
@@ -86,14 +86,24 @@ def describe(spec: str, task_ref: str | None) -> dict[str, Any]:
         "system_prompt": system,
         "first_messages": [{"role": m.role, "kind": m.kind, "content": m.content}
                            for m in state.history if m.role != "system"],
-        "tools": [{"name": t.name, "description": t.description,
-                   "input_schema": t.parameters} for t in harness.tools()],
+        "tools": _tools(harness, offered_tools(harness, state)
+                        if provides(harness, EpisodeToolsHarness) else None),
         "sample_turn": {"content": sample.content,
                         "tool_calls": [{"name": c.name, "arguments": c.arguments}
                                        for c in sample.tool_calls]},
         "sample_observations": sample_observations(harness),
         "environment": environment_info(task.environment),
     }
+
+
+def _tools(harness: Any, offered: list[Any] | None) -> list[dict[str, Any]]:
+    """Every tool of ``harness``; where it offers a new episode only some of them
+    (:class:`~harnessgrid.harness.EpisodeToolsHarness`), each says whether it is ``deferred``
+    (loaded later, e.g. by Claude Code 2.x's ToolSearch)."""
+    names = None if offered is None else {t.name for t in offered}
+    return [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+            | ({} if names is None else {"deferred": t.name not in names})
+            for t in harness.tools()]
 
 
 def environment_info(name: str | None) -> dict[str, Any] | None:

@@ -28,7 +28,13 @@ from harnessgrid import timing
 from harnessgrid.episode import ContextBudget, EpisodeState, TurnOutcome, context_budget
 from harnessgrid.errors import ConfigError
 from harnessgrid.events import ContextRewrite, Event, ModelReply, TextDelta, TurnStarted
-from harnessgrid.harness import ProductToolHarness, factor_levels, play_turn, provides
+from harnessgrid.harness import (
+    ProductToolHarness,
+    factor_levels,
+    offered_tools,
+    play_turn,
+    provides,
+)
 from harnessgrid.models import Message, ModelTurn, ToolSpec
 from harnessgrid.policies import Policy, PolicyRequest, bind_to_episode
 from harnessgrid.sandboxing.tool_hooks import end_call
@@ -181,7 +187,8 @@ class Episode:
         if new_segment:
             emit(ContextRewrite(turn=index, segment=cursor.segment))
         return PolicyRequest(
-            messages=view, tools=harness.tools() if harness.native_tools else [],
+            messages=view, tools=offered_tools(harness, self.state) if harness.native_tools
+            else [],
             native_tools=harness.native_tools, state=self.state, new_segment=new_segment,
             segment=cursor.segment, deadline=deadline,
             on_text=_text_sink(emit, index) if streaming else None)
@@ -272,7 +279,8 @@ def start_episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeL
                       environment=environment_summary)
     # The budget counts what the model reads: the view plus, for native tools, their schemas;
     # it is capped by what the model can take (the policy's ``context_limit``, if any).
-    budget = context_budget(policy, harness.tools() if harness.native_tools else [],
+    budget = context_budget(policy, offered_tools(harness, state) if harness.native_tools
+                            else [],
                             limits.max_context_tokens)
     actor = bind_to_episode(policy, harness, task, state)
     return Episode(harness=harness, task=task, policy=policy, limits=limits, state=state,

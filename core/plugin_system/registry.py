@@ -405,7 +405,8 @@ def _declared_harness_class(create: Callable[..., Any]) -> type | None:
         returned = typing.get_type_hints(create).get("return")
     except Exception:  # noqa: BLE001 - an annotation we cannot resolve proves nothing
         return None
-    if isinstance(returned, type) and returned is not object and \
+    # ``-> Any`` says nothing (and typing.Any is a class since Python 3.11)
+    if isinstance(returned, type) and returned not in (object, typing.Any) and \
             not getattr(returned, "_is_protocol", False):
         return returned
     return None

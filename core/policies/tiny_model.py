@@ -54,9 +54,12 @@ DEFAULT_MAX_POSITIONS = 4096
 #: parameters with the default vocabulary) is the model of the micro harness demo, built by
 #: ``harnessgrid.plugins.micro.build_micro_model`` with ``corpus=micro_corpus()`` and the
 #: ``words`` pre-tokenizer so that prompts are short in tokens: a micro configuration's first
-#: prompt is 119-545 tokens, ``adapter:claude-code``'s about 2,540 (``adapter:openclaw``'s
-#: about 1,800), which its 4096 positions hold with room for the turns that follow. (Every
-#: word is at least one token, so a larger vocabulary would not shorten these prompts.)
+#: prompt is 119-545 tokens, ``adapter:claude-code@1.0.98``'s about 2,600
+#: (``adapter:openclaw@2026.2.26``'s about 1,900), which its 4096 positions hold with room for
+#: the turns that follow; today's Claude Code (2.1.332) and Gemini CLI (0.61.0) take about
+#: 3,100 and 3,300, and today's OpenClaw (2026.9.6, 54 tool schemas) about 19,000, more than
+#: the positions. (Every word is at least one token, so a larger vocabulary would not shorten
+#: these prompts.)
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": {
         "hidden_size": 64,

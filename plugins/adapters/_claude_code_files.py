@@ -47,6 +47,9 @@ CLIPPED = ("<response clipped><NOTE>To save on context only part of this file ha
 #: cli.js result headers (the model reads what follows them as ``cat -n`` output).
 UPDATED = "The file {} has been updated. Here's the result of running `cat -n` on a snippet of \
 the edited file:\n"
+#: 2.x (2.1.332): what Write and Edit add after their result, and the empty-file warning.
+CURRENT = " (file state is current in your context \u2014 no need to Read it back)"
+EMPTY_V2 = "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>"
 READ_REMINDER = ("<system-reminder>\nIf this file looks like malware, you may explain what it "
                  "does but must not improve or extend it.\n</system-reminder>")
 
@@ -114,6 +117,14 @@ def number_lines(content: str, first: int) -> str:
     return "\n".join(f"{first + i:>6}→{line}" for i, line in enumerate(_LINE_BREAK.split(content)))
 
 
+def number_lines_v2(content: str, first: int) -> str:
+    """2.x's numbering: the number, a tab, the line (no padding, no arrow); as in 1.x every
+    piece of the split is a line."""
+    if not content:
+        return ""
+    return "\n".join(f"{first + i}\t{line}" for i, line in enumerate(_LINE_BREAK.split(content)))
+
+
 def split_lines(text: str) -> list[str]:
     """Lines split at LF or CRLF; a final line break does not start another line."""
     lines = _LINE_BREAK.split(text)
@@ -142,11 +153,14 @@ def _similar_name(t: Target) -> str | None:
                 None)
 
 
-def missing_file_message(session: Session, t: Target) -> str:
+def missing_file_message(session: Session, t: Target, v2: bool = False) -> str:
     """Read's and Edit's text for a path that does not exist, word for word (a fact the model
-    learns to act on): the working directory only once Bash has left the starting one."""
+    learns to act on): the working directory only once Bash has left the starting one (2.x:
+    always, in its own words)."""
     message = "File does not exist."
-    if session.cwd != ".":
+    if v2:
+        message += f" Note: your current working directory is {session.absolute(session.cwd)}."
+    elif session.cwd != ".":
         message += f" Current working directory: {session.absolute(session.cwd)}"
     similar = _similar_name(t)
     if similar is not None:
@@ -154,11 +168,13 @@ def missing_file_message(session: Session, t: Target) -> str:
     return message
 
 
-def _existing_file(session: Session, t: Target) -> None:
-    if not t.host.exists():
-        raise ToolError(missing_file_message(session, t))
+def _existing_file(session: Session, t: Target, v2: bool = False) -> None:
+    if not t.host.exists():  # 2.x: a failure of the tool, shown bare
+        error = CallError if v2 else ToolError
+        raise error(missing_file_message(session, t, v2))
     if t.host.is_dir():  # passes the input check; reading it fails in the tool (Node's error)
-        raise CallError("EISDIR: illegal operation on a directory, read")
+        raise CallError("EISDIR: illegal operation on a directory, read"
+                        + (f" '{t.shown}'" if v2 else ""))
     if not t.host.is_file():
         raise ToolError(f"{t.shown} is not a regular file")
 
@@ -170,13 +186,18 @@ def _count_lines(path: Path) -> int:
     return len(_LINE_BREAK.split(data.decode("utf-8", errors="replace")))
 
 
-def read(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, ToolResult]:
+def read(session: Session, ws: Workspace, args: dict[str, Any],
+         v2: bool = False) -> tuple[str, ToolResult]:
+    """Read, as 1.0.96/1.0.98 or (``v2``) 2.x: tab numbering, its empty-file warning, and
+    ``allow_large`` lifting the size and token limits (``pages`` only matters for PDFs, which
+    are not emulated: on a text file it changes nothing, as in 2.1.332)."""
     t = target(ws, args["file_path"])
-    _existing_file(session, t)
+    _existing_file(session, t, v2)
+    large = v2 and bool(args.get("allow_large"))
     offset = _integer(args.get("offset"), "offset", 0)
     limit = _integer(args.get("limit"), "limit", 1)
     size = t.host.stat().st_size
-    if offset is None and limit is None and size > READ_MAX_BYTES:
+    if offset is None and limit is None and size > READ_MAX_BYTES and not large:
         raise ToolError(_too_big(size_text(size), f"size ({size_text(READ_MAX_BYTES)})"))
     first = 1 if offset is None else offset  # cli.js: offset 0 reads from 0 and numbers from 0
     start = max(first - 1, 0)
@@ -189,27 +210,36 @@ def read(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, To
         pieces = _LINE_BREAK.split(text)
         if len(pieces) > limit:
             text = "\n".join(pieces[:limit])
-    if len(text) > READ_MAX_BYTES:  # cli.js ``call``: the part read is checked again, raised
+    if len(text) > READ_MAX_BYTES and not large:  # cli.js ``call``: the part read is checked again, raised
         raise CallError(_too_big(size_text(len(text)), f"size ({size_text(READ_MAX_BYTES)})"))
     tokens = round(len(text) / 4)
-    if tokens > READ_MAX_TOKENS:  # not remembered as read: the content never reached the model
+    if tokens > READ_MAX_TOKENS and not large:  # not remembered as read: the content never reached the model
         raise CallError(_too_big(f"{tokens} tokens", f"tokens ({READ_MAX_TOKENS})"))
     session.remember(t.key)
-    if not text:  # cli.js: also for an empty file (its split has one line, "")
+    if v2 and not text and first <= 1 and t.host.stat().st_size == 0:
+        shown = EMPTY_V2
+    elif not text:  # cli.js: also for an empty file (its split has one line, "")
         shown = (f"<system-reminder>Warning: the file exists but is shorter than the provided "
                  f"offset ({first}). The file has {_count_lines(t.host)} lines."
                  "</system-reminder>")
+    elif v2:
+        shown = number_lines_v2(text, first)
     else:
         shown = number_lines(text, first) + "\n\n" + READ_REMINDER
     return shown, ToolResult(output=text)
 
 
-def _check_fresh(session: Session, t: Target) -> None:
+#: 2.x's refusal of a change to a file not read yet (recorded for NotebookEdit, which shares
+#: the rule with Write and Edit).
+NOT_READ_V2 = "File has not been read yet. Read it first before writing to it."
+
+
+def _check_fresh(session: Session, t: Target, v2: bool = False) -> None:
     """Claude Code's rule for changing an existing file: read it first, and re-read it if
     anything changed it since."""
     if t.key not in session.read_state:
-        raise ToolError("This file has not been read in this session yet. Read it before "
-                        "changing it.")
+        raise ToolError(NOT_READ_V2 if v2 else "This file has not been read in this session "
+                        "yet. Read it before changing it.")
     if not session.fresh(t.key):
         raise ToolError("The file changed since it was last read (by a command or another "
                         "tool). Read it again before changing it.")
@@ -223,16 +253,20 @@ def _write(session: Session, ws: Workspace, t: Target, content: str) -> None:
     session.remember(t.key)
 
 
-def write(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, ToolResult]:
+def write(session: Session, ws: Workspace, args: dict[str, Any],
+          v2: bool = False) -> tuple[str, ToolResult]:
     t = target(ws, args["file_path"])
     content: str = args["content"]
     if t.host.is_dir():
         raise ToolError(f"{t.shown} is a directory; Write needs a file path")
     existed = t.host.exists()
     if existed:
-        _check_fresh(session, t)
+        _check_fresh(session, t, v2)
     _write(session, ws, t, content)
-    if not existed:
+    if v2:  # 2.x lists nothing back: the model's context already has the content
+        shown = (f"File created successfully at: {t.shown}" if not existed
+                 else f"The file {t.shown} has been updated successfully.") + CURRENT
+    elif not existed:
         shown = f"File created successfully at: {t.shown}"
     else:  # cli.js Write ``update``: the whole new content, cut at 16000 lines
         lines = _LINE_BREAK.split(content)
@@ -249,13 +283,22 @@ def _apply(text: str, old: str, new: str, replace_all: bool) -> str:
     return text.replace(old, new) if replace_all else text.replace(old, new, 1)
 
 
-def _replace(text: str, old: str, new: str, replace_all: bool, label: str = "") -> tuple[str, int]:
+def _replace(text: str, old: str, new: str, replace_all: bool, label: str = "",
+             v2: bool = False) -> tuple[str, int]:
     """``text`` with the edit applied and how many occurrences it replaced."""
     if old == new:
-        raise ToolError(f"{label}No changes to make: old_string and new_string are identical.")
+        raise ToolError(f"{label}No changes to make: old_string and new_string are "
+                        + ("exactly the same." if v2 else "identical."))
     count = text.count(old)
     if count == 0:
-        raise ToolError(f"{label}old_string was not found in the file.\nString: {old}")
+        found = "String to replace not found in file." if v2 else (
+            "old_string was not found in the file.")
+        raise ToolError(f"{label}{found}\nString: {old}")
+    if count > 1 and not replace_all and v2:
+        raise ToolError(f"Found {count} matches of the string to replace, but replace_all is "
+                        "false. To replace all occurrences, set replace_all to true. To replace "
+                        "only one occurrence, please provide more context to uniquely identify "
+                        f"the instance.\nString: {old}")
     if count > 1 and not replace_all:
         raise ToolError(f"{label}Found {count} matches of old_string, but replace_all is false. "
                         "Set replace_all to true to replace every one, or add surrounding "
@@ -273,33 +316,39 @@ def _snippet(original: str, old: str, new: str) -> str:
     return number_lines("\n".join(lines[lo:hi]), lo + 1)
 
 
-def _load_for_edit(session: Session, ws: Workspace, t: Target, creates: bool) -> str | None:
+def _load_for_edit(session: Session, ws: Workspace, t: Target, creates: bool,
+                   v2: bool = False) -> str | None:
     """The current text of the file to edit, or None when the edit creates it."""
     if creates:
         if t.host.exists():
             raise ToolError("Cannot create a new file: it already exists. Give old_string to "
                             "change its content.")
         return None
-    _existing_file(session, t)
-    _check_fresh(session, t)
+    _existing_file(session, t, v2)
+    _check_fresh(session, t, v2)
     try:
         return ws.read_text(t.key)
     except WorkspaceError as exc:
         raise ToolError(exc.message) from None
 
 
-def edit(session: Session, ws: Workspace, args: dict[str, Any]) -> tuple[str, ToolResult]:
+def edit(session: Session, ws: Workspace, args: dict[str, Any],
+         v2: bool = False) -> tuple[str, ToolResult]:
     t = target(ws, args["file_path"])
     old, new = args["old_string"], args["new_string"]
-    text = _load_for_edit(session, ws, t, creates=old == "")
+    text = _load_for_edit(session, ws, t, creates=old == "", v2=v2)
     if text is None:
         _write(session, ws, t, new)
-        shown = f"File created successfully at: {t.shown}"
+        shown = f"File created successfully at: {t.shown}" + (CURRENT if v2 else "")
         return shown, ToolResult(output=shown)
     replace_all = bool(args.get("replace_all", False))
-    updated, _ = _replace(text, old, new, replace_all)
+    updated, _ = _replace(text, old, new, replace_all, v2=v2)
     _write(session, ws, t, updated)
-    if replace_all:  # cli.js Edit's result texts
+    if v2:
+        shown = f"The file {t.shown} has been updated" + (
+            ". All occurrences were successfully replaced." if replace_all
+            else " successfully.") + CURRENT
+    elif replace_all:  # cli.js Edit's result texts
         shown = (f"The file {t.shown} has been updated. All occurrences of '{old}' were "
                  f"successfully replaced with '{new}'.")
     else:

@@ -48,7 +48,10 @@ class Session:
     cwd: str = "."
     workspace: Workspace | None = None  # known from the first step() on
     budget: ContextBudget | None = None  # the runtime's budget, remembered by view()
+    head: int = 1  # leading messages always in view: the system prompt (2.x: its three blocks)
     boundary: int = 1  # history index where the model's view resumes after the system prompt
+    loaded: set[str] = field(default_factory=set)  # 2.x: deferred tools ToolSearch loaded
+    listing: str = ""  # 2.x: the system-role message, sent again after a compaction
     compactions: int = 0
     compacted_tokens: int = 0  # size of the view right after the last compaction
     summary_fallbacks: int = 0  # policy-written summaries that failed and were replaced

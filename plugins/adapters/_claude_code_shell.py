@@ -142,10 +142,24 @@ def format_result(stdout: str, stderr: str, failed: bool) -> str:
     return both.lstrip("\n").rstrip()
 
 
+def format_result_v2(stdout: str, stderr: str, failed: bool, exit_code: int) -> str:
+    """2.x: a failure is ``Exit code N``, then stdout, then stderr; a success with no output
+    says so."""
+    if failed:
+        # a process's status fits in a byte; a sandbox that reports more (a hostile one) is
+        # shown the byte a real process would have left
+        code = exit_code if -255 <= exit_code <= 255 else exit_code & 0xFF
+        parts = (f"Exit code {code}", stdout.strip("\n"), stderr.strip("\n"))
+        return cap_error("\n".join(p for p in parts if p))
+    return format_result(stdout, stderr, False) or "(Bash completed with no output)"
+
+
 async def bash(session: Session, ws: Workspace, sandbox: Sandbox, args: dict[str, Any],
-               host_tools: HostTools | None = None) -> tuple[str, ToolResult, bool]:
+               host_tools: HostTools | None = None,
+               v2: bool = False) -> tuple[str, ToolResult, bool]:
     """Run the command; its text, its record, and whether Claude Code counts it failed.
-    ``host_tools``: an embedding session's product tools, commands inside the sandbox."""
+    ``host_tools``: an embedding session's product tools, commands inside the sandbox;
+    ``v2``: 2.x's failure text."""
     # The model may ask for less time, never more than the configured per-command limit.
     timeout_s = min(_timeout_s(args.get("timeout")), sandbox.limits.wall_s)
     notes: list[str] = []
@@ -180,7 +194,9 @@ async def bash(session: Session, ws: Workspace, sandbox: Sandbox, args: dict[str
     failed = res.timed_out or exit_code is None or is_error(args["command"], exit_code)
     if notes and not failed:  # cli.js ``_j1``: the note follows the output
         stderr = "\n".join([stderr.strip(), *notes]) if stderr.strip() else "\n".join(notes)
-    text = format_result(res.stdout, stderr, failed)
+    text = (format_result_v2(res.stdout, stderr, failed,
+                             TIMEOUT_EXIT_CODE if exit_code is None else exit_code) if v2
+            else format_result(res.stdout, stderr, failed))
     return text, ToolResult(output=res.stdout, stderr=stderr, exit_code=res.exit_code,
                             truncated=res.truncated or len(res.stdout) > 30_000,
                             timed_out=res.timed_out, duration_s=res.duration_s), failed

@@ -8,7 +8,8 @@ package by ``scripts/adapter_schemas.py``. The real descriptions are long usage 
 say the same things briefly and are not copies. Validation errors are worded as the real
 shell words them (cli.js 1.0.96, ``UmB``).
 
-Emulated releases (:data:`RELEASES`): 1.0.96 and 1.0.98. Their schemas are identical except that
+Releases here (:data:`RELEASES`): 1.0.96 and 1.0.98 (2.x's tools are in
+``_claude_code_v2_tools``; :func:`tool_specs` and :func:`check_arguments` serve both). Their schemas are identical except that
 1.0.98 has no ``LS``; in the texts the model sees, 1.0.98's Bash description no longer steers
 ``ls`` to LS, and its Read description adds that directories are listed with ``ls`` in Bash
 (its Bash description still tells the model to check a parent directory "with the LS tool", a
@@ -172,7 +173,16 @@ working directory, as the real tools do)."""
 
 
 def tool_specs(version: str = NEWEST) -> list[ToolSpec]:
-    """The tools of release ``version`` in the order it lists them (workspace tools only)."""
+    """The tools of release ``version`` in the order it lists them (1.x: workspace tools
+    only; 2.x: every tool, deferred ones included, in the order of a request that has them
+    all)."""
+    if version not in RELEASES:
+        # here, not at the top: the 2.x module builds its schemas with this one's helpers
+        from harnessgrid.plugins.adapters import _claude_code_v2_tools as v2
+
+        if version == v2.VERSION:
+            return [ToolSpec(name=n, description=v2.SCHEMAS[n][0], parameters=v2.SCHEMAS[n][1])
+                    for n in v2.LOADED_ORDER]
     texts = _RELEASE_DESCRIPTIONS.get(version, {})
     return [ToolSpec(name=name, description=texts.get(name, _SCHEMAS[name][0]),
                      parameters=_SCHEMAS[name][1])
@@ -204,8 +214,9 @@ def _issues(errors: list[jsonschema.ValidationError]) -> list[str]:
             props = error.schema.get("properties", {})
             extra += [str(k) for k in error.instance if k not in props]
         elif error.validator == "type":
+            expected = "number" if error.validator_value == "integer" else error.validator_value
             typed.append(f"The parameter `{top}` type is expected as "
-                         f"`{error.validator_value}` but provided as "
+                         f"`{expected}` but provided as "
                          f"`{_zod_type(error.instance)}`")
     return ([f"The required parameter `{p}` is missing" for p in dict.fromkeys(missing)]
             + [f"An unexpected parameter `{p}` was provided" for p in dict.fromkeys(extra)]
@@ -238,12 +249,18 @@ def validation_error(call: ToolCall, version: str = NEWEST) -> str | None:
     entry = _SCHEMAS.get(call.name)
     if entry is None or call.name not in RELEASES[version]:
         return f"Error: No such tool available: {call.name}"
+    return check_arguments(call, entry[1])
+
+
+def check_arguments(call: ToolCall, schema: dict[str, Any]) -> str | None:
+    """Why ``call``'s arguments do not fit ``schema``, as the real shell words it (the zod
+    type ``number`` stands for JSON-schema integers too); None when they fit."""
     if call.parse_error is not None:
         return (f"InputValidationError: {call.name} failed because its input is not valid "
                 f"JSON ({call.parse_error})")
     import jsonschema  # here, not at import: loading plugins must stay cheap (50 ms)
 
-    validator = jsonschema.Draft7Validator(entry[1])
+    validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(call.arguments), key=lambda e: list(e.absolute_path))
     if not errors:
         return None

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from harnessgrid.plugins.adapters._task_start import initial_text
 from harnessgrid.tasks import Task
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md")
@@ -34,22 +34,8 @@ class BootstrapFile:
     content: str | None  # None: missing
 
 
-def _initial_text(task: Task, name: str) -> str | None:
-    """The file as the episode's workspace starts with it (task files override the source
-    folder, as in :meth:`Workspace.create`)."""
-    for key, data in task.files.items():
-        rel = key.removeprefix(task.mount_path).lstrip("/").removeprefix("./")
-        if rel == name:
-            return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    if task.source_dir is not None:
-        candidate = Path(task.source_dir) / name
-        if candidate.is_file() and not candidate.is_symlink():
-            return candidate.read_text("utf-8", errors="replace")
-    return None
-
-
 def load_bootstrap(task: Task) -> list[BootstrapFile]:
-    return [BootstrapFile(name, f"{task.mount_path}/{name}", _initial_text(task, name))
+    return [BootstrapFile(name, f"{task.mount_path}/{name}", initial_text(task, name))
             for name in BOOTSTRAP_FILES]
 
 

@@ -227,13 +227,13 @@ class CallOutcome:
     result: ToolResult
 
 
-def check_arguments(call: ToolCall,
-                    plugins: Mapping[str, dict[str, Any]] | None = None) -> str | None:
+def check_arguments(call: ToolCall, plugins: Mapping[str, dict[str, Any]] | None = None,
+                    core: Mapping[str, dict[str, Any]] = SCHEMAS) -> str | None:
     """Why ``call`` cannot run (unknown tool, undecodable or schema-violating arguments), or
     None. The message lists each violation with its field, then the arguments received.
     ``plugins``: the parameter schemas of plugin tools (an embedding product's tools), checked
-    like the core tools'."""
-    schemas = SCHEMAS if not plugins else {**SCHEMAS, **plugins}
+    like the core tools'; ``core``: the release's core tools (default 2026.2.26's)."""
+    schemas = {**core, **(plugins or {})}
     if call.name not in schemas:
         return f"Tool {call.name!r} does not exist. Available tools: {', '.join(schemas)}."
     if call.parse_error is not None:

@@ -11,7 +11,8 @@ only for a call the schema check refused: a tool that threw has a normal result 
 ``details`` are its ``{status, tool, error}`` payload)
 and ``compaction`` entries (``summary``, ``firstKeptEntryId``, ``tokensBefore`` and
 ``details`` with the files read and modified before the cut). The system prompt is not part of a
-session file.
+session file. Episodes of the 2026.9.6 emulation are written in the same format: its session
+files were not re-recorded.
 """
 
 from __future__ import annotations

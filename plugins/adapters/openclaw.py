@@ -1,10 +1,59 @@
 """``adapter:openclaw``: the OpenClaw agent shell, emulated as a black-box harness.
 
-**Pinned version: OpenClaw v2026.2.26** (npm ``openclaw@2026.2.26``, whose coding tools come from
-pi-coding-agent). OpenClaw is the shell of the paper's black-box SFT/RL baselines, and the
-ClawGym/PinchBench graders read its session files, so a policy must meet here what it would
-meet there. Facts carried over (from OpenClaw's public docs and source; every sentence the model
-reads is harnessgrid's own):
+**Emulated releases** (:data:`VERSIONS`, newest first): ``adapter:openclaw`` is the newest,
+2026.9.6; ``adapter:openclaw@2026.9.6`` and ``adapter:openclaw@2026.2.26`` name one (the
+``version`` option does the same; an unknown one is a ConfigError listing these). OpenClaw is
+the shell of the paper's black-box SFT/RL baselines, and the ClawGym/PinchBench graders read its
+session files, so a policy must meet here what it would meet there. Everything below the
+2026.2.26 heading applies to 2026.9.6 too unless its own section says otherwise.
+
+**2026.9.6** (npm ``openclaw@2026.9.6``, recorded by ``scripts/openclaw_recording.py 2026.9.6``
+from the package's own ``createOpenClawCodingTools()`` under Node 24, in a plain
+``openclaw agent`` session's configuration; fixtures ``tests/fixtures/openclaw/*-2026.9.6.json``,
+runtime copy :mod:`._openclaw_recorded_2026_9_6`):
+
+- all 54 tools the factory builds, in its order, with the recorded schemas (descriptions ours,
+  on exactly the properties the real ones describe): ``ls, read, edit, write, apply_patch,
+  exec, process`` then the gateway, device, channel, session, agent, web and memory tools
+  (:mod:`._openclaw_2026_9`). ``read{path, offset?, limit?, cursor?, optional?}``,
+  ``write{path, content}``, ``edit{path, edits: [{oldText, newText}]}`` (no ``file_path`` /
+  ``old_string`` aliases any more), ``ls{path?, limit? (500), after?}``,
+  ``apply_patch{input}`` (``*** Begin Patch`` format), ``exec`` with ``timeoutSeconds`` and
+  ``title`` (``timeout`` and ``security`` are gone, ``host`` takes ``auto``), ``process`` as
+  before; ``cron`` became ``automations``;
+- the workspace tools' result texts as recorded (write counts UTF-8 bytes now; edit answers
+  ``Successfully replaced N block(s)``; a missing file, text not found, a patch that does not
+  apply are thrown errors in OpenClaw's ``{status, tool, error}`` JSON; ``read`` past the end
+  and ``read`` with ``optional`` of a missing file are normal results; ``ls`` lists
+  JSON-quoted names, directories with ``/``, and a continuation note when ``limit`` cuts);
+- a command that fails (not found, timed out, killed) is a normal result in 2026.9.6 (it was
+  thrown in 2026.2.26): its output, a blank line, the reason;
+- every other tool needs what a sandboxed task lacks (a gateway, chat channels, paired devices,
+  web search, other sessions and agents, a memory index): a call that passes the schema check
+  gets the answer that tool gave in the recording, where no gateway ran (mostly the thrown
+  ``gateway <method> requires credentials ...`` error, ``{home}`` as ``/root``, fresh ids
+  where it had them), and is recorded with ``result.error`` set, never as a success;
+- the prompt's recorded structure (:mod:`._openclaw_prompt_2026_9`): identity line, the 16
+  ``##`` sections in order with a ``### message tool`` subsection, the tool listing (summaries
+  for 31 tools, bare names for the 23 the real listing leaves bare), the runtime line between
+  OpenClaw's relocatable-boundary markers; the prompt date is fixed at 2026-09-06 09:00 UTC.
+
+Known differences in 2026.9.6: ``session_status``, ``browser`` and ``memory_search`` answered
+from the recording machine's state (its clock, an installed Chromium, a memory index), so they
+answer a thrown "not available in this sandbox" error of ours instead; each unavailable tool
+gives its one recorded answer whatever its arguments (the real one may name another gateway
+method per ``action``, or reject arguments first); where OpenClaw wraps an error in its
+external-content notice (``web_search``, ``web_fetch``, ``canvas``) only the wrapped message is
+given; a timed-out command's advice is our wording; not recorded and so our guesses: the
+overlapping-edits error, ``read``'s notes when the 2000-line / 50 KB page limits cut a file
+read without ``limit``, the text of an edit error for an edit past the first, a whole-file
+"Current file contents" for large files, apply_patch's errors other than the two recorded
+(bad first line, lines not found) and its fuzzy matching (lines must match exactly here);
+exec failures carry the sandbox's shell messages (``bash: line 1: ...``).
+
+**2026.2.26** (npm ``openclaw@2026.2.26``, whose coding tools come from pi-coding-agent).
+Facts carried over (from OpenClaw's public docs and source; every sentence the model reads is
+harnessgrid's own):
 
 - tools ``read{path, offset?, limit?}`` (pages of 2000 lines / 50 KB with OpenClaw's
   continuation notes; without ``limit`` up to 8 pages in one call, capped by the context
@@ -65,6 +114,7 @@ from harnessgrid.errors import ConfigError
 from harnessgrid.harness import task_message
 from harnessgrid.models import Action, FormatError, Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.observations import observation_message
+from harnessgrid.plugins.adapters import _openclaw_2026_9 as v2026_9
 from harnessgrid.plugins.adapters import _openclaw_plugins as plugins
 from harnessgrid.plugins.adapters._openclaw_context import (
     CompactionSettings,
@@ -84,7 +134,11 @@ from harnessgrid.plugins.adapters._openclaw_prompt import (
     project_context,
     system_prompt,
 )
+from harnessgrid.plugins.adapters._openclaw_prompt_2026_9 import (
+    system_prompt as system_prompt_2026_9,
+)
 from harnessgrid.plugins.adapters._openclaw_tools import (
+    SCHEMAS,
     SUMMARIES,
     WINDOW_KEY,
     ExecLimits,
@@ -97,29 +151,35 @@ from harnessgrid.plugins.adapters._openclaw_tools import (
     tool_specs,
 )
 from harnessgrid.plugins.adapters._openclaw_transcript import session_events, session_jsonl
+from harnessgrid.plugins.adapters._releases import release_specs
 from harnessgrid.registrations import AdapterSpec
 from harnessgrid.sandboxing.tool_hooks import Denied, approved_call, note_result
 from harnessgrid.sandboxing.tools import Environment, as_shell
 from harnessgrid.tasks import Task
 from harnessgrid.trajectory import Trajectory
 
-VERSION = "2026.2.26"
-FIXED_NOW = datetime(2026, 2, 26, 9, 0, tzinfo=UTC)
+#: Every emulated release, newest first; ``adapter:openclaw`` is the first.
+VERSIONS: tuple[str, ...] = ("2026.9.6", "2026.2.26")
+VERSION = VERSIONS[0]
+LEGACY = "2026.2.26"  # pi-coding-agent's five tools (see the module doc)
+#: The prompt's date unless ``now`` is given: the release's day, 09:00 UTC.
+FIXED_NOW = {version: datetime.strptime(f"{version} 09:00", "%Y.%m.%d %H:%M").replace(
+    tzinfo=UTC) for version in VERSIONS}
 EMPTY_REPLY_NUDGE = ("Your last reply was empty. Carry on with the request using the tools, or "
                      "answer in plain text if it is already handled.")
 
 
-def _now_text(now: datetime | str | None) -> str:
-    when = datetime.now(UTC) if now == "wall" else FIXED_NOW if now is None else now
+def _now_text(now: datetime | str | None, version: str) -> str:
+    when = datetime.now(UTC) if now == "wall" else FIXED_NOW[version] if now is None else now
     if isinstance(when, str):
         return when
     return when.astimezone(UTC).strftime("%A, %B %d, %Y, %H:%M")
 
 
 class OpenClawHarness:
-    """OpenClaw v2026.2.26 as one :class:`harnessgrid.harness.Harness`.
+    """OpenClaw as one :class:`harnessgrid.harness.Harness`.
 
-    Options: ``model`` (shown in the Runtime line), ``now`` (prompt date: a datetime, a string
+    Options: ``version`` (one of :data:`VERSIONS`, the newest by default), ``model`` (shown in the Runtime line), ``now`` (prompt date: a datetime, a string
     shown as is, ``"wall"`` for the real clock, default fixed), ``pruning`` /
     ``compaction`` (:class:`PruningSettings` / :class:`CompactionSettings` or dicts of their
     fields), ``summarizer`` (writes compaction checkpoints; default: deterministic digest),
@@ -130,13 +190,19 @@ class OpenClawHarness:
     protocol = WorkflowProtocol()
     native_tools = True
 
-    def __init__(self, *, model: str = "unknown", now: datetime | str | None = None,
+    def __init__(self, *, version: str = VERSION, model: str = "unknown",
+                 now: datetime | str | None = None,
                  pruning: PruningSettings | dict[str, Any] | None = None,
                  compaction: CompactionSettings | dict[str, Any] | None = None,
                  summarizer: Summarizer | None = None,
                  bootstrap_max_chars: int = BOOTSTRAP_MAX_CHARS,
                  bootstrap_total_max_chars: int = BOOTSTRAP_TOTAL_MAX_CHARS,
                  exec_max_timeout_s: float = 600.0) -> None:
+        if version not in VERSIONS:
+            raise ConfigError(f"OpenClaw version {version!r} is not emulated",
+                              hint=f"emulated versions: {', '.join(VERSIONS)}")
+        self.version = version
+        self._core_schemas = SCHEMAS if version == LEGACY else v2026_9.SCHEMAS
         self.model = model
         self.now = now
         self.pruning = (PruningSettings(**pruning) if isinstance(pruning, dict)
@@ -150,29 +216,33 @@ class OpenClawHarness:
         self._plugins: dict[str, ToolSpec] = {}  # product tools, see add_product_tools
 
     def __repr__(self) -> str:
-        return f"OpenClawHarness(v{VERSION})"
+        return f"OpenClawHarness(v{self.version})"
 
     def tools(self) -> list[ToolSpec]:
-        return [*tool_specs(), *self._plugins.values()]
+        core = tool_specs() if self.version == LEGACY else v2026_9.tool_specs()
+        return [*core, *self._plugins.values()]
 
     def add_product_tools(self, tools: Sequence[ToolSpec]) -> None:
         """Present an embedding product's tools (:mod:`harnessgrid.product_tools`) as plugin
         tools: after the core tools, under their own names (replacing any given before). A name
         of a core tool is refused (OpenClaw would drop the plugin tool)."""
-        self._plugins = plugins.plugin_specs(SUMMARIES, tools)
+        self._plugins = plugins.plugin_specs(self._core_schemas, tools)
 
     # ------------------------------------------------------------------------- prompt
 
     def system_prompt_text(self, task: Task) -> str:
         files = load_bootstrap(task)
         soul = next(f for f in files if f.name == "SOUL.md")
-        return system_prompt(
+        build = system_prompt if self.version == LEGACY else system_prompt_2026_9
+        listing = ([*SUMMARIES.items()] if self.version == LEGACY
+                   else v2026_9.prompt_listing())
+        return build(
             mount_path=task.mount_path,
-            tools=[*SUMMARIES.items(), *plugins.prompt_lines(self._plugins)],
+            tools=[*listing, *plugins.prompt_lines(self._plugins)],
             context=project_context(files, self.bootstrap_max_chars,
                                     self.bootstrap_total_max_chars),
-            has_soul=bool(soul.content and soul.content.strip()), now=_now_text(self.now),
-            model=self.model)
+            has_soul=bool(soul.content and soul.content.strip()),
+            now=_now_text(self.now, self.version), model=self.model)
 
     def start(self, task: Task, episode_id: str) -> EpisodeState:
         state = EpisodeState(episode_id=episode_id, task_id=task.id)
@@ -278,7 +348,8 @@ class OpenClawHarness:
                 outcome.executed.append(ExecutedCall(call, self._action(call), result))
                 state.append(self._result(asked, text, "observation"))
                 continue
-            done = await run_call(call, env, state, self.exec_limits)
+            run = run_call if self.version == LEGACY else v2026_9.run_call
+            done = await run(call, env, state, self.exec_limits)
             note_result(env, done.result)  # the session's tool_result says whether it went well
             outcome.executed.append(ExecutedCall(call, done.action, done.result))
             state.append(self._result(asked, done.text, "observation"))
@@ -293,7 +364,7 @@ class OpenClawHarness:
             outcome.format_error = outcome.format_error or FormatError(problem, call=call)
             state.append(self._result(asked, problem, "format_error"))
 
-        problem = check_arguments(asked, schemas)
+        problem = check_arguments(asked, schemas, self._core_schemas)
         if problem is not None:
             refuse(asked, problem)
             return None
@@ -303,7 +374,7 @@ class OpenClawHarness:
             # the model's ({...params, ...hookResult.params}); the result is checked again
             call = asked.model_copy(update={"arguments": {**asked.arguments,
                                                           **changed.arguments}})
-            problem = check_arguments(call, schemas)
+            problem = check_arguments(call, schemas, self._core_schemas)
             if problem is not None:
                 raise FormatError(problem, call=call)
             return call
@@ -324,6 +395,8 @@ class OpenClawHarness:
         """The abstract action of a call that passed :func:`check_arguments`."""
         if call.name in self._plugins:
             return plugins.action_of(call.name, call.arguments)
+        if self.version != LEGACY:
+            return v2026_9.describe(call.name, call.arguments)
         args = normalize(call.arguments)
         return describe(call.name, args if missing_parameters(call.name, args) is None else {})
 
@@ -336,8 +409,9 @@ class OpenClawHarness:
 
     def render_action(self, action: Action, call_id: str,
                       state: EpisodeState | None = None) -> ModelTurn:
-        """The turn that performs ``action``: file actions map to read/write/edit, list and
-        search to ``exec`` (``ls``, ``grep -rn``), shell to exec, a product tool to the plugin
+        """The turn that performs ``action``: file actions map to read/write/edit (2026.9.6:
+        one-item ``edits``), list to the ``ls`` tool (2026.2.26: ``ls`` in exec), search to
+        ``exec`` (``grep -rn``), shell to exec, a product tool to the plugin
         tool, finish to a text-only reply (``Done.`` when the message is empty, since an empty
         reply is not a finish here)."""
         a = action.args
@@ -356,8 +430,13 @@ class OpenClawHarness:
                 return call("read", path=a["path"])
             case "write":
                 return call("write", path=a["path"], content=a["content"])
-            case "edit":
+            case "edit" if self.version == LEGACY:
                 return call("edit", path=a["path"], oldText=a["old"], newText=a["new"])
+            case "edit":
+                return ModelTurn(tool_calls=(ToolCall(id=call_id, name="edit", arguments={
+                    "path": a["path"], "edits": [{"oldText": a["old"], "newText": a["new"]}]}),))
+            case "list" if self.version != LEGACY:
+                return call("ls", path=a["path"])
         return call("exec", command=as_shell(action).args["command"])
 
     # ----------------------------------------------------------------------- transcripts
@@ -372,30 +451,18 @@ class OpenClawHarness:
         return session_jsonl(traj)
 
 
-_OPTIONS = frozenset({"model", "now", "pruning", "compaction", "summarizer",
-                      "bootstrap_max_chars", "bootstrap_total_max_chars", "exec_max_timeout_s"})
+_TOOLS_LINE = {"2026.9.6": "54 tools (read/write/edit/ls/apply_patch/exec/process work on the "
+                           "workspace; the gateway, channel, web and agent tools answer as "
+                           "when unavailable)",
+               "2026.2.26": "read/write/edit/exec/process"}
 
 
-def create(**options: Any) -> OpenClawHarness:
-    unknown = sorted(set(options) - _OPTIONS)
-    if unknown:
-        raise ConfigError(f"unknown option(s) for adapter:openclaw: {', '.join(unknown)}",
-                          hint=f"options are {', '.join(sorted(_OPTIONS))}")
-    return OpenClawHarness(**options)
-
-
-def _create_pinned(**options: Any) -> OpenClawHarness:
-    harness = create(**options)
-    harness.name = f"adapter:openclaw@{VERSION}"
-    return harness
+def _describe(version: str) -> str:
+    return (f"OpenClaw v{version} emulation: {_TOOLS_LINE[version]}, bootstrap files, session "
+            "pruning, compaction checkpoints, JSONL session files.")
 
 
 @hookimpl
 def harnessgrid_adapters() -> Iterator[AdapterSpec]:
-    # ``openclaw`` is the newest emulated release; ``openclaw@VERSION`` names it explicitly.
-    for name, factory in (("openclaw", create), (f"openclaw@{VERSION}", _create_pinned)):
-        yield AdapterSpec(
-            name=name, version=VERSION, create=factory,
-            description=f"OpenClaw v{VERSION} emulation: read/write/edit/exec/process, "
-                        "bootstrap files, session pruning, compaction checkpoints, JSONL "
-                        "session files.")
+    # ``openclaw`` is the newest emulated release; ``openclaw@VERSION`` names one.
+    return release_specs("openclaw", VERSIONS, OpenClawHarness, _describe)

@@ -1,8 +1,8 @@
 """The tokenizer corpus of the micro demo: every kind of text its model will read or write.
 
 :func:`micro_corpus` plays the scripted oracle (and, for a few tasks, a policy that gives up) through
-every one of the 243 micro configurations and through the ``adapter:claude-code`` and
-``adapter:openclaw`` shells, and renders what the model sees as the tiny model's ChatML chat
+every one of the 243 micro configurations and through the emulated shells (:data:`ADAPTERS`),
+and renders what the model sees as the tiny model's ChatML chat
 template renders it: system prompts, tool specs (``<tools>`` JSON for native interfaces),
 tasks, calls, observations, workflow notes, window markers and digests. It adds the
 instructions of both splits of the ``micro`` suite. A byte-level BPE trained on it learns the
@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from harnessgrid.episode import ContextBudget, EpisodeState
-from harnessgrid.harness import Harness, play_turn
+from harnessgrid.harness import Harness, offered_tools, play_turn
 from harnessgrid.models import Action, Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.policies import Policy, PolicyRequest, bind_to_episode
 from harnessgrid.policies.scripted import ScriptedPolicy, plan_text
@@ -36,8 +36,10 @@ from harnessgrid.sandboxing.tools import Environment
 from harnessgrid.sandboxing.workspace import Workspace, WorkspaceError
 from harnessgrid.tasks import Task
 
-#: The adapters whose prompts the demo evaluates out of space.
-ADAPTERS = ("claude-code", "openclaw")
+#: The emulated shells whose prompts the corpus holds: each shell's newest release (what
+#: ``--adapters`` names by default) and the releases before them that a 4096-position micro
+#: model can still hold (today's Claude Code and OpenClaw prompts are longer).
+ADAPTERS = ("claude-code", "claude-code@1.0.98", "openclaw", "openclaw@2026.2.26", "gemini-cli")
 #: Episodes per adapter (tasks dealt round-robin over the families).
 ADAPTER_EPISODES = 48
 _MAX_TURNS = 16
@@ -124,11 +126,12 @@ async def _episode(harness: Any, task: Task, policy: Any) -> str:
         env = Environment(workspace=ws, sandbox=cast(Sandbox, _DryShell(ws)))
         state = harness.start(task, f"corpus-{task.id}")
         policy = bind_to_episode(policy, harness, task, state)  # as every episode does
-        tools: list[ToolSpec] = harness.tools() if harness.native_tools else []
         budget = ContextBudget(max_tokens=32_768)
         parts: list[str] = []
         seen: list[Message] = []
         for _ in range(_MAX_TURNS):
+            # what this turn offers (a shell that loads tools on demand offers more later)
+            tools: list[ToolSpec] = offered_tools(harness, state) if harness.native_tools else []
             view = harness.view(state, budget)
             new = [m for m in view if m not in seen]
             parts.append(render_chatml(new, tools if not seen else ()))
@@ -245,7 +248,7 @@ async def _all_episodes() -> list[str]:
 
 def micro_corpus() -> list[str]:
     """Texts covering what the micro demo's model sees: dry oracle episodes through all 243
-    micro configurations and both adapters, rendered through the chat template, plus every
+    micro configurations and the emulated shells of :data:`ADAPTERS`, rendered through the chat template, plus every
     instruction of its ``train`` and ``eval`` splits. Deterministic: the same list on every call and
     machine. Takes a few seconds (no sandbox needed)."""
     from harnessgrid.plugins.micro.tasks import micro_suite

@@ -513,3 +513,24 @@ def test_file_operations_are_tool_executions_and_a_nested_one_counts_once() -> N
         assert clock.spans == 3
     finally:
         ws.cleanup()
+
+
+@pytest.mark.parametrize("spec", ["adapter:claude-code", "adapter:claude-code@1.0.98",
+                                  "adapter:openclaw", "adapter:openclaw@2026.2.26",
+                                  "adapter:gemini-cli"])
+def test_a_memory_file_linked_out_of_the_task_folder_is_not_read(tmp_path: Path,
+                                                                 spec: str) -> None:
+    """The shells put the project's memory files in the first prompt, read on the host before
+    the sandbox exists: a symbolic link there (to any host file) is not followed. Claude
+    Code's emulation used to follow it."""
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("the host's secret\n")
+    project = tmp_path / "task"
+    project.mkdir()
+    for name in ("CLAUDE.md", "GEMINI.md", "AGENTS.md", "TOOLS.md"):
+        (project / name).symlink_to(secret)
+    (project / "notes.txt").write_text("plain\n")
+    harness = harnessgrid.resolve_harness(spec)
+    state = harness.start(Task(id="t", instruction="read notes.txt", source_dir=project), "e")
+    assert state.history  # the prompt was built
+    assert not any("the host's secret" in m.content for m in state.history)

@@ -534,3 +534,20 @@ def test_a_memory_file_linked_out_of_the_task_folder_is_not_read(tmp_path: Path,
     state = harness.start(Task(id="t", instruction="read notes.txt", source_dir=project), "e")
     assert state.history  # the prompt was built
     assert not any("the host's secret" in m.content for m in state.history)
+
+
+@pytest.mark.parametrize(("base", "older"), [("claude-code", "1.0.98"),
+                                             ("openclaw", "2026.2.26"), ("gemini-cli", None)])
+def test_every_shells_factory_checks_its_options_and_names_the_release(
+        base: str, older: str | None) -> None:
+    reg = harnessgrid.get_registry()
+    with pytest.raises(ConfigError, match=f"unknown option.*adapter:{base}: bogus") as bad:
+        reg.adapter(base).create(bogus=1)
+    assert "version" in (bad.value.hint or "")
+    if older is None:
+        return
+    # the plain name asked for an older release is named after that release, so its
+    # results are not grouped with the newest one's
+    assert reg.adapter(base).create(version=older).name == f"adapter:{base}@{older}"
+    with pytest.raises(ConfigError, match=f"adapter:{base}@{older} cannot take version"):
+        reg.adapter(f"{base}@{older}").create(version=reg.adapter(base).version)

@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import harnessgrid as hg
 from harnessgrid.engine.limits import EpisodeLimits
 from harnessgrid.engine.runtime import run_episode
 from harnessgrid.episode import ContextBudget, EpisodeState, estimate_tokens
 from harnessgrid.harness import offered_tools, play_turn
-from harnessgrid.models import Action, Message, ModelTurn, ToolCall
+from harnessgrid.models import Action, Message, ModelTurn, ToolCall, ToolSpec
 from harnessgrid.plugin_system.registry import load_suite
 from harnessgrid.plugins.adapters import _claude_code_v2 as v2
 from harnessgrid.plugins.adapters.claude_code import ClaudeCodeHarness
@@ -31,6 +33,7 @@ from harnessgrid.sandboxing.sandbox import Sandbox
 from harnessgrid.sandboxing.tools import Environment
 from harnessgrid.sandboxing.workspace import Workspace
 from harnessgrid.tasks import Task
+from harnessgrid.testing import ReplayPolicy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 VERSION = "2.1.332"
@@ -345,3 +348,32 @@ def test_the_recorder_reads_deferred_names_and_layout_from_a_request() -> None:
     assert facts[2]["names"] == SCHEMAS["deferred"]
     assert facts[-2] == {**PROMPT["system_message"][-2], "lines": facts[-2]["lines"]}
     assert not any("untrusted" in json.dumps(f) for f in facts)  # advice is counted, not kept
+
+
+class _CountingReplay(ReplayPolicy):
+    """A replay that counts its context the way a token policy does (with the tools), so the
+    test sees which tools the episode's budget counts."""
+
+    def __init__(self, turns: list[ModelTurn | str]) -> None:
+        super().__init__(turns)
+        self.counted: list[tuple[str, ...]] = []
+
+    def count_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> int:
+        self.counted.append(tuple(t.name for t in tools))
+        return estimate_tokens(messages, tools)
+
+
+def test_the_budget_counts_the_tools_toolsearch_loaded() -> None:
+    """A real episode: after ToolSearch loads WebFetch, the next request carries it and the
+    context budget counts its schema too (the model reads it), not only the first offer."""
+    load = ModelTurn(tool_calls=(ToolCall(id="t1", name="ToolSearch",
+                                          arguments={"query": "select:WebFetch"}),))
+    policy = _CountingReplay([load, "Done."])
+    task = Task(id="t", instruction="Load WebFetch, then stop.")
+    traj = asyncio.run(hg.run_episode(hg.resolve_harness("adapter:claude-code"), task, policy))
+    assert traj.termination == "finished", (traj.termination, traj.error)
+    first, second = ([t.name for t in r.tools] for r in policy.requests)
+    assert "WebFetch" not in first
+    assert "WebFetch" in second
+    assert tuple(second) in policy.counted  # the budget was sized again with the new offer
+    assert tuple(first) in policy.counted

@@ -89,6 +89,8 @@ class Episode:
     environment: EnvironmentRecord | None = None
     unsafe_no_sandbox: bool = False
     cursor: LoopCursor = field(default_factory=LoopCursor)
+    #: the names of the native tools ``budget`` counts (see ``_offer``)
+    budget_tools: tuple[str, ...] = ()
 
     def follow_up(self, text: str) -> None:
         """A user message continuing the conversation (a session's next run)."""
@@ -143,10 +145,12 @@ class Episode:
                 env.hooks.turn = index
                 end_call(env.hooks)  # an approval never outlives its turn
             t0, cpu0 = time.perf_counter(), timing.own_cpu()
+            tools = self._offer()
             view = harness.view(state, self.budget)
             if self.budget.count(view) > self.budget.max_tokens:
                 return "context_overflow"
-            request = self._request(view, deadline, index, emit, streaming=on_event is not None)
+            request = self._request(view, tools, deadline, index, emit,
+                                    streaming=on_event is not None)
             with timing.span() as model:
                 turn = await self._ask(request)
             if on_event is not None:
@@ -176,8 +180,22 @@ class Episode:
                 return stop
         return "max_turns"
 
-    def _request(self, view: list[Message], deadline: float | None, index: int,
-                 emit: Callable[[Event], None], *, streaming: bool) -> PolicyRequest:
+    def _offer(self) -> list[ToolSpec]:
+        """The native tools this turn's request carries. When they are not the ones the budget
+        was sized with (a shell loaded tools on demand), the budget is sized again: the model
+        reads their schemas too."""
+        if not self.harness.native_tools:
+            return []
+        tools = offered_tools(self.harness, self.state)
+        names = tuple(t.name for t in tools)
+        if names != self.budget_tools:
+            self.budget = context_budget(self.policy, tools, self.limits.max_context_tokens)
+            self.budget_tools = names
+        return tools
+
+    def _request(self, view: list[Message], tools: list[ToolSpec], deadline: float | None,
+                 index: int, emit: Callable[[Event], None], *,
+                 streaming: bool) -> PolicyRequest:
         """What the policy is asked for this turn; a view that does not extend the last turn's
         starts a new token segment (a context level rewrote history), which is announced."""
         cursor, harness = self.cursor, self.harness
@@ -187,9 +205,7 @@ class Episode:
         if new_segment:
             emit(ContextRewrite(turn=index, segment=cursor.segment))
         return PolicyRequest(
-            messages=view, tools=offered_tools(harness, self.state) if harness.native_tools
-            else [],
-            native_tools=harness.native_tools, state=self.state, new_segment=new_segment,
+            messages=view, tools=tools, native_tools=harness.native_tools, state=self.state, new_segment=new_segment,
             segment=cursor.segment, deadline=deadline,
             on_text=_text_sink(emit, index) if streaming else None)
 
@@ -279,13 +295,14 @@ def start_episode(harness: Harness, task: Task, policy: Policy, limits: EpisodeL
                       environment=environment_summary)
     # The budget counts what the model reads: the view plus, for native tools, their schemas;
     # it is capped by what the model can take (the policy's ``context_limit``, if any).
-    budget = context_budget(policy, offered_tools(harness, state) if harness.native_tools
-                            else [],
-                            limits.max_context_tokens)
+    # A harness whose offer changes (episode_tools) gets it sized again when it does.
+    tools = offered_tools(harness, state) if harness.native_tools else []
+    budget = context_budget(policy, tools, limits.max_context_tokens)
     actor = bind_to_episode(policy, harness, task, state)
     return Episode(harness=harness, task=task, policy=policy, limits=limits, state=state,
                    budget=budget, trajectory=traj, actor=actor, environment=environment,
-                   unsafe_no_sandbox=limits.unsafe_no_sandbox)
+                   unsafe_no_sandbox=limits.unsafe_no_sandbox,
+                   budget_tools=tuple(t.name for t in tools))
 
 
 def summarize(traj: Trajectory, state: EpisodeState) -> None:

@@ -137,6 +137,7 @@ from harnessgrid.plugins.adapters._claude_code_tools import (
 from harnessgrid.plugins.adapters._claude_code_v2_tools import INITIAL, LOADED_ORDER
 from harnessgrid.plugins.adapters._claude_code_v2_tools import VERSION as VERSION_2
 from harnessgrid.plugins.adapters._releases import release_specs
+from harnessgrid.plugins.adapters._reply import end_or_nudge
 from harnessgrid.plugins.adapters._task_start import initial_paths, initial_text
 from harnessgrid.registrations import AdapterSpec
 from harnessgrid.sandboxing.tool_hooks import Denied, approved_call
@@ -333,13 +334,7 @@ class ClaudeCodeHarness:
         decision = Decision()
         state.append(turn.message())
         if not turn.tool_calls:
-            if turn.content.strip():
-                outcome.finish = Action.of("finish", message=turn.content)
-                decision.finished = True
-            else:
-                decision.messages.append(Message(role="user", content=EMPTY_TURN_NUDGE,
-                                                 kind="reminder"))
-                decision.format_error = True
+            end_or_nudge(turn, outcome, decision, EMPTY_TURN_NUDGE)
         for call in turn.tool_calls:
             await self._run(call, session, env, state, outcome)
         if session.loaded - loaded:  # 2.x: the text that follows results that loaded tools

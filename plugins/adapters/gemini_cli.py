@@ -112,6 +112,7 @@ from harnessgrid.plugins.adapters._gemini_cli_tools import (
     validation_error,
 )
 from harnessgrid.plugins.adapters._releases import release_specs
+from harnessgrid.plugins.adapters._reply import end_or_nudge
 from harnessgrid.plugins.adapters._task_start import initial_paths, initial_text
 from harnessgrid.registrations import AdapterSpec
 from harnessgrid.sandboxing.tool_hooks import Denied, approved_call, note_result
@@ -218,13 +219,7 @@ class GeminiCliHarness:
         decision = Decision()
         state.append(turn.message())
         if not turn.tool_calls:
-            if turn.content.strip():
-                outcome.finish = Action.of("finish", message=turn.content)
-                decision.finished = True
-            else:
-                decision.messages.append(Message(role="user", content=EMPTY_REPLY_NUDGE,
-                                                 kind="reminder"))
-                decision.format_error = True
+            end_or_nudge(turn, outcome, decision, EMPTY_REPLY_NUDGE)
         for call in turn.tool_calls:
             await self._run(call, session, env, state, outcome)
         state.append(*decision.messages)

@@ -145,11 +145,11 @@ class Episode:
                 env.hooks.turn = index
                 end_call(env.hooks)  # an approval never outlives its turn
             t0, cpu0 = time.perf_counter(), timing.own_cpu()
-            tools = self._offer()
+            offer = self._offer()
             view = harness.view(state, self.budget)
             if self.budget.count(view) > self.budget.max_tokens:
                 return "context_overflow"
-            request = self._request(view, tools, deadline, index, emit,
+            request = self._request(view, offer, deadline, index, emit,
                                     streaming=on_event is not None)
             with timing.span() as model:
                 turn = await self._ask(request)
